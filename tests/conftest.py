@@ -1,0 +1,50 @@
+"""Shared test fixtures: building CUDA sources with nvcc at test time, cached per session."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+CUDA_SOURCES = Path(__file__).parent / "cuda"
+
+
+def _cache_dir() -> Path:
+    d = Path(os.environ.get("ZLUDA_TEST_BUILD_CACHE", Path.home() / ".cache" / "zluda-test-builds"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def nvcc_build(sources: list[str | Path], args: list[str], suffix: str) -> Path:
+    """Run nvcc on repo sources (paths relative to tests/cuda or absolute) and return the output.
+
+    Outputs are cached by the hash of nvcc's arguments and the sources' bytes, so each build
+    runs once per machine; the cache is only an accelerator, never a source of truth.
+    """
+    if not os.path.exists(NVCC):
+        pytest.skip("nvcc not found")
+    paths = [Path(s) if Path(s).is_absolute() else CUDA_SOURCES / s for s in sources]
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    h.update("\0".join(args).encode())
+    out = _cache_dir() / f"{paths[0].stem}-{h.hexdigest()[:16]}{suffix}"
+    if not out.exists():
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        cmd = [NVCC, *args, *map(str, paths), "-o", str(tmp)]
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=paths[0].parent)
+        if res.returncode != 0:
+            raise RuntimeError(f"nvcc failed: {' '.join(cmd)}\n{res.stderr}")
+        os.replace(tmp, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def nvcc():
+    """The nvcc_build function, for tests that build CUDA programs."""
+    return nvcc_build

@@ -1,0 +1,1 @@
+"""PTX front end: grammar-driven parser, AST, checks and printer."""

@@ -1,0 +1,275 @@
+"""Typed AST for PTX modules.
+
+This module is the contract between the front end (parser, printer, checks) and every
+later stage (compiler, cache, driver). Later stages read it; only the front end builds it.
+
+Conventions
+* Source positions (`pos`) are excluded from equality, so `parse(format(m)) == m` holds.
+* Names keep their PTX spelling: registers start with `%` (`%r1`, `%tid.x` is a special
+  register with a component), user symbols do not (`my_var`, `$L__BB0_2`).
+* Instruction modifiers are kept as written, without dots and in source order
+  (`ld.global.v4.f32` -> opcode "ld", mods ("global", "v4", "f32")). The grammar in
+  ptx_grammar/ says which modifier belongs to which group; `Instruction.types` gives the
+  type modifiers in order (cvt.rn.f32.s32 -> ("f32", "s32")).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+# Every PTX fundamental type, plus the packed and narrow float forms.
+SCALAR_TYPES: frozenset[str] = frozenset(
+    """b8 b16 b32 b64 b128 u8 u16 u32 u64 s8 s16 s32 s64 f16 f16x2 bf16 bf16x2 f32 f64
+    pred tf32 e4m3 e5m2 e4m3x2 e5m2x2 e2m3x2 e3m2x2 e2m1x2 ue8m0x2 s2f6x2 u4x8 s4x8 s2x16""".split()
+)
+
+
+@dataclass(frozen=True)
+class Pos:
+    """1-based line and column of the first character of a construct."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+NOPOS = Pos("<none>", 0, 0)
+
+
+# --------------------------------------------------------------------------- operands
+
+
+@dataclass
+class Reg:
+    """A register or special register: `%r1`, `%tid.x`, `%laneid`."""
+
+    name: str
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Sym:
+    """A named variable, function or label used as an operand (`bra $L__BB0_1`, `mov.u64 %rd, arr`)."""
+
+    name: str
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Imm:
+    """An immediate.
+
+    kind "int":   value is a Python int (any sign, unbounded; the instruction type decides width).
+    kind "f32":   value is the raw 32-bit pattern of a `0fXXXXXXXX` literal.
+    kind "f64":   value is the raw 64-bit pattern of a `0dXXXXXXXXXXXXXXXX` literal.
+    kind "float": value is the Python float of a decimal float literal (`1.5`, `1e-3`).
+    """
+
+    value: int | float
+    kind: str = "int"
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Vec:
+    """A vector operand `{%f1, %f2, _, %f4}`."""
+
+    elems: list[Operand]
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Addr:
+    """A memory address `[base+offset]`; base is a register, a symbol, or None for `[imm]`."""
+
+    base: Reg | Sym | None
+    offset: int = 0
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Sink:
+    """The sink `_`: the result is discarded."""
+
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Not:
+    """A negated predicate source `!%p1`."""
+
+    operand: Reg
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class PredOut:
+    """A destination with an optional predicate output `%r1|%p1` (setp, shfl.sync, ...)."""
+
+    dest: Reg | Sink
+    pred: Reg | Sink
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class ArgList:
+    """A parenthesised argument list of `call`: `(%r1, param0)` or `()`."""
+
+    args: list[Operand]
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+Operand = Union[Reg, Sym, Imm, Vec, Addr, Sink, Not, PredOut, ArgList]
+
+
+# --------------------------------------------------------------------------- statements
+
+
+@dataclass
+class Guard:
+    """Guard predicate `@%p` or `@!%p`."""
+
+    reg: str
+    negated: bool = False
+
+
+@dataclass
+class Instruction:
+    opcode: str
+    mods: tuple[str, ...] = ()
+    operands: list[Operand] = field(default_factory=list)
+    guard: Guard | None = None
+    pos: Pos = field(default=NOPOS, compare=False)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """The type modifiers in source order, e.g. cvt.rn.f32.s32 -> ("f32", "s32")."""
+        return tuple(m for m in self.mods if m in SCALAR_TYPES)
+
+    def has(self, mod: str) -> bool:
+        return mod in self.mods
+
+
+@dataclass
+class Label:
+    name: str
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Initializer:
+    """A variable initializer: a scalar expression, or nested braces of them.
+
+    items is None for a scalar; then `value` is an Imm, a Sym (address of a variable or
+    function), or a call-like wrapper `generic(sym)` / `mask(sym)` kept in `wrapper`, with
+    `offset` for `sym+4`.
+    """
+
+    value: Imm | Sym | None = None
+    wrapper: str | None = None
+    offset: int = 0
+    items: list[Initializer] | None = None
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class PtrAttr:
+    """`.ptr.space.align N` on an .entry parameter."""
+
+    space: str | None = None
+    align: int | None = None
+
+
+@dataclass
+class Variable:
+    """A variable or register declaration in any state space.
+
+    space: reg, sreg, const, global, local, param, shared, tex (and `.pred` registers are
+    space "reg" with type "pred").
+    count: for `.reg .b32 %r<100>` the number of registers; the names are name+0..count-1.
+    array: array dimensions, None for an unsized `[]`.
+    vector: 2, 4 or 8 for `.v2/.v4/.v8` variables, else None.
+    linkage: visible, extern, weak, common, or None.
+    """
+
+    name: str
+    space: str
+    type: str
+    array: tuple[int | None, ...] = ()
+    align: int | None = None
+    vector: int | None = None
+    count: int | None = None
+    linkage: str | None = None
+    init: Initializer | None = None
+    ptr: PtrAttr | None = None
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Directive:
+    """Any other directive: `.pragma "nounroll"`, `.loc 1 22 5`, `.maxntid 256, 1, 1`, `.file 1 "a.cu"`,
+    `.section .debug_info { ... }` (raw text kept in args), `.alias`, `.callprototype` labels, ...
+
+    args holds the arguments as parsed values (ints, strings, names).
+    """
+
+    name: str
+    args: list = field(default_factory=list)
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Block:
+    """A nested `{ ... }` scope inside a function body."""
+
+    body: list[Statement] = field(default_factory=list)
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+Statement = Union[Instruction, Label, Variable, Directive, Block]
+
+
+# --------------------------------------------------------------------------- top level
+
+
+@dataclass
+class Function:
+    """An .entry (kernel) or .func, with its parameters and body.
+
+    params: .entry parameters are space "param"; .func parameters are "param" or "reg".
+    returns: .func return parameters.
+    body: None for a declaration without a body (prototype / .extern).
+    directives: performance tuning directives (.maxntid, .reqntid, .minnctapersm, ...),
+    .noreturn, .pragma, in source order.
+    """
+
+    name: str
+    kind: str  # "entry" or "func"
+    linkage: str | None = None
+    params: list[Variable] = field(default_factory=list)
+    returns: list[Variable] = field(default_factory=list)
+    body: list[Statement] | None = None
+    directives: list[Directive] = field(default_factory=list)
+    pos: Pos = field(default=NOPOS, compare=False)
+
+
+@dataclass
+class Module:
+    version: tuple[int, int]
+    target: tuple[str, ...]
+    address_size: int = 64
+    items: list[Function | Variable | Directive] = field(default_factory=list)
+    filename: str = field(default="<ptx>", compare=False)
+
+    def functions(self) -> list[Function]:
+        return [i for i in self.items if isinstance(i, Function)]
+
+    def kernels(self) -> list[Function]:
+        return [f for f in self.functions() if f.kind == "entry" and f.body is not None]
+
+    def variables(self) -> list[Variable]:
+        return [i for i in self.items if isinstance(i, Variable)]
