@@ -11,6 +11,12 @@ Conventions
   (`ld.global.v4.f32` -> opcode "ld", mods ("global", "v4", "f32")). The grammar in
   ptx_grammar/ says which modifier belongs to which group; `Instruction.types` gives the
   type modifiers in order (cvt.rn.f32.s32 -> ("f32", "s32")).
+* Opcodes that the PTX manual names with several words keep them (`cp.async.bulk`,
+  `mbarrier.arrive`, `wgmma.mma_async`): the opcode is the longest instruction name in
+  ptx_grammar/ that the dotted text starts with, the rest are mods.
+
+Compatible extensions made by the front end (issue 2):
+* `Addr.extra` (default empty): operands after the first inside brackets (`[tex, {x, y}]`).
 """
 
 from __future__ import annotations
@@ -84,11 +90,16 @@ class Vec:
 
 @dataclass
 class Addr:
-    """A memory address `[base+offset]`; base is a register, a symbol, or None for `[imm]`."""
+    """A memory address `[base+offset]`; base is a register, a symbol, or None for `[imm]`.
+
+    extra: the operands after the first inside the brackets of texture, surface and tensor
+    addresses: `[tex, {%f1, %f2}]` -> base Sym("tex"), extra [Vec]; `[tex, smp, {...}]`.
+    """
 
     base: Reg | Sym | None
     offset: int = 0
     pos: Pos = field(default=NOPOS, compare=False)
+    extra: list[Operand] = field(default_factory=list)
 
 
 @dataclass

@@ -1,0 +1,274 @@
+/* The C half of libcuda.so.1: what must not (or need not) go through Python.
+ *   - cuGetProcAddress(_v2): (name, cudaVersion, flags) -> entry point, from the generated
+ *     zl_procs[] table (entry_points.txt);
+ *   - cuGetExportTable: the private tables cudart 13 reads (../shared/design/CUDART_CONTRACT.md);
+ *   - the per-thread context stack and context-local storage, because cudart asks CLS `get`
+ *     before every runtime call;
+ *   - stubs answering CUDA_ERROR_NOT_SUPPORTED for entry points we do not implement.
+ * Included after driver_api.h and the generated tables by build_shim.py. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ZL_SUCCESS 0
+#define ZL_INVALID_VALUE 1
+#define ZL_INVALID_CONTEXT 201
+#define ZL_NOT_FOUND 500
+#define ZL_NOT_SUPPORTED 801
+
+/* ---- logging of unimplemented entry points: once per name ---- */
+static pthread_mutex_t zl_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult zl_unsupported(const char *what, int *logged) {
+    pthread_mutex_lock(&zl_log_lock);
+    if (!*logged) {
+        *logged = 1;
+        fprintf(stderr, "zluda: %s is not implemented; returning CUDA_ERROR_NOT_SUPPORTED\n", what);
+    }
+    pthread_mutex_unlock(&zl_log_lock);
+    return ZL_NOT_SUPPORTED;
+}
+
+/* ---- per-thread context stack (cuCtxPush/Pop/Set/GetCurrent keep it via these) ---- */
+#define ZL_CTX_DEPTH 64
+static __thread void *zl_ctx_stack[ZL_CTX_DEPTH];
+static __thread int zl_ctx_depth;
+
+void *zluda_tls_current(void) { return zl_ctx_depth ? zl_ctx_stack[zl_ctx_depth - 1] : NULL; }
+
+void zluda_tls_set_current(void *ctx) {
+    if (zl_ctx_depth) {
+        if (ctx) zl_ctx_stack[zl_ctx_depth - 1] = ctx;
+        else zl_ctx_depth--;
+    } else if (ctx) {
+        zl_ctx_stack[zl_ctx_depth++] = ctx;
+    }
+}
+
+int zluda_tls_push(void *ctx) {
+    if (zl_ctx_depth == ZL_CTX_DEPTH) return 0;
+    zl_ctx_stack[zl_ctx_depth++] = ctx;
+    return 1;
+}
+
+void *zluda_tls_pop(void) { return zl_ctx_depth ? zl_ctx_stack[--zl_ctx_depth] : NULL; }
+
+/* ---- context-local storage (export table c693336e): a small locked array ---- */
+typedef struct { void *ctx, *key, *value, *dtor; } zl_cls_entry;
+static zl_cls_entry *zl_cls;
+static size_t zl_cls_len, zl_cls_cap;
+static pthread_mutex_t zl_cls_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static zl_cls_entry *zl_cls_find(void *ctx, void *key) {
+    for (size_t i = 0; i < zl_cls_len; i++)
+        if (zl_cls[i].ctx == ctx && zl_cls[i].key == key) return &zl_cls[i];
+    return NULL;
+}
+
+static CUresult zl_cls_put(void *ctx, void *key, void *value, void *dtor) {
+    if (!ctx) ctx = zluda_tls_current();
+    if (!ctx) return ZL_INVALID_CONTEXT;
+    CUresult rc = ZL_SUCCESS;
+    pthread_mutex_lock(&zl_cls_lock);
+    zl_cls_entry *e = zl_cls_find(ctx, key);
+    if (!e) {
+        if (zl_cls_len == zl_cls_cap) {
+            size_t cap = zl_cls_cap ? 2 * zl_cls_cap : 16;
+            zl_cls_entry *grown = realloc(zl_cls, cap * sizeof *grown);
+            if (!grown) { rc = 2; /* CUDA_ERROR_OUT_OF_MEMORY */ goto out; }
+            zl_cls = grown;
+            zl_cls_cap = cap;
+        }
+        e = &zl_cls[zl_cls_len++];
+        e->ctx = ctx;
+        e->key = key;
+    }
+    e->value = value;
+    e->dtor = dtor;
+out:
+    pthread_mutex_unlock(&zl_cls_lock);
+    return rc;
+}
+
+static CUresult zl_cls_delete(void *ctx, void *key) {
+    if (!ctx) ctx = zluda_tls_current();
+    if (!ctx) return ZL_INVALID_CONTEXT;
+    CUresult rc = ZL_INVALID_VALUE;
+    pthread_mutex_lock(&zl_cls_lock);
+    zl_cls_entry *e = zl_cls_find(ctx, key);
+    if (e) {
+        *e = zl_cls[--zl_cls_len];
+        rc = ZL_SUCCESS;
+    }
+    pthread_mutex_unlock(&zl_cls_lock);
+    return rc;
+}
+
+/* Must fail when nothing is stored: success without a value makes cudart skip its
+ * per-context setup. */
+static CUresult zl_cls_get(void **value, void *ctx, void *key) {
+    if (!ctx) ctx = zluda_tls_current();
+    if (!ctx) return ZL_INVALID_CONTEXT;
+    CUresult rc = ZL_INVALID_VALUE;
+    pthread_mutex_lock(&zl_cls_lock);
+    zl_cls_entry *e = zl_cls_find(ctx, key);
+    if (e) {
+        *value = e->value;
+        rc = ZL_SUCCESS;
+    }
+    pthread_mutex_unlock(&zl_cls_lock);
+    return rc;
+}
+
+/* Called by the Python driver when a context is destroyed or reset: its storage goes too,
+ * so cudart's next `get` fails and it sets the context up again. */
+void zluda_cls_drop_context(void *ctx) {
+    pthread_mutex_lock(&zl_cls_lock);
+    for (size_t i = 0; i < zl_cls_len;)
+        if (zl_cls[i].ctx == ctx) zl_cls[i] = zl_cls[--zl_cls_len];
+        else i++;
+    pthread_mutex_unlock(&zl_cls_lock);
+}
+
+/* ---- private export tables ---- */
+#define ZL_SLOTS 16
+typedef CUresult (*zl_slot_fn)(void);
+#define ZL_SLOT_STUB(table, n)                                                     \
+    static CUresult zl_##table##_##n(void) {                                       \
+        static int logged;                                                         \
+        return zl_unsupported("export table " #table " slot " #n, &logged);        \
+    }
+#define ZL_SLOT_STUBS(t) ZL_SLOT_STUB(t, 1) ZL_SLOT_STUB(t, 2) ZL_SLOT_STUB(t, 3) \
+    ZL_SLOT_STUB(t, 4) ZL_SLOT_STUB(t, 5) ZL_SLOT_STUB(t, 6) ZL_SLOT_STUB(t, 7)   \
+    ZL_SLOT_STUB(t, 8) ZL_SLOT_STUB(t, 9) ZL_SLOT_STUB(t, 10) ZL_SLOT_STUB(t, 11) \
+    ZL_SLOT_STUB(t, 12) ZL_SLOT_STUB(t, 13) ZL_SLOT_STUB(t, 14) ZL_SLOT_STUB(t, 15)
+#define ZL_SLOT_LIST(t) (void *)zl_##t##_1, (void *)zl_##t##_2, (void *)zl_##t##_3,  \
+    (void *)zl_##t##_4, (void *)zl_##t##_5, (void *)zl_##t##_6, (void *)zl_##t##_7,  \
+    (void *)zl_##t##_8, (void *)zl_##t##_9, (void *)zl_##t##_10, (void *)zl_##t##_11, \
+    (void *)zl_##t##_12, (void *)zl_##t##_13, (void *)zl_##t##_14, (void *)zl_##t##_15
+
+ZL_SLOT_STUBS(cudart_interface)
+ZL_SLOT_STUBS(tools_hooks)
+ZL_SLOT_STUBS(tools_tls)
+ZL_SLOT_STUBS(context_wrapper)
+ZL_SLOT_STUBS(integrity)
+
+static void *zl_cudart_interface[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(cudart_interface)};
+static void *zl_tools_hooks[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(tools_hooks)};
+static void *zl_tools_tls[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(tools_tls)};
+static void *zl_context_wrapper[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(context_wrapper)};
+static void *zl_integrity_table[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(integrity)};
+static void *zl_cls_table[3] = {(void *)zl_cls_put, (void *)zl_cls_delete, (void *)zl_cls_get};
+
+/* CUDART_INTERFACE slot 2: the primary context of a device */
+static CUresult zl_get_primary_ctx(CUcontext *pctx, CUdevice dev) { return zluda_primary_ctx(pctx, dev); }
+
+/* TOOLS_RUNTIME_CALLBACK_HOOKS slots 2 and 6: zeroed buffers cudart writes its hooks into */
+static unsigned char zl_hooks_buf2[1024], zl_hooks_buf6[256];
+static CUresult zl_hooks_slot2(void **buf, size_t *n) { *buf = zl_hooks_buf2; *n = sizeof zl_hooks_buf2; return ZL_SUCCESS; }
+static CUresult zl_hooks_slot6(void **buf, size_t *n) { *buf = zl_hooks_buf6; *n = sizeof zl_hooks_buf6; return ZL_SUCCESS; }
+
+/* CONTEXT_WRAPPER slot 2: our contexts are never wrapped; slot 3: init-time check */
+static CUresult zl_unwrap_context(CUcontext ctx, unsigned int *wrapped, CUcontext *unwrapped) {
+    *wrapped = 0;
+    if (unwrapped) *unwrapped = ctx;
+    return ZL_SUCCESS;
+}
+static CUresult zl_context_wrapper_check(void) { return ZL_SUCCESS; }
+
+/* INTEGRITY_CHECK slot 1: the HMAC-MD2 answer is computed in Python (zluda_py.driver.integrity);
+ * C passes what only C knows: pthread_self() and the addresses hashed into it. */
+static CUresult zl_integrity_slot1(unsigned int runtime_version, unsigned long long unix_seconds, unsigned char *out);
+static CUresult zl_integrity_slot1(unsigned int runtime_version, unsigned long long unix_seconds, unsigned char *out) {
+    return zluda_integrity(runtime_version, unix_seconds, out, (unsigned long long)(uint32_t)pthread_self(),
+                           (unsigned long long)(uintptr_t)zl_cudart_interface,
+                           (unsigned long long)(uintptr_t)zl_integrity_table,
+                           (unsigned long long)(uintptr_t)zl_integrity_slot1);
+}
+
+__attribute__((constructor)) static void zl_fill_export_tables(void) {
+    zl_cudart_interface[2] = (void *)zl_get_primary_ctx;
+    zl_tools_hooks[2] = (void *)zl_hooks_slot2;
+    zl_tools_hooks[6] = (void *)zl_hooks_slot6;
+    zl_context_wrapper[2] = (void *)zl_unwrap_context;
+    zl_context_wrapper[3] = (void *)zl_context_wrapper_check;
+    zl_integrity_table[1] = (void *)zl_integrity_slot1;
+}
+
+typedef struct { unsigned char bytes[16]; void **table; } zl_export_table;
+static const zl_export_table zl_export_tables[] = {
+    {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9}, zl_cudart_interface},
+    {{0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66}, zl_tools_hooks},
+    {{0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc}, zl_tools_tls},
+    {{0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93}, zl_cls_table},
+    {{0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd0, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e}, zl_context_wrapper},
+    {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2}, zl_integrity_table},
+};
+
+CUresult cuGetExportTable(const void **ppExportTable, const unsigned char *pExportTableId) {
+    if (!ppExportTable || !pExportTableId) return ZL_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof zl_export_tables / sizeof zl_export_tables[0]; i++)
+        if (!memcmp(zl_export_tables[i].bytes, pExportTableId, 16)) {
+            *ppExportTable = zl_export_tables[i].table;
+            return ZL_SUCCESS;
+        }
+    *ppExportTable = NULL;
+    return ZL_NOT_FOUND;
+}
+
+/* ---- cuGetProcAddress ---- */
+#define ZL_PER_THREAD_DEFAULT_STREAM 2
+#define ZL_SYMBOL_FOUND 0
+#define ZL_SYMBOL_NOT_FOUND 1
+#define ZL_VERSION_NOT_SUFFICIENT 2
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags);
+
+static void *zl_lookup(const char *name, int version, unsigned long long flags, int *status) {
+    const zl_proc *best = NULL;
+    int known = 0;
+    for (size_t i = 0; i < sizeof zl_procs / sizeof zl_procs[0]; i++) {
+        const zl_proc *p = &zl_procs[i];
+        if (strcmp(p->name, name)) continue;
+        known = 1;
+        if (p->version <= version && (!best || p->version > best->version)) best = p;
+    }
+    if (!best) {
+        *status = known ? ZL_VERSION_NOT_SUFFICIENT : ZL_SYMBOL_NOT_FOUND;
+        return NULL;
+    }
+    *status = ZL_SYMBOL_FOUND;
+    if ((flags & ZL_PER_THREAD_DEFAULT_STREAM) && best->per_thread) return best->per_thread;
+    return best->fn;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags,
+                             int *symbolStatus) {
+    if (!symbol || !pfn) return ZL_INVALID_VALUE;
+    int status;
+    if (!strcmp(symbol, "cuGetProcAddress")) {
+        *pfn = cudaVersion >= 12000 ? (void *)cuGetProcAddress_v2 : (void *)cuGetProcAddress;
+        status = ZL_SYMBOL_FOUND;
+    } else if (!strcmp(symbol, "cuGetExportTable")) {
+        *pfn = (void *)cuGetExportTable;
+        status = ZL_SYMBOL_FOUND;
+    } else {
+        *pfn = zl_lookup(symbol, cudaVersion, flags, &status);
+    }
+    if (symbolStatus) *symbolStatus = status;
+    return status == ZL_SYMBOL_FOUND ? ZL_SUCCESS : ZL_NOT_FOUND;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags) {
+    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+/* ---- where this library lives, so the embedded Python can find the package next to it ---- */
+const char *zluda_shim_path(void) {
+    Dl_info info;
+    if (dladdr((void *)zluda_shim_path, &info) && info.dli_fname) return info.dli_fname;
+    return "";
+}

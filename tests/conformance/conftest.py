@@ -1,0 +1,21 @@
+"""Conformance suite options: `--target cpu` (default) runs real PTX kernels through the
+compiler; `--target semantics` / `semantics1` run the instruction definitions alone at lane
+width 32 / 1."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.harness import Runner
+
+TARGETS = ("cpu", "semantics", "semantics1")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--target", action="store", default="cpu", choices=TARGETS,
+                     help="where conformance kernels run (default: cpu)")
+
+
+@pytest.fixture(scope="session")
+def run(request: pytest.FixtureRequest) -> Runner:
+    return Runner(request.config.getoption("--target"))

@@ -1,0 +1,176 @@
+"""Function bodies as control-flow graphs: scopes flattened, basic blocks in reverse post-order.
+
+Blocks are numbered in reverse post-order because the CPU target reconverges divergent lanes
+by always running the lowest-numbered block some lane waits at (the "thread frontier").
+Barriers end a block, so a warp can yield to the block scheduler between blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zluda_py.ptx import ast
+
+BARRIER_OPS = {"bar", "barrier"}  # bar.warp.sync is not a block barrier (see is_block_barrier)
+
+
+def is_block_barrier(inst: ast.Instruction) -> bool:
+    return inst.opcode in BARRIER_OPS and not inst.has("warp")
+
+
+def is_terminator(inst: ast.Instruction) -> bool:
+    return inst.opcode in ("bra", "brx", "ret", "exit", "trap") or is_block_barrier(inst)
+
+
+@dataclass
+class BasicBlock:
+    index: int  # position in reverse post-order; the entry is 0
+    label: str | None
+    insts: list[ast.Instruction] = field(default_factory=list)
+    succs: list[int] = field(default_factory=list)
+    fallthrough: int | None = None  # the block that follows in source order
+
+
+@dataclass
+class FunctionBody:
+    """A function body after scope flattening: unique variable names, blocks in RPO."""
+
+    variables: list[ast.Variable]
+    blocks: list[BasicBlock]
+    labels: dict[str, int]  # label -> block index
+    directives: list[ast.Directive]
+
+
+def flatten(body: list[ast.Statement]) -> tuple[list[ast.Variable], list[ast.Statement], list[ast.Directive]]:
+    """Remove nested `{ }` scopes, renaming shadowing declarations so every name is unique."""
+    variables: list[ast.Variable] = []
+    out: list[ast.Statement] = []
+    directives: list[ast.Directive] = []
+    used: set[str] = set()
+
+    def rename(op: ast.Operand, env: dict[str, str]) -> ast.Operand:
+        if isinstance(op, ast.Reg):
+            n = _renamed(op.name, env)
+            return op if n == op.name else ast.Reg(n, op.pos)
+        if isinstance(op, ast.Sym):
+            n = env.get(op.name, op.name)
+            return op if n == op.name else ast.Sym(n, op.pos)
+        if isinstance(op, ast.Addr) and op.base is not None:
+            return ast.Addr(rename(op.base, env), op.offset, op.pos)  # type: ignore[arg-type]
+        if isinstance(op, ast.Vec):
+            return ast.Vec([rename(e, env) for e in op.elems], op.pos)
+        if isinstance(op, ast.Not):
+            return ast.Not(rename(op.operand, env), op.pos)  # type: ignore[arg-type]
+        if isinstance(op, ast.PredOut):
+            return ast.PredOut(rename(op.dest, env), rename(op.pred, env), op.pos)  # type: ignore[arg-type]
+        if isinstance(op, ast.ArgList):
+            return ast.ArgList([rename(a, env) for a in op.args], op.pos)
+        return op
+
+    def walk(stmts: list[ast.Statement], env: dict[str, str]) -> None:
+        env = dict(env)
+        for s in stmts:
+            if isinstance(s, ast.Variable):
+                names = [s.name] if s.count is None else [f"{s.name}{i}" for i in range(s.count)]
+                for n in names:
+                    new = n
+                    k = 0
+                    while new in used:
+                        k += 1
+                        new = f"{n}.s{k}"
+                    used.add(new)
+                    if new != n:
+                        env[n] = new
+                    variables.append(ast.Variable(new, s.space, s.type, s.array, s.align, s.vector,
+                                                  None, s.linkage, s.init, s.ptr, s.pos))
+            elif isinstance(s, ast.Block):
+                walk(s.body, env)
+            elif isinstance(s, ast.Instruction):
+                guard = s.guard
+                if guard is not None and guard.reg in env:
+                    guard = ast.Guard(env[guard.reg], guard.negated)
+                out.append(ast.Instruction(s.opcode, s.mods, [rename(o, env) for o in s.operands],
+                                           guard, s.pos))
+            elif isinstance(s, ast.Label):
+                out.append(s)
+            elif isinstance(s, ast.Directive):
+                directives.append(s)
+
+    walk(body, {})
+    return variables, out, directives
+
+
+def _renamed(name: str, env: dict[str, str]) -> str:
+    return env.get(name, name)
+
+
+def build(body: list[ast.Statement]) -> FunctionBody:
+    """Flatten scopes, split into basic blocks, and number them in reverse post-order."""
+    variables, stmts, directives = flatten(body)
+    raw: list[BasicBlock] = [BasicBlock(0, None)]
+    label_of: dict[str, int] = {}
+    for s in stmts:
+        if isinstance(s, ast.Label):
+            if raw[-1].insts or raw[-1].label is not None:
+                raw.append(BasicBlock(len(raw), s.name))
+            else:
+                raw[-1].label = s.name
+            label_of[s.name] = len(raw) - 1
+            continue
+        raw[-1].insts.append(s)
+        if is_terminator(s):
+            raw.append(BasicBlock(len(raw), None))
+    for i, b in enumerate(raw):
+        b.fallthrough = i + 1 if i + 1 < len(raw) else None
+        b.succs = _successors(b, label_of)
+    order = _reverse_post_order(raw)
+    new_index = {old: new for new, old in enumerate(order)}
+    blocks = []
+    for old in order:
+        b = raw[old]
+        blocks.append(BasicBlock(new_index[old], b.label, b.insts,
+                                 [new_index[s] for s in b.succs],
+                                 new_index.get(b.fallthrough) if b.fallthrough is not None else None))
+    labels = {n: new_index[i] for n, i in label_of.items() if i in new_index}
+    return FunctionBody(variables, blocks, labels, directives)
+
+
+def _successors(b: BasicBlock, labels: dict[str, int]) -> list[int]:
+    last = b.insts[-1] if b.insts else None
+    falls = [b.fallthrough] if b.fallthrough is not None else []
+    if last is None or not is_terminator(last) or is_block_barrier(last):
+        return falls
+    if last.opcode in ("ret", "exit", "trap"):
+        return falls if last.guard is not None else []
+    targets = []
+    for op in last.operands:
+        if isinstance(op, ast.Sym) and op.name in labels:
+            targets.append(labels[op.name])
+    if last.opcode == "brx":
+        targets = [labels[n] for n in _brx_targets(last)]
+    return (falls if last.guard is not None else []) + targets
+
+
+def _brx_targets(inst: ast.Instruction) -> list[str]:
+    """brx.idx's targets: the label list is a `.branchtargets` directive resolved by the lowering."""
+    return list(getattr(inst, "branch_targets", []))
+
+
+def _reverse_post_order(blocks: list[BasicBlock]) -> list[int]:
+    seen: set[int] = set()
+    post: list[int] = []
+    stack: list[tuple[int, int]] = [(0, 0)]
+    seen.add(0)
+    while stack:
+        node, i = stack[-1]
+        succs = blocks[node].succs
+        if i < len(succs):
+            stack[-1] = (node, i + 1)
+            s = succs[i]
+            if s not in seen:
+                seen.add(s)
+                stack.append((s, 0))
+        else:
+            stack.pop()
+            post.append(node)
+    return post[::-1]

@@ -1,0 +1,74 @@
+"""The native ABI shared by Python, the block runner and the generated warp code.
+
+A launch is described by one record of i64 slots (`Ctx`); each worker call gets its own copy
+and the block runner fills in the per-block slots. A warp function has the signature
+`i32 warp(ptr ctx, ptr frame, i32 resume)` and returns 0 when all its lanes finished, a
+positive resume point when it stops at a block barrier, or -status after a fault. A `.func`
+becomes `i32 f(ptr ctx, i32 warp, i64 sp, <32 x i1> mask, ptr param...)` returning the
+bitmask of lanes that executed `exit`.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+WARP = 32
+DONE = 0x7FFFFFFF  # per-lane program counter of a finished lane
+NBARRIERS = 16
+BAR_SLOTS = 8  # i64 slots per hardware barrier (see BarSlot)
+FRAME_HEADER = 64  # bytes at the start of each warp frame
+STACK_ALIGN = 16
+
+
+class Ctx(IntEnum):
+    PARAMS = 0
+    GRID_X = 1
+    GRID_Y = 2
+    GRID_Z = 3
+    BLOCK_X = 4
+    BLOCK_Y = 5
+    BLOCK_Z = 6
+    SHARED = 7  # this worker's shared-memory arena
+    DYN_SMEM = 8
+    STACK = 9  # this worker's per-thread stacks: thread t's window starts at STACK + t*STACK_SIZE
+    STACK_SIZE = 10
+    FRAMES = 11  # this worker's warp frames
+    STOP = 12  # address of an i32 set when any worker faulted
+    FIRST = 13  # first linear block index of this call
+    COUNT = 14
+    GRIDID = 15
+    SMID = 16
+    NSMID = 17
+    STATUS = 18  # CUresult of a fault, 0 while running
+    CTA_X = 19
+    CTA_Y = 20
+    CTA_Z = 21
+    NWARPS = 22
+    BARRIERS = 23  # address of NBARRIERS * BAR_SLOTS i64
+    TOTAL_SMEM = 24
+    FAULT_BLOCK = 25  # linear block index of the fault
+    FAULT_LANES = 26  # lane mask of the faulting warp
+    FAULT_WARP = 27
+    FAULT_ARG = 28  # fault detail (e.g. the address of an assert record)
+    SLOTS = 32
+
+
+class Frame(IntEnum):
+    """i32 slots of a warp frame's header; registers are saved after FRAME_HEADER bytes."""
+
+    WARP = 0
+    BAR_ID = 1
+    BAR_COUNT = 2  # thread count of the barrier, 0 = all threads of the block
+    LIVE = 3  # number of lanes that have not exited
+    BAR_MASK = 4  # lanes that arrived
+    BAR_VALUE = 5  # bar.red contribution (number of lanes with a true predicate)
+    ARRIVE_ONLY = 6
+
+
+class BarSlot(IntEnum):
+    ARRIVED = 0
+    GEN = 1
+    EXPECTED = 2
+    ACC = 3
+    RES_POPC = 4
+    RES_ARRIVED = 5

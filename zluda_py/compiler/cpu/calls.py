@@ -1,0 +1,255 @@
+"""Calls, returns, barriers and the CUDA system calls (vprintf, malloc, free, __assertfail).
+
+A `.func` runs for the calling warp under the caller's mask. Parameters travel in per-lane
+buffers (lane i's copy at `buf + i*size`), so `st.param`/`ld.param` are ordinary lane-wise
+accesses and `.reg` parameters are a plain vector store/load. The callee's `.local` frame is
+allocated at the caller's stack pointer plus the caller's frame size, per lane window, so
+recursion works up to the per-thread stack size.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from zluda_py.compiler.cpu import values as V
+from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, NBARRIERS, WARP, BarSlot, Ctx, Frame
+from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, UnsupportedError, unsupported
+from zluda_py.compiler.lanes import ptx_bits
+from zluda_py.ptx import ast
+
+I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
+
+# Host services reached through the one imported callback `zluda_host(kind, ctx, a, b, c, d, e)`.
+HOST_VPRINTF = 1
+HOST_ASSERT = 2
+SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
+
+
+class CallMixin:
+    # ------------------------------------------------------------------ call
+    def op_call(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        ops = list(inst.operands)
+        rets: list[ast.Operand] = []
+        if ops and isinstance(ops[0], ast.ArgList):
+            rets = ops.pop(0).args
+        target = ops.pop(0)
+        args = ops.pop(0).args if ops and isinstance(ops[0], ast.ArgList) else []
+        if isinstance(target, ast.Sym) and target.name in SYSCALLS and target.name not in self.mod.defined:
+            self.syscall(inst, target.name, rets, args, mask)
+            return
+        if isinstance(target, ast.Sym) and self.symbol(target.name, inst.pos).kind == "func":
+            callee = self.mod.functions[target.name]
+            buffers = self._call_buffers(callee, rets, args, mask)
+            exited = self.b.call(self.mod.llfns[target.name],
+                                 [self.ctx, self.warp, self.b.add(self.sp, ir.Constant(I64, self.frame_size)), mask, *buffers])
+        else:
+            proto_name = ops[0].name if ops and isinstance(ops[0], ast.Sym) else None
+            proto = self.mod.prototypes.get(proto_name) if proto_name else None
+            if proto is None:
+                raise unsupported(inst, "indirect call without a known .callprototype")
+            buffers = self._call_buffers(proto, rets, args, mask)
+            exited = self._indirect_call(self.read(target, "u64"), len(buffers), buffers, mask)
+        self._after_call(exited, rets, mask)
+
+    def _call_buffers(self, callee: ast.Function, rets, args, mask) -> list[ir.Value]:
+        """Pointers to per-lane buffers for the callee's returns then parameters."""
+        b = self.b
+        out = []
+        self._copy_back: list[tuple[ast.Operand, ir.Value, str]] = []
+        formals = [*callee.returns, *callee.params]
+        actuals = [*rets, *args]
+        if len(formals) != len(actuals):
+            raise UnsupportedError(f"call to {callee.name} with {len(actuals)} arguments for {len(formals)}")
+        for i, (formal, actual) in enumerate(zip(formals, actuals)):
+            if isinstance(actual, ast.Sym) and self.symbols.get(actual.name) and self.symbols[actual.name].kind == "lparam":
+                out.append(self.symbols[actual.name].ptr)
+                continue
+            bits = ptx_bits(formal.type)
+            t = V.vec(ir.IntType(bits))
+            buf = V.entry_alloca(b, t)
+            if i >= len(rets):
+                b.store(self.read(actual, formal.type), buf)
+            else:
+                self._copy_back.append((actual, buf, formal.type))
+            out.append(buf)
+        return out
+
+    def _after_call(self, exited: ir.Value, rets, mask: ir.Value) -> None:
+        b = self.b
+        for actual, buf, t in self._copy_back:
+            self.write(actual, b.load(buf, typ=V.vec(ir.IntType(ptx_bits(t)))), t, mask)
+        self.check_status()
+        gone = V.bits_mask(b, exited)
+        b.store(b.or_(b.load(self.exited, typ=I32), exited), self.exited)
+        self.goto(gone, None)
+        self.cur_mask = b.and_(self.cur_mask, b.not_(gone))
+
+    def check_status(self) -> None:
+        """Leave at once when a callee faulted."""
+        b = self.b
+        status = self.ctx_i64(Ctx.STATUS)
+        with b.if_then(b.icmp_unsigned("!=", status, ir.Constant(I64, 0)), likely=False):
+            b.ret(b.neg(b.trunc(status, I32)) if self.is_kernel else ir.Constant(I32, 0))
+
+    def _indirect_call(self, fptrs: ir.Value, nbuf: int, buffers, mask: ir.Value) -> ir.Value:
+        """Call each distinct target once, for the lanes that hold it, lowest lane first."""
+        b = self.b
+        fnty = ir.FunctionType(I32, [PTR, I32, I64, V.MASK, *([PTR] * nbuf)])
+        pending = V.entry_alloca(b, V.MASK)
+        b.store(mask, pending)
+        exited = V.entry_alloca(b, I32)
+        b.store(ir.Constant(I32, 0), exited)
+        loop = b.append_basic_block("icall")
+        done = b.append_basic_block("icall.done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        left = b.load(pending, typ=V.MASK)
+        with b.if_then(b.not_(V.any_lane(b, left))):
+            b.branch(done)
+        lane = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, left), ir.Constant(I1, 1)])
+        f = b.extract_element(fptrs, lane)
+        sub = b.and_(left, b.icmp_unsigned("==", fptrs, V.splat(b, f)))
+        callee = b.inttoptr(f, PTR)
+        callee.function_type = fnty  # what llvmlite's call reads for an indirect callee
+        r = b.call(callee, [self.ctx, self.warp, b.add(self.sp, ir.Constant(I64, self.frame_size)), sub, *buffers])
+        b.store(b.or_(b.load(exited, typ=I32), r), exited)
+        b.store(b.and_(left, b.not_(sub)), pending)
+        b.branch(loop)
+        b.position_at_end(done)
+        return b.load(exited, typ=I32)
+
+    # ------------------------------------------------------------------ system calls
+    def syscall(self, inst: ast.Instruction, name: str, rets, args, mask: ir.Value) -> None:
+        b = self.b
+        vals = []
+        for a in args:
+            if isinstance(a, ast.Sym) and a.name in self.symbols and self.symbols[a.name].kind == "lparam":
+                sym = self.symbols[a.name]
+                bits = 8 * sym.size if sym.size in (4, 8) else 64
+                vals.append(b.load(sym.ptr, typ=V.vec(ir.IntType(bits))))
+            else:
+                vals.append(self.read(a, "u64"))
+        vals = [V.resize(b, v, 64, False) for v in vals]
+        result = V.entry_alloca(b, V.vec(I64))
+        b.store(V.splat_const(I64, 0), result)
+        host = self.mod.host_fn()
+        libc_malloc, libc_free = self.mod.libc("malloc", I64, [I64]), self.mod.libc("free", ir.VoidType(), [I64])
+        bits = V.mask_bits(b, mask)
+        for lane in range(WARP):  # one call per active lane, in lane order
+            idx = ir.Constant(I32, lane)
+            with b.if_then(b.trunc(b.lshr(bits, ir.Constant(I32, lane)), I1)):
+                a = [b.extract_element(v, idx) for v in vals]
+                if name == "vprintf":
+                    who = b.zext(b.add(b.mul(self.warp, ir.Constant(I32, WARP)), idx), I64)
+                    r = b.call(host, [ir.Constant(I32, HOST_VPRINTF), self.ctx, a[0], a[1], who,
+                                      ir.Constant(I64, 0), ir.Constant(I64, 0)])
+                elif name == "malloc":
+                    r = b.call(libc_malloc, [a[0]])
+                elif name == "free":
+                    b.call(libc_free, [a[0]])
+                    r = ir.Constant(I64, 0)
+                else:  # __assertfail(message, file, line, function, charSize)
+                    who = b.zext(b.add(b.mul(self.warp, ir.Constant(I32, WARP)), idx), I64)
+                    b.call(host, [ir.Constant(I32, HOST_ASSERT), self.ctx, a[0], a[1], a[2], a[3], who])
+                    r = ir.Constant(I64, 0)
+                b.store(b.insert_element(b.load(result, typ=V.vec(I64)), r, idx), result)
+        if name == "__assertfail":
+            with b.if_then(V.any_lane(b, mask)):
+                self.fault(CUDA_ERROR_ASSERT, mask)
+        for r in rets:
+            value = b.load(result, typ=V.vec(I64))
+            if isinstance(r, ast.Sym) and r.name in self.symbols and self.symbols[r.name].kind == "lparam":
+                sym = self.symbols[r.name]
+                b.store(V.resize(b, value, 8 * sym.size, False), sym.ptr)
+            else:
+                self.write(r, value, "u64", mask)
+
+    # ------------------------------------------------------------------ barriers
+    def lower_barrier(self, inst: ast.Instruction, lanes: ir.Value, next_block: int | None) -> None:
+        """bar/barrier: the arriving lanes continue at the next block once the barrier opens."""
+        b = self.b
+        if not self.is_kernel:
+            raise unsupported(inst, "barrier inside a .func")
+        ops = list(inst.operands)
+        red = inst.has("red")
+        dst = ops.pop(0) if red else None
+        pred = ops.pop() if red else None
+        bar_id = b.extract_element(self.read(ops[0], "u32"), ir.Constant(I32, 0)) if ops else ir.Constant(I32, 0)
+        count = b.extract_element(self.read(ops[1], "u32"), ir.Constant(I32, 0)) if len(ops) > 1 else ir.Constant(I32, 0)
+        self.goto(lanes, next_block)
+        pcv = b.load(self.pc, typ=V.vec(I32))
+        live = V.popcount(b, V.mask_bits(b, b.icmp_unsigned("!=", pcv, V.splat_const(I32, DONE))))
+        slot = b.gep(b.inttoptr(self.ctx_i64(Ctx.BARRIERS), PTR),
+                     [b.mul(b.zext(bar_id, I64), ir.Constant(I64, 8 * 8))], source_etype=V.I8)
+        field = lambda f: b.gep(slot, [ir.Constant(I64, 8 * f)], source_etype=V.I8)  # noqa: E731
+        b.store(b.add(b.load(field(BarSlot.ARRIVED), typ=I64), b.zext(live, I64)), field(BarSlot.ARRIVED))
+        b.store(b.zext(count, I64), field(BarSlot.EXPECTED))
+        if pred is not None:
+            p = b.and_(self.read(pred, "pred"), lanes)
+            b.store(b.add(b.load(field(BarSlot.ACC), typ=I64), b.zext(V.popcount(b, V.mask_bits(b, p)), I64)),
+                    field(BarSlot.ACC))
+        self._set_frame_i32(Frame.LIVE, live)
+        if inst.has("arrive"):
+            b.branch(self.dispatch_block)
+            return
+        self._set_frame_i32(Frame.BAR_ID, bar_id)
+        self._set_frame_i32(Frame.BAR_MASK, V.mask_bits(b, lanes))
+        self.spill()
+        site = len(self.resume_sites) + 1
+        self.resume_sites.append((site, inst, dst))
+        b.ret(ir.Constant(I32, site))
+
+    def frame_layout(self) -> list[tuple[ir.Value, ir.Type, int]]:
+        """(slot, type, frame offset) for every register saved across a barrier."""
+        out = []
+        off = FRAME_HEADER
+        for slot, bits in [(self.pc, 32), *self.regs.values()]:
+            t = V.vec(ir.IntType(bits))
+            out.append((slot, t, off))
+            off += max(16, WARP * bits // 8)
+        self.frame_bytes = off
+        return out
+
+    def spill(self) -> None:
+        b = self.b
+        for slot, t, off in self.frame_layout():
+            b.store(b.load(slot, typ=t), b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8))
+
+    def _emit_resume(self) -> None:
+        """Reload the registers, deliver bar.red results, and continue at the dispatcher."""
+        b = self.b
+        b.position_at_end(self.resume_block)
+        for slot, t, off in self.frame_layout():
+            b.store(b.load(b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), typ=t), slot)
+        after = self.llfn.append_basic_block("resumed")
+        sw = b.switch(self.resume, after)
+        for site, inst, dst in self.resume_sites:
+            if dst is None:
+                continue
+            blk = self.llfn.append_basic_block(f"resume{site}")
+            sw.add_case(ir.Constant(I32, site), blk)
+            b.position_at_end(blk)
+            self._bar_red_result(inst, dst)
+            b.branch(after)
+        b.position_at_end(after)
+        b.branch(self.dispatch_block)
+        if not self.resume_sites:
+            self.frame_layout()
+
+    def _bar_red_result(self, inst: ast.Instruction, dst: ast.Operand) -> None:
+        b = self.b
+        bar_id = self._frame_i32(Frame.BAR_ID)
+        slot = b.gep(b.inttoptr(self.ctx_i64(Ctx.BARRIERS), PTR),
+                     [b.mul(b.zext(bar_id, I64), ir.Constant(I64, 8 * 8))], source_etype=V.I8)
+        popc = b.load(b.gep(slot, [ir.Constant(I64, 8 * BarSlot.RES_POPC)], source_etype=V.I8), typ=I64)
+        arrived = b.load(b.gep(slot, [ir.Constant(I64, 8 * BarSlot.RES_ARRIVED)], source_etype=V.I8), typ=I64)
+        mask = V.bits_mask(b, self._frame_i32(Frame.BAR_MASK))
+        if inst.has("popc"):
+            self.write(dst, V.splat(b, b.trunc(popc, I32)), "u32", mask)
+        elif inst.has("and"):
+            self.write(dst, V.splat(b, b.icmp_unsigned("==", popc, arrived)), "pred", mask)
+        else:
+            self.write(dst, V.splat(b, b.icmp_unsigned("!=", popc, ir.Constant(I64, 0))), "pred", mask)
+
+    def lower_brx(self, inst: ast.Instruction, lanes: ir.Value) -> None:
+        raise unsupported(inst, "brx.idx")

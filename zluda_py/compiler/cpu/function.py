@@ -1,0 +1,448 @@
+"""Lowering of one PTX function to a warp function: registers, operands, divergence.
+
+Every register is a `<32 x iN>` alloca (promoted to SSA by LLVM). Each lane has a program
+counter (its next block, numbered in reverse post-order); the dispatcher always runs the
+lowest-numbered block some lane waits at, for exactly the lanes waiting there, so divergent
+lanes reconverge at the earliest point and any CFG works (loops with per-lane trip counts,
+early exits, exit inside calls).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from llvmlite import ir
+
+from zluda_py.compiler import cfg
+from zluda_py.compiler.cpu import values as V
+from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, STACK_ALIGN, WARP, Ctx, Frame
+from zluda_py.compiler.cpu.calls import CallMixin
+from zluda_py.compiler.cpu.collectives import WarpMixin
+from zluda_py.compiler.cpu.memory import MemoryMixin
+from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
+from zluda_py.compiler.lanes import Lanes, ptx_bits
+from zluda_py.compiler.semantics import SEMANTICS
+from zluda_py.ptx import ast
+
+if TYPE_CHECKING:
+    from zluda_py.compiler.cpu.module import ModuleLowering
+
+I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
+
+# Instructions with no effect on this target (ordering is already sequentially consistent
+# per warp and atomics use seq_cst).
+NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "applypriority",
+          "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep", "brkpt"}
+# Families we refuse by design: textures, surfaces and the tensor cores.
+REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma", "wmma",
+           "wgmma", "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "cp.async.bulk", "tensormap"}
+
+
+@dataclass
+class Symbol:
+    """What a name used as an operand refers to.
+
+    kind: kparam (offset into the kernel parameter blob), lparam (per-lane buffer: ptr,size),
+    local (offset in this function's stack frame), shared (arena offset), global/const
+    (a module global), func (a function).
+    """
+
+    kind: str
+    offset: int = 0
+    ptr: ir.Value | None = None
+    size: int = 0
+
+
+class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
+    def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
+        self.mod = mod
+        self.fn = fn
+        self.llfn = llfn
+        self.is_kernel = fn.kind == "entry"
+        self.body = cfg.build(fn.body or [])
+        entry = llfn.append_basic_block("entry")
+        self.b = ir.IRBuilder(entry)
+        self.lanes = Lanes(self.b, WARP)
+        self.regs: dict[str, tuple[ir.Value, int]] = {}  # name -> (alloca, bits)
+        self.symbols: dict[str, Symbol] = {}
+        self.resume_sites: list[tuple[ir.Block, ast.Instruction]] = []
+        self.frame_size = 0  # local (stack) bytes of this function
+
+    # ------------------------------------------------------------------ setup
+    def lower(self) -> None:
+        b = self.b
+        args = list(self.llfn.args)
+        self.ctx = args[0]
+        if self.is_kernel:
+            self.frame, self.resume = args[1], args[2]
+            self.warp = self._frame_i32(Frame.WARP)
+            self.sp = ir.Constant(I64, 0)
+        else:
+            self.warp, self.sp, entry_mask = args[1], args[2], args[3]
+        self._declare_variables()
+        self._declare_params(args)
+        self.pc = b.alloca(V.vec(I32), name="pc")
+        self.exited = b.alloca(I32, name="exited")
+        b.store(ir.Constant(I32, 0), self.exited)
+        self._specials_setup()
+        self.dispatch_block = self.llfn.append_basic_block("dispatch")
+        self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{blk.label}" if blk.label else ""))
+                       for i, blk in enumerate(self.body.blocks)]
+        if self.is_kernel:
+            start = self.llfn.append_basic_block("start")
+            self.resume_block = self.llfn.append_basic_block("resume")
+            self.resume_switch = b.switch(self.resume, self.resume_block)
+            self.resume_switch.add_case(ir.Constant(I32, 0), start)
+            b.position_at_end(start)
+            b.store(b.select(self._initial_mask(), V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc)
+        else:
+            self._check_stack()
+            b.store(b.select(entry_mask, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc)
+        b.branch(self.dispatch_block)
+        self._emit_dispatch()
+        for blk, llb in zip(self.body.blocks, self.blocks):
+            b.position_at_end(llb)
+            self._lower_block(blk)
+        if self.is_kernel:
+            self._emit_resume()
+
+    def _frame_i32(self, slot: int) -> ir.Value:
+        return self.b.load(self.b.gep(self.frame, [ir.Constant(I64, slot * 4)], source_etype=V.I8), typ=I32)
+
+    def _set_frame_i32(self, slot: int, value: ir.Value) -> None:
+        self.b.store(value, self.b.gep(self.frame, [ir.Constant(I64, slot * 4)], source_etype=V.I8))
+
+    def ctx_i64(self, slot: int) -> ir.Value:
+        return self.b.load(self.b.gep(self.ctx, [ir.Constant(I64, slot * 8)], source_etype=V.I8), typ=I64)
+
+    def set_ctx_i64(self, slot: int, value: ir.Value) -> None:
+        self.b.store(value, self.b.gep(self.ctx, [ir.Constant(I64, slot * 8)], source_etype=V.I8))
+
+    def _declare_variables(self) -> None:
+        b = self.b
+        for v in self.body.variables:
+            if v.space == "reg":
+                bits = ptx_bits(v.type) if v.vector is None else None
+                if bits is None:
+                    raise UnsupportedError(f"vector register .v{v.vector}", v.pos)
+                self._new_reg(v.name, bits)
+            elif v.space == "local":
+                align = max(v.align or 1, _type_size(v.type))
+                self.frame_size = _align(self.frame_size, align)
+                self.symbols[v.name] = Symbol("local", self.frame_size)
+                self.frame_size += _var_size(v)
+            elif v.space == "param":
+                size = _var_size(v)
+                buf = b.alloca(ir.ArrayType(V.I8, size * WARP), name=v.name)
+                buf.align = 16
+                self.symbols[v.name] = Symbol("lparam", ptr=buf, size=size)
+            elif v.space in ("shared", "global", "const"):
+                self.symbols[v.name] = self.mod.function_variable(self.fn, v)
+            else:
+                raise UnsupportedError(f".{v.space} variable {v.name}", v.pos)
+        self.frame_size = _align(self.frame_size, STACK_ALIGN)
+        self._new_reg("%cc", 1)
+
+    def _new_reg(self, name: str, bits: int) -> None:
+        t = V.vec(ir.IntType(bits))
+        slot = self.b.alloca(t, name=name.lstrip("%"))
+        self.b.store(ir.Constant(t, None), slot)
+        self.regs[name] = (slot, bits)
+
+    def _declare_params(self, args: list[ir.Value]) -> None:
+        if self.is_kernel:
+            offset = 0
+            for p in self.fn.params:
+                size, align = _var_size(p), max(p.align or 1, _type_size(p.type))
+                offset = _align(offset, align)
+                self.symbols[p.name] = Symbol("kparam", offset, size=size)
+                offset += size
+            return
+        for p, arg in zip([*self.fn.returns, *self.fn.params], args[4:]):
+            if p.space == "reg":
+                self._new_reg(p.name, ptx_bits(p.type))
+                self.symbols[p.name] = Symbol("regparam", ptr=arg, size=_var_size(p))
+                if p not in self.fn.returns:
+                    slot, bits = self.regs[p.name]
+                    self.b.store(self.b.load(arg, typ=V.vec(ir.IntType(bits))), slot)
+            else:
+                self.symbols[p.name] = Symbol("lparam", ptr=arg, size=_var_size(p))
+
+    def _initial_mask(self) -> ir.Value:
+        """Lanes that exist: the last warp of a block may be partial."""
+        b = self.b
+        threads = b.trunc(b.mul(b.mul(self.ctx_i64(Ctx.BLOCK_X), self.ctx_i64(Ctx.BLOCK_Y)),
+                                self.ctx_i64(Ctx.BLOCK_Z)), I32)
+        return b.icmp_unsigned("<", self.thread_index, V.splat(b, threads))
+
+    def _check_stack(self) -> None:
+        """A call whose frame does not fit the per-thread stack faults like a GPU stack overflow."""
+        if self.frame_size == 0:
+            return
+        b = self.b
+        end = b.add(self.sp, ir.Constant(I64, self.frame_size))
+        over = b.icmp_unsigned(">", end, self.ctx_i64(Ctx.STACK_SIZE))
+        with b.if_then(over, likely=False):
+            self.set_ctx_i64(Ctx.STATUS, ir.Constant(I64, CUDA_ERROR_LAUNCH_FAILED))
+            b.ret(ir.Constant(I32, 0))
+
+    # ------------------------------------------------------------------ divergence
+    def _emit_dispatch(self) -> None:
+        b = self.b
+        b.position_at_end(self.dispatch_block)
+        pcv = b.load(self.pc, typ=V.vec(I32))
+        low = V.reduce(b, "umin", pcv)
+        self.mask = b.icmp_unsigned("==", pcv, V.splat(b, low))
+        finished = self.llfn.append_basic_block("finished")
+        sw = b.switch(low, finished)
+        for i, llb in enumerate(self.blocks):
+            sw.add_case(ir.Constant(I32, i), llb)
+        b.position_at_end(finished)
+        if self.is_kernel:
+            self._set_frame_i32(Frame.LIVE, ir.Constant(I32, 0))
+            b.ret(ir.Constant(I32, 0))
+        else:
+            b.ret(b.load(self.exited, typ=I32))
+
+    def goto(self, lanes: ir.Value, target: int | None) -> None:
+        """Send `lanes` to block `target` (None: they finish)."""
+        b = self.b
+        t = ir.Constant(I32, DONE if target is None else target)
+        b.store(b.select(lanes, V.splat(b, t), b.load(self.pc, typ=V.vec(I32))), self.pc)
+
+    def _lower_block(self, blk: cfg.BasicBlock) -> None:
+        self.cur_mask = self.mask
+        insts = blk.insts
+        term = insts[-1] if insts and cfg.is_terminator(insts[-1]) else None
+        for inst in insts if term is None else insts[:-1]:
+            self.lower_inst(inst)
+        b = self.b
+        if term is None:
+            self.goto(self.cur_mask, blk.fallthrough)  # off the end of the body: return
+            b.branch(self.dispatch_block)
+            return
+        mask = self.cur_mask
+        taken = self.guarded(term, mask)
+        rest = b.and_(mask, b.not_(taken)) if term.guard is not None else None
+        if rest is not None:
+            self.goto(rest, blk.fallthrough)
+        op = term.opcode
+        if op == "bra":
+            target = next(o for o in term.operands if isinstance(o, ast.Sym))
+            self.goto(taken, self.body.labels[target.name])
+        elif op == "brx":
+            self.lower_brx(term, taken)
+        elif op in ("ret", "exit"):
+            if op == "exit" and not self.is_kernel:
+                b.store(b.or_(b.load(self.exited, typ=I32), V.mask_bits(b, taken)), self.exited)
+            self.goto(taken, None)
+        elif op == "trap":
+            with b.if_then(V.any_lane(b, taken)):
+                self.fault(CUDA_ERROR_LAUNCH_FAILED, taken)
+        else:
+            self.lower_barrier(term, taken, blk.fallthrough)
+            return
+        b.branch(self.dispatch_block)
+
+    def fault(self, status: int, lanes: ir.Value, arg: ir.Value | None = None) -> None:
+        """Record a fault in the launch record and leave the function (the caller checks)."""
+        b = self.b
+        self.set_ctx_i64(Ctx.STATUS, ir.Constant(I64, status))
+        self.set_ctx_i64(Ctx.FAULT_LANES, b.zext(V.mask_bits(b, lanes), I64))
+        self.set_ctx_i64(Ctx.FAULT_WARP, b.zext(self.warp, I64))
+        if arg is not None:
+            self.set_ctx_i64(Ctx.FAULT_ARG, arg)
+        b.ret(ir.Constant(I32, -status if self.is_kernel else 0))
+
+    def guarded(self, inst: ast.Instruction, mask: ir.Value) -> ir.Value:
+        if inst.guard is None:
+            return mask
+        p = self.read_reg(inst.guard.reg, 1)
+        if inst.guard.negated:
+            p = self.b.not_(p)
+        return self.b.and_(mask, p)
+
+    # ------------------------------------------------------------------ instructions
+    def lower_inst(self, inst: ast.Instruction) -> None:
+        op = inst.opcode
+        if op in REFUSED or (op == "cp" and inst.has("bulk")):
+            raise unsupported(inst, "textures, surfaces and tensor-core instructions are not supported")
+        if op in NO_OPS:
+            return
+        mask = self.guarded(inst, self.cur_mask)
+        handler = getattr(self, "op_" + op, None)
+        if handler is not None:
+            handler(inst, mask)
+        elif op in SEMANTICS:
+            self.lower_semantic(inst, mask)
+        else:
+            raise unsupported(inst)
+
+    def lower_semantic(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        sem = SEMANTICS[inst.opcode]
+        types = sem.operands(inst)
+        dst_types = [t for t in types.dst if t != "cc"]
+        ops = list(inst.operands)
+        dests: list[ast.Operand] = []
+        while len(dests) < len(dst_types):
+            o = ops.pop(0)
+            dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
+        src_iter = iter(ops)
+        srcs = [self.read(ast.Reg("%cc") if t == "cc" else next(src_iter), t) for t in types.src]
+        results = sem.emit(self.lanes, inst, srcs)
+        dest_iter = iter(dests)
+        for t, value in zip(types.dst, results):
+            self.write(ast.Reg("%cc") if t == "cc" else next(dest_iter), value, t, mask)
+
+    def op_mov(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        t = inst.types[-1]
+        dst, src = inst.operands
+        bits = ptx_bits(t)
+        if isinstance(dst, ast.Vec):  # unpack: mov.b64 {%r1,%r2}, %rd1
+            whole = self.read(src, t)
+            part = bits // len(dst.elems)
+            for i, e in enumerate(dst.elems):
+                piece = self.b.trunc(self.b.lshr(whole, V.splat_const(whole.type.element, part * i)),
+                                     V.vec(ir.IntType(part)))
+                self.write(e, piece, f"b{part}", mask)
+            return
+        if isinstance(src, ast.Vec):  # pack: mov.b64 %rd1, {%r1,%r2}
+            part = bits // len(src.elems)
+            acc = V.splat_const(ir.IntType(bits), 0)
+            for i, e in enumerate(src.elems):
+                piece = self.b.zext(self.read(e, f"b{part}"), V.vec(ir.IntType(bits)))
+                acc = self.b.or_(acc, self.b.shl(piece, V.splat_const(ir.IntType(bits), part * i)))
+            self.write(dst, acc, t, mask)
+            return
+        self.write(dst, self.read(src, t), t, mask)
+
+    # ------------------------------------------------------------------ operands
+    def read_reg(self, name: str, bits: int | None = None, signed: bool = False) -> ir.Value:
+        if name not in self.regs:
+            return self.special(name, bits or 32)
+        slot, have = self.regs[name]
+        v = self.b.load(slot, typ=V.vec(ir.IntType(have)))
+        return v if bits is None else V.resize(self.b, v, bits, signed)
+
+    def read(self, op: ast.Operand, ptype: str) -> ir.Value:
+        """An operand as `<32 x iN>` where N is the width of PTX type `ptype`."""
+        bits = ptx_bits(ptype)
+        b = self.b
+        if isinstance(op, ast.Reg):
+            return self.read_reg(op.name, bits, ptype.startswith("s"))
+        if isinstance(op, ast.Not):
+            return b.not_(self.read(op.operand, "pred"))
+        if isinstance(op, ast.Imm):
+            return V.splat_const(ir.IntType(bits), immediate_bits(op, ptype))
+        if isinstance(op, ast.Sym):
+            return V.resize(b, self.symbol_address(op.name, "generic"), bits, False)
+        if isinstance(op, ast.Addr) and op.base is None:
+            return V.splat_const(ir.IntType(bits), op.offset)
+        raise UnsupportedError(f"operand {type(op).__name__}", getattr(op, "pos", ast.NOPOS))
+
+    def write(self, op: ast.Operand, value: ir.Value, ptype: str, mask: ir.Value) -> None:
+        if isinstance(op, ast.Sink):
+            return
+        if not isinstance(op, ast.Reg) or op.name not in self.regs:
+            raise UnsupportedError(f"destination {op}", getattr(op, "pos", ast.NOPOS))
+        slot, bits = self.regs[op.name]
+        b = self.b
+        value = V.resize(b, value, bits, ptype.startswith("s"))
+        old = b.load(slot, typ=value.type)
+        b.store(b.select(mask, value, old), slot)
+
+    # ------------------------------------------------------------------ special registers
+    def _specials_setup(self) -> None:
+        b = self.b
+        self.thread_index = b.add(V.splat(b, b.mul(self.warp, ir.Constant(I32, WARP))), V.LANE_IDS)
+
+    def special(self, name: str, bits: int) -> ir.Value:
+        b = self.b
+        base, _, comp = name.partition(".")
+        axis = "xyz".index(comp) if comp in ("x", "y", "z") else 0
+        u32 = lambda slot: b.trunc(self.ctx_i64(slot), I32)  # noqa: E731
+        if base == "%tid":
+            t = self.thread_index
+            nx, ny = V.splat(b, u32(Ctx.BLOCK_X)), V.splat(b, u32(Ctx.BLOCK_Y))
+            if axis == 0:
+                v = b.urem(t, nx)
+            elif axis == 1:
+                v = b.urem(b.udiv(t, nx), ny)
+            else:
+                v = b.udiv(t, b.mul(nx, ny))
+        elif base in ("%ntid", "%ctaid", "%nctaid"):
+            first = {"%ntid": Ctx.BLOCK_X, "%ctaid": Ctx.CTA_X, "%nctaid": Ctx.GRID_X}[base]
+            v = V.splat(b, u32(first + axis))
+        elif base == "%laneid":
+            v = V.LANE_IDS
+        elif base == "%warpid":
+            v = V.splat(b, self.warp)
+        elif base == "%nwarpid":
+            v = V.splat(b, u32(Ctx.NWARPS))
+        elif base == "%smid":
+            v = V.splat(b, u32(Ctx.SMID))
+        elif base == "%nsmid":
+            v = V.splat(b, u32(Ctx.NSMID))
+        elif base == "%gridid":
+            v = V.splat(b, self.ctx_i64(Ctx.GRIDID))
+        elif base.startswith("%lanemask_"):
+            rel = base[len("%lanemask_"):]
+            pick = {"eq": lambda i, j: j == i, "lt": lambda i, j: j < i, "le": lambda i, j: j <= i,
+                    "gt": lambda i, j: j > i, "ge": lambda i, j: j >= i}[rel]
+            v = V.lane_consts(I32, [sum(1 << j for j in range(WARP) if pick(i, j)) for i in range(WARP)])
+        elif base in ("%clock", "%clock64"):
+            v = V.splat(b, V.intrinsic(b, "llvm.readcyclecounter", I64, []))
+        elif base == "%globaltimer":
+            v = V.splat(b, self.mod.globaltimer(b))
+        elif base == "%dynamic_smem_size":
+            v = V.splat(b, u32(Ctx.DYN_SMEM))
+        elif base == "%total_smem_size":
+            v = V.splat(b, u32(Ctx.TOTAL_SMEM))
+        else:
+            raise UnsupportedError(f"register {name} (not declared)")
+        return V.resize(b, v, bits, False)
+
+
+def immediate_bits(imm: ast.Imm, ptype: str) -> int:
+    """The bit pattern of an immediate converted to PTX type `ptype`."""
+    bits = ptx_bits(ptype)
+    is_float = ptype in ("f16", "bf16", "f32", "f64")
+    value: float | int = imm.value
+    if imm.kind == "f32":
+        if ptype == "f32" or not is_float:
+            return int(imm.value) & ((1 << bits) - 1)
+        value = struct.unpack("<f", struct.pack("<I", int(imm.value)))[0]
+    elif imm.kind == "f64":
+        if ptype == "f64" or not is_float:
+            return int(imm.value) & ((1 << bits) - 1)
+        value = struct.unpack("<d", struct.pack("<Q", int(imm.value)))[0]
+    elif imm.kind == "float" and not is_float:
+        value = int(imm.value)
+    if not is_float:
+        return int(value) & ((1 << bits) - 1)
+    if ptype == "f64":
+        return struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+    if ptype == "f32":
+        return int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
+    if ptype == "f16":
+        return int(np.array(value, dtype=np.float64).astype(np.float16).view(np.uint16))
+    f32 = int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
+    return (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16  # bf16: round to nearest even
+
+
+def _align(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+def _type_size(t: str) -> int:
+    return max(1, ptx_bits(t) // 8)
+
+
+def _var_size(v: ast.Variable) -> int:
+    n = _type_size(v.type) * (v.vector or 1)
+    for d in v.array:
+        n *= d or 0
+    return n

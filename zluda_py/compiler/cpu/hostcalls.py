@@ -1,0 +1,121 @@
+"""Host side of device system calls: printf formatting and assert messages.
+
+Native code calls `zluda_host(kind, ctx, a, b, c, d, e)`; the launch that owns `ctx` collects
+printf output in order and writes it to fd 1 before `launch_raw` returns.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import sys
+import threading
+
+from zluda_py.compiler.cpu.abi import Ctx
+from zluda_py.compiler.cpu.calls import HOST_ASSERT, HOST_VPRINTF
+
+HOST_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+_SPEC = re.compile(r"%([-+ #0]*)(\*|\d+)?(?:\.(\*|\d+))?(hh|h|ll|l|j|z|t|L)?([diouxXeEfFgGaAcspn%])")
+
+
+class OutputSinks:
+    """printf output per running launch, keyed by the address of each worker's ctx record."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_ctx: dict[int, list[bytes]] = {}
+
+    def attach(self, ctx_address: int, sink: list[bytes]) -> None:
+        with self.lock:
+            self.by_ctx[ctx_address] = sink
+
+    def detach(self, ctx_address: int) -> None:
+        with self.lock:
+            self.by_ctx.pop(ctx_address, None)
+
+
+SINKS = OutputSinks()
+
+
+def c_string(address: int) -> bytes:
+    return ctypes.string_at(address) if address else b"(null)"
+
+
+def format_printf(fmt: bytes, args: int) -> bytes:
+    """Format like device printf: arguments are packed in a buffer, each aligned to its size."""
+    out = bytearray()
+    pos = 0
+    offset = 0
+
+    def take(size: int, kind: str) -> int | float:
+        nonlocal offset
+        offset = (offset + size - 1) // size * size
+        raw = ctypes.string_at(args + offset, size)
+        offset += size
+        if kind == "f":
+            return ctypes.c_double.from_buffer_copy(raw).value
+        return int.from_bytes(raw, "little", signed=(kind == "s"))
+
+    text = fmt.decode("latin-1")
+    for m in _SPEC.finditer(text):
+        out += text[pos:m.start()].encode("latin-1")
+        pos = m.end()
+        flags, width, prec, length, conv = m.groups()
+        if conv == "%":
+            out += b"%"
+            continue
+        if width == "*":
+            width = str(take(4, "s"))
+        if prec == "*":
+            prec = str(take(4, "s"))
+        spec = "%" + flags + (width or "") + (f".{prec}" if prec is not None else "")
+        size = 8 if length in ("l", "ll", "j", "z", "t") else 4
+        if conv in "di":
+            out += (spec + "d").__mod__(take(size, "s")).encode()
+        elif conv in "ouxX":
+            out += (spec + ("d" if conv == "u" else conv)).__mod__(take(size, "u")).encode()
+        elif conv in "eEfFgGaA":
+            value = take(8, "f")
+            out += (float.hex(value) if conv in "aA" else (spec + conv) % value).encode()
+        elif conv == "c":
+            out += (spec + "c").__mod__(chr(take(4, "u") & 0xFF)).encode("latin-1")
+        elif conv == "s":
+            out += (spec + "s").__mod__(c_string(take(8, "u")).decode("latin-1")).encode("latin-1")
+        elif conv == "p":
+            out += (spec + "s").__mod__(hex(take(8, "u"))).encode()
+    out += text[pos:].encode("latin-1")
+    return bytes(out)
+
+
+def _thread_coords(ctx: int, thread: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    slots = (ctypes.c_int64 * Ctx.SLOTS).from_address(ctx)
+    bx, by = slots[Ctx.BLOCK_X], slots[Ctx.BLOCK_Y]
+    block = (slots[Ctx.CTA_X], slots[Ctx.CTA_Y], slots[Ctx.CTA_Z])
+    return block, (thread % bx, thread // bx % by, thread // (bx * by))
+
+
+def _host(kind: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int:
+    try:
+        if kind == HOST_VPRINTF:
+            text = format_printf(c_string(a), b)
+            with SINKS.lock:
+                sink = SINKS.by_ctx.get(ctx)
+            if sink is not None:
+                sink.append(text)
+            return len(text)
+        if kind == HOST_ASSERT:
+            block, thread = _thread_coords(ctx, e)
+            msg = (f"{c_string(b).decode(errors='replace')}:{c & 0xFFFFFFFF}: {c_string(d).decode(errors='replace')}: "
+                   f"block: [{block[0]},{block[1]},{block[2]}], thread: [{thread[0]},{thread[1]},{thread[2]}] "
+                   f"Assertion `{c_string(a).decode(errors='replace')}` failed.\n")
+            sys.stderr.write(msg)
+            sys.stderr.flush()
+        return 0
+    except Exception as exc:  # never unwind into native code
+        sys.stderr.write(f"zluda: device system call failed: {exc}\n")
+        return -1
+
+
+HOST_CALLBACK = HOST_FN(_host)
+HOST_ADDRESS = ctypes.cast(HOST_CALLBACK, ctypes.c_void_p).value

@@ -1,0 +1,347 @@
+"""Memory on the CPU target: state-space addresses, ld/st, atomics, cvta and isspacep.
+
+Device pointers are host pointers. A `.shared` address is an offset into the block's arena and
+a `.local` address an offset into the lane's stack window, as on the GPU (so 32-bit shared and
+local addresses work); cvta adds the arena or the lane's window base to make a generic
+(host) address. Accesses from consecutive lanes to consecutive elements become one masked
+vector load/store; anything else is a masked gather/scatter.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from zluda_py.compiler.cpu import values as V
+from zluda_py.compiler.cpu.abi import WARP, Ctx
+from zluda_py.compiler.errors import UnsupportedError, unsupported
+from zluda_py.compiler.lanes import ptx_bits
+from zluda_py.ptx import ast
+
+I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
+SPACES = ("global", "shared", "local", "param", "const", "generic")
+FLOATS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "f16": ir.HalfType()}
+
+
+def space_of(inst: ast.Instruction) -> str:
+    for m in inst.mods:
+        if m in SPACES:
+            return m
+        if m.startswith("shared::"):  # shared::cta / shared::cluster (a cluster of one CTA)
+            return "shared"
+        if m.startswith("param::"):
+            return "param"
+    return "generic"
+
+
+def vector_count(inst: ast.Instruction) -> int:
+    for m in inst.mods:
+        if m in ("v2", "v4", "v8"):
+            return int(m[1:])
+    return 1
+
+
+class MemoryMixin:
+    # ------------------------------------------------------------------ addresses
+    def lane_local_base(self) -> ir.Value:
+        """Generic address of local offset 0 for each lane (its stack window)."""
+        b = self.b
+        t = b.zext(self.thread_index, V.vec(I64))
+        return b.add(V.splat(b, self.ctx_i64(Ctx.STACK)), b.mul(t, V.splat(b, self.ctx_i64(Ctx.STACK_SIZE))))
+
+    def space_base(self, space: str) -> ir.Value | None:
+        """What to add to a `space` address to get a host address (None: it already is one)."""
+        if space == "shared":
+            return V.splat(self.b, self.ctx_i64(Ctx.SHARED))
+        if space == "local":
+            return self.lane_local_base()
+        return None
+
+    def symbol(self, name: str, pos: ast.Pos = ast.NOPOS):
+        sym = self.symbols.get(name) or self.mod.symbol(name)
+        if sym is None:
+            raise UnsupportedError(f"symbol {name} (not declared)", pos)
+        return sym
+
+    def symbol_address(self, name: str, _space: str = "generic") -> ir.Value:
+        """The value of a symbol used as an operand: its address in its own state space."""
+        b = self.b
+        sym = self.symbol(name)
+        if sym.kind == "kparam":
+            return V.splat(b, b.add(self.ctx_i64(Ctx.PARAMS), ir.Constant(I64, sym.offset)))
+        if sym.kind == "local":
+            return V.splat(b, b.add(self.sp, ir.Constant(I64, sym.offset)))
+        if sym.kind == "shared":
+            return V.splat_const(I64, sym.offset)
+        if sym.kind in ("global", "const", "func"):
+            return V.splat(b, b.ptrtoint(sym.ptr, I64))
+        if sym.kind == "lparam":
+            return self.lane_param_address(sym, 0)
+        raise UnsupportedError(f"address of {name}")
+
+    def lane_param_address(self, sym, offset: int) -> ir.Value:
+        b = self.b
+        base = V.splat(b, b.ptrtoint(sym.ptr, I64))
+        lanes = V.lane_consts(I64, [i * sym.size + offset for i in range(WARP)])
+        return b.add(base, lanes)
+
+    def address(self, addr: ast.Addr, space: str) -> ir.Value:
+        """Host address per lane (`<32 x i64>`), or a scalar i64 when it is the same for all lanes."""
+        b = self.b
+        off = ir.Constant(I64, addr.offset)
+        if isinstance(addr.base, ast.Sym):
+            sym = self.symbol(addr.base.name, addr.pos)
+            if sym.kind == "kparam":
+                return b.add(self.ctx_i64(Ctx.PARAMS), ir.Constant(I64, sym.offset + addr.offset))
+            if sym.kind in ("global", "const"):
+                return b.add(b.ptrtoint(sym.ptr, I64), off)
+            if sym.kind == "shared":
+                return b.add(self.ctx_i64(Ctx.SHARED), ir.Constant(I64, sym.offset + addr.offset))
+            if sym.kind == "local":
+                return b.add(self.lane_local_base(), V.splat(b, b.add(self.sp, ir.Constant(I64, sym.offset + addr.offset))))
+            if sym.kind in ("lparam", "regparam"):
+                return self.lane_param_address(sym, addr.offset)
+            raise UnsupportedError(f"memory operand {addr.base.name}", addr.pos)
+        if addr.base is None:
+            value = V.splat_const(I64, addr.offset)
+        else:
+            value = b.add(self.read(addr.base, "u64" if self.reg_bits(addr.base) == 64 else "u32"),
+                          V.splat(b, off)) if addr.offset else \
+                self.read(addr.base, "u64" if self.reg_bits(addr.base) == 64 else "u32")
+            value = V.resize(b, value, 64, False)
+        base = self.space_base(space)
+        return value if base is None else b.add(base, value)
+
+    def reg_bits(self, op: ast.Operand) -> int:
+        if isinstance(op, ast.Reg) and op.name in self.regs:
+            return self.regs[op.name][1]
+        return 64
+
+    # ------------------------------------------------------------------ vector memory access
+    def load(self, ptrs: ir.Value, elt: ir.Type, n: int, mask: ir.Value) -> list[ir.Value]:
+        """n consecutive elements per lane starting at each lane's address."""
+        b = self.b
+        size = elt.width // 8
+        if not isinstance(ptrs.type, ir.VectorType):  # uniform address: scalar loads
+            return [V.splat(b, b.load(b.inttoptr(b.add(ptrs, ir.Constant(I64, k * size)), PTR), typ=elt))
+                    for k in range(n)]
+        contiguous = self._contiguous(ptrs, size * n)
+        with b.if_else(contiguous, likely=True) as (then, other):
+            with then:
+                wide = ir.VectorType(elt, WARP * n)
+                base = b.inttoptr(b.extract_element(ptrs, ir.Constant(I32, 0)), PTR)
+                whole = V.intrinsic(b, f"llvm.masked.load.v{WARP * n}i{elt.width}.p0", wide,
+                                    [base, ir.Constant(I32, size), self._widen_mask(mask, n),
+                                     ir.Constant(wide, None)])
+                fast = [b.shuffle_vector(whole, ir.Constant(wide, None),
+                                         V.lane_consts(I32, [i * n + k for i in range(WARP)])) for k in range(n)]
+                fast_block = b.block
+            with other:
+                slow = []
+                for k in range(n):
+                    p = b.inttoptr(b.add(ptrs, V.splat_const(I64, k * size)), ir.VectorType(PTR, WARP))
+                    slow.append(V.intrinsic(b, f"llvm.masked.gather.v{WARP}i{elt.width}.v{WARP}p0", V.vec(elt),
+                                            [p, ir.Constant(I32, size), mask, ir.Constant(V.vec(elt), None)]))
+                slow_block = b.block
+        out = []
+        for f, s in zip(fast, slow):
+            phi = b.phi(V.vec(elt))
+            phi.add_incoming(f, fast_block)
+            phi.add_incoming(s, slow_block)
+            out.append(phi)
+        return out
+
+    def store(self, ptrs: ir.Value, values: list[ir.Value], mask: ir.Value) -> None:
+        b = self.b
+        elt = values[0].type.element
+        size, n = elt.width // 8, len(values)
+        if not isinstance(ptrs.type, ir.VectorType):
+            ptrs = V.splat(b, ptrs)
+        contiguous = self._contiguous(ptrs, size * n)
+        with b.if_else(contiguous, likely=True) as (then, other):
+            with then:
+                whole = values[0]
+                if n > 1:
+                    whole = _concat(b, values)
+                    order = [ir.Constant(I32, k * WARP + i) for i in range(WARP) for k in range(n)]
+                    whole = b.shuffle_vector(whole, ir.Constant(whole.type, None),
+                                             ir.Constant(ir.VectorType(I32, WARP * n), order))
+                base = b.inttoptr(b.extract_element(ptrs, ir.Constant(I32, 0)), PTR)
+                V.intrinsic(b, f"llvm.masked.store.v{WARP * n}i{elt.width}.p0", ir.VoidType(),
+                            [whole, base, ir.Constant(I32, size), self._widen_mask(mask, n)])
+            with other:
+                for k, v in enumerate(values):
+                    p = b.inttoptr(b.add(ptrs, V.splat_const(I64, k * size)), ir.VectorType(PTR, WARP))
+                    V.intrinsic(b, f"llvm.masked.scatter.v{WARP}i{elt.width}.v{WARP}p0", ir.VoidType(),
+                                [v, p, ir.Constant(I32, size), mask])
+
+    def _contiguous(self, ptrs: ir.Value, stride: int) -> ir.Value:
+        b = self.b
+        first = V.splat(b, b.extract_element(ptrs, ir.Constant(I32, 0)))
+        expect = b.add(first, V.lane_consts(I64, [i * stride for i in range(WARP)]))
+        return V.reduce(b, "and", b.icmp_unsigned("==", ptrs, expect))
+
+    def _widen_mask(self, mask: ir.Value, n: int) -> ir.Value:
+        if n == 1:
+            return mask
+        return self.b.shuffle_vector(mask, ir.Constant(V.MASK, None), ir.Constant(
+            ir.VectorType(I32, WARP * n), [ir.Constant(I32, i) for i in range(WARP) for _ in range(n)]))
+
+    # ------------------------------------------------------------------ instructions
+    def _mem_type(self, inst: ast.Instruction) -> str:
+        types = inst.types
+        if not types:
+            raise unsupported(inst, "no type")
+        return types[-1]
+
+    def op_ld(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        t = self._mem_type(inst)
+        dst, addr = inst.operands[0], inst.operands[1]
+        bits = ptx_bits(t)
+        n = vector_count(inst)
+        values = self.load(self.address(addr, space_of(inst)), ir.IntType(bits), n, mask)
+        dests = dst.elems if isinstance(dst, ast.Vec) else [dst]
+        for d, v in zip(dests, values):
+            self.write(d, v, t, mask)
+
+    op_ldu = op_ld
+
+    def op_st(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        t = self._mem_type(inst)
+        addr, src = inst.operands[0], inst.operands[1]
+        srcs = src.elems if isinstance(src, ast.Vec) else [src]
+        self.store(self.address(addr, space_of(inst)), [self.read(s, t) for s in srcs], mask)
+
+    def op_cvta(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        t = inst.types[-1]
+        dst, src = inst.operands
+        space = next(m for m in inst.mods if m in SPACES)
+        value = V.resize(self.b, self.read(src, t), 64, False)
+        base = self.space_base(space)
+        if base is not None:
+            value = self.b.sub(value, base) if inst.has("to") else self.b.add(value, base)
+        self.write(dst, value, t, mask)
+
+    def op_isspacep(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        b = self.b
+        p, a = inst.operands
+        space = next(m for m in inst.mods if m in SPACES or m.startswith("shared"))
+        space = "shared" if space.startswith("shared") else space
+        addr = self.read(a, "u64")
+        if space in ("shared", "local"):
+            lo = self.ctx_i64(Ctx.SHARED if space == "shared" else Ctx.STACK)
+            threads = b.mul(b.mul(self.ctx_i64(Ctx.BLOCK_X), self.ctx_i64(Ctx.BLOCK_Y)), self.ctx_i64(Ctx.BLOCK_Z))
+            size = self.ctx_i64(Ctx.TOTAL_SMEM) if space == "shared" else b.mul(threads, self.ctx_i64(Ctx.STACK_SIZE))
+            off = b.sub(addr, V.splat(b, lo))
+            result = b.icmp_unsigned("<", off, V.splat(b, size))
+        elif space in ("global", "generic"):
+            result = b.not_(b.or_(self._in_window(addr, Ctx.SHARED), self._in_window(addr, Ctx.STACK)))
+        else:  # const and param windows are ordinary host memory here
+            result = V.ALL
+        self.write(p, result, "pred", mask)
+
+    def _in_window(self, addr: ir.Value, which: int) -> ir.Value:
+        b = self.b
+        lo = self.ctx_i64(which)
+        if which == Ctx.SHARED:
+            size = self.ctx_i64(Ctx.TOTAL_SMEM)
+        else:
+            threads = b.mul(b.mul(self.ctx_i64(Ctx.BLOCK_X), self.ctx_i64(Ctx.BLOCK_Y)), self.ctx_i64(Ctx.BLOCK_Z))
+            size = b.mul(threads, self.ctx_i64(Ctx.STACK_SIZE))
+        return b.icmp_unsigned("<", b.sub(addr, V.splat(b, lo)), V.splat(b, size))
+
+    # ------------------------------------------------------------------ atomics
+    def op_atom(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        self._atomic(inst, mask, inst.operands[0], inst.operands[1], inst.operands[2:])
+
+    def op_red(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        self._atomic(inst, mask, None, inst.operands[0], inst.operands[1:])
+
+    def _atomic(self, inst: ast.Instruction, mask: ir.Value, dst, addr, srcs) -> None:
+        """One atomic per active lane, in lane order (LLVM atomicrmw/cmpxchg, seq_cst)."""
+        b = self.b
+        t = inst.types[-1]
+        ops = [m for m in inst.mods if m in ATOMIC_OPS]
+        if len(ops) != 1 or t in ("b128",) or inst.has("v2") or inst.has("v4") or inst.has("v8"):
+            raise unsupported(inst)
+        op = ops[0]
+        bits = ptx_bits(t)
+        ity = ir.IntType(bits)
+        ptrs = self.address(addr, space_of(inst))
+        if not isinstance(ptrs.type, ir.VectorType):
+            ptrs = V.splat(b, ptrs)
+        vals = [self.read(s, t) for s in srcs]
+        rmw, vty = _rmw_op(op, t)
+        result = V.entry_alloca(b, V.vec(ity))
+        b.store(ir.Constant(V.vec(ity), None), result)
+        bits_mask = V.mask_bits(b, mask)
+        for lane in range(WARP):  # unrolled: LLVM keeps only the active-lane tests
+            idx = ir.Constant(I32, lane)
+            on = b.trunc(b.lshr(bits_mask, ir.Constant(I32, lane)), I1)
+            with b.if_then(on):
+                p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
+                x = b.extract_element(vals[0], idx)
+                if op == "cas":
+                    y = b.extract_element(vals[1], idx)
+                    old = b.extract_value(b.cmpxchg(p, x, y, "seq_cst", "seq_cst"), 0)
+                else:
+                    arg = b.bitcast(x, vty) if vty != ity else x
+                    old = b.atomic_rmw(rmw, p, arg, "seq_cst")
+                    old = b.bitcast(old, ity) if vty != ity else old
+                b.store(b.insert_element(b.load(result, typ=V.vec(ity)), old, idx), result)
+        if dst is not None:
+            self.write(dst, b.load(result, typ=V.vec(ity)), t, mask)
+
+    def op_cp(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        """cp.async: the copy completes at once, so commit/wait groups have nothing to wait for."""
+        if not inst.has("async"):
+            raise unsupported(inst)
+        if inst.has("commit_group") or inst.has("wait_group") or inst.has("wait_all"):
+            return
+        dst, src, size = inst.operands[:3]
+        if not isinstance(size, ast.Imm):
+            raise unsupported(inst, "non-constant copy size")
+        n = int(size.value)
+        src_size = n
+        if len(inst.operands) > 3 and isinstance(inst.operands[3], (ast.Imm, ast.Reg)):
+            src_size = inst.operands[3]
+        words = n // 4
+        loaded = self.load(self.address(src, "global"), I32, words, mask)
+        if not isinstance(src_size, int):  # bytes past src-size are zero-filled
+            limit = self.read(src_size, "u32")
+            loaded = [self.b.select(self.b.icmp_unsigned(">", limit, V.splat_const(I32, 4 * k)), v,
+                                    V.splat_const(I32, 0)) for k, v in enumerate(loaded)]
+        self.store(self.address(dst, "shared"), loaded, mask)
+
+
+ATOMIC_OPS = {"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"}
+
+
+def _rmw_op(op: str, t: str) -> tuple[str, ir.Type]:
+    """LLVM atomicrmw operation and value type for PTX op on type t."""
+    bits = ptx_bits(t)
+    if t in ("f32", "f64", "f16"):
+        fty = FLOATS[t]
+        return {"add": "fadd", "min": "fmin", "max": "fmax", "exch": "xchg"}.get(op, op), \
+            (fty if op != "exch" else ir.IntType(bits))
+    if t in ("f16x2", "bf16x2", "bf16"):
+        base = ir.HalfType() if t.startswith("f16") else ir.IntType(16)
+        if t.startswith("bf"):
+            raise UnsupportedError(f"atomic on {t}")
+        return ("fadd" if op == "add" else "xchg"), (ir.VectorType(base, 2) if op == "add" else ir.IntType(bits))
+    signed = t.startswith("s")
+    return {"add": "add", "inc": "uinc_wrap", "dec": "udec_wrap", "and": "and", "or": "or",
+            "xor": "xor", "exch": "xchg", "min": "min" if signed else "umin",
+            "max": "max" if signed else "umax"}[op], ir.IntType(bits)
+
+
+def _concat(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
+    """Concatenate equal-length vectors into one."""
+    while len(values) > 1:
+        nxt = []
+        for i in range(0, len(values), 2):
+            a, c = values[i], values[i + 1]
+            n = a.type.count
+            nxt.append(b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, 2 * n),
+                                                          [ir.Constant(I32, j) for j in range(2 * n)])))
+        values = nxt
+    return values[0]

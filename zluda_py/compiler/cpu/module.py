@@ -1,0 +1,298 @@
+"""Lowering of a whole PTX module for the CPU target: variables, functions, block runners.
+
+Output: an LLVM module plus JSON-able metadata (kernels, parameters, globals), so an object
+built once can be loaded later without re-running the optimiser.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+from zluda_py.compiler.cpu import values as V
+from zluda_py.compiler.cpu.calls import SYSCALLS
+from zluda_py.compiler.cpu.abi import BAR_SLOTS, FRAME_HEADER, NBARRIERS, WARP, BarSlot, Ctx, Frame
+from zluda_py.compiler.cpu.function import FunctionLowering, Symbol, _align, _type_size, _var_size, immediate_bits
+from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.ptx import ast
+
+I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
+DYN_SHARED_ALIGN = 16
+# Frame header slots used only by the block runner.
+STATE, WAITGEN = 8, 9
+
+
+class ModuleLowering:
+    def __init__(self, module: ast.Module, triple: str, data_layout: str) -> None:
+        self.ast = module
+        self.ir = ir.Module(name=module.filename)
+        self.ir.triple = triple
+        self.ir.data_layout = data_layout
+        self.symbols: dict[str, Symbol] = {}
+        self.functions: dict[str, ast.Function] = {}
+        self.llfns: dict[str, ir.Function] = {}
+        self.defined: set[str] = set()
+        self.prototypes: dict[str, ast.Function] = {}
+        self.shared_size = 0
+        self.globals_meta: dict[str, dict] = {}
+        self.kernels_meta: dict[str, dict] = {}
+        self._dynamic_shared: list[str] = []
+
+    # ------------------------------------------------------------------ top level
+    def lower(self) -> dict:
+        for v in self.ast.variables():
+            self.symbols[v.name] = self._variable(v, v.name)
+        for name in self._dynamic_shared:  # extern .shared arrays: the dynamic part after the static
+            self.symbols[name] = Symbol("shared", _align(self.shared_size, DYN_SHARED_ALIGN))
+        for f in self.ast.functions():
+            self._declare(f)
+        for f in self.ast.functions():
+            if f.body is not None:
+                self._define(f)
+        return {"kernels": self.kernels_meta, "globals": self.globals_meta,
+                "static_shared": _align(self.shared_size, DYN_SHARED_ALIGN)}
+
+    def symbol(self, name: str) -> Symbol | None:
+        return self.symbols.get(name)
+
+    def function_variable(self, fn: ast.Function, v: ast.Variable) -> Symbol:
+        """A .shared/.global/.const variable declared inside a function body."""
+        return self._variable(v, f"{fn.name}.{v.name}")
+
+    def _variable(self, v: ast.Variable, name: str) -> Symbol:
+        if v.space == "shared":
+            if v.linkage == "extern" or (v.array and v.array[-1] is None):
+                self._dynamic_shared.append(v.name)
+                return Symbol("shared", 0)
+            align = max(v.align or 1, _type_size(v.type))
+            self.shared_size = _align(self.shared_size, align)
+            sym = Symbol("shared", self.shared_size, size=_var_size(v))
+            self.shared_size += _var_size(v)
+            return sym
+        if v.space in ("global", "const"):
+            size = _var_size(v)
+            if v.linkage == "extern" and v.init is None:
+                raise UnsupportedError(f"unresolved .extern variable {v.name}", v.pos)
+            g = ir.GlobalVariable(self.ir, _init_type(size), name=name)
+            g.align = max(v.align or 1, _type_size(v.type), 16 if size >= 16 else 1)
+            g.initializer = self._initializer(v, size)
+            g.linkage = "external"
+            self.globals_meta[v.name] = {"symbol": name, "size": size}
+            return Symbol(v.space, ptr=g, size=size)
+        raise UnsupportedError(f"module variable in .{v.space}", v.pos)
+
+    def _initializer(self, v: ast.Variable, size: int) -> ir.Constant:
+        data = bytearray(size)
+        if v.init is not None:
+            scalars = _flatten_init(v.init)
+            elem = _type_size(v.type)
+            for i, item in enumerate(scalars):
+                if item.value is None or not isinstance(item.value, ast.Imm):
+                    raise UnsupportedError(f"initializer with addresses for {v.name}", v.pos)
+                bits = immediate_bits(item.value, v.type if v.type != "pred" else "u8")
+                data[i * elem:(i + 1) * elem] = (bits & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
+        return ir.Constant(_init_type(size), bytearray(data))
+
+    def _declare(self, f: ast.Function) -> None:
+        if f.kind == "entry":
+            return
+        self.functions[f.name] = f
+        if f.body is None:
+            if f.name in SYSCALLS:
+                return
+            raise UnsupportedError(f"unresolved .extern .func {f.name} (link the module that defines it)", f.pos)
+        nparams = len(f.returns) + len(f.params)
+        fnty = ir.FunctionType(I32, [PTR, I32, I64, V.MASK, *([PTR] * nparams)])
+        llfn = ir.Function(self.ir, fnty, name=f.name)
+        llfn.linkage = "internal"
+        self.llfns[f.name] = llfn
+        self.symbols[f.name] = Symbol("func", ptr=llfn)
+        self.defined.add(f.name)
+
+    def _define(self, f: ast.Function) -> None:
+        if f.kind == "func":
+            lowering = FunctionLowering(self, f, self.llfns[f.name])
+            lowering.lower()
+            return
+        warp = ir.Function(self.ir, ir.FunctionType(I32, [PTR, PTR, I32]), name=f"{f.name}.warp")
+        warp.linkage = "internal"
+        lowering = FunctionLowering(self, f, warp)
+        lowering.lower()
+        runner = f"zluda_run.{f.name}"
+        self._block_runner(runner, warp, lowering.frame_bytes)
+        params = []
+        offset = 0
+        for p in f.params:
+            size, align = _var_size(p), max(p.align or 1, _type_size(p.type))
+            offset = _align(offset, align)
+            params.append({"name": p.name, "offset": offset, "size": size, "align": align})
+            offset += size
+        reqntid = _directive_dims(f, "reqntid")
+        maxntid = _directive_dims(f, "maxntid")
+        limit = reqntid or maxntid
+        self.kernels_meta[f.name] = {
+            "runner": runner, "params": params, "param_size": offset,
+            "local_size": lowering.frame_size, "frame_bytes": lowering.frame_bytes,
+            "max_threads": (limit[0] * limit[1] * limit[2]) if limit else 1024,
+            "reqntid": reqntid,
+        }
+
+    # ------------------------------------------------------------------ runtime services
+    def host_fn(self) -> ir.Function:
+        fn = self.ir.globals.get("zluda_host")
+        if fn is None:
+            fn = ir.Function(self.ir, ir.FunctionType(I64, [I32, PTR, I64, I64, I64, I64, I64]), "zluda_host")
+        return fn
+
+    def libc(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        fn = self.ir.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.ir, ir.FunctionType(ret, args), name)
+        return fn
+
+    def globaltimer(self, b: ir.IRBuilder) -> ir.Value:
+        """Nanoseconds of CLOCK_REALTIME (what %globaltimer counts on the GPU)."""
+        ts = V.entry_alloca(b, ir.ArrayType(I64, 2))
+        b.call(self.libc("clock_gettime", I32, [I32, PTR]), [ir.Constant(I32, 0), ts])
+        sec = b.load(b.gep(ts, [ir.Constant(I64, 0)], source_etype=I64), typ=I64)
+        nsec = b.load(b.gep(ts, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
+        return b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec)
+
+    # ------------------------------------------------------------------ block runner
+    def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int) -> None:
+        """`i32 run(ptr ctx)`: run blocks FIRST..FIRST+COUNT, each warp by warp, barrier by barrier."""
+        fn = ir.Function(self.ir, ir.FunctionType(I32, [PTR]), name=name)
+        ctx = fn.args[0]
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        slot = lambda base, i, size=8: b.gep(base, [b.mul(i, ir.Constant(I64, size))], source_etype=V.I8)  # noqa: E731
+        get = lambda i: b.load(slot(ctx, ir.Constant(I64, i)), typ=I64)  # noqa: E731
+        put = lambda i, v: b.store(v, slot(ctx, ir.Constant(I64, i)))  # noqa: E731
+        threads = b.mul(b.mul(get(Ctx.BLOCK_X), get(Ctx.BLOCK_Y)), get(Ctx.BLOCK_Z))
+        nwarps = b.udiv(b.add(threads, ir.Constant(I64, WARP - 1)), ir.Constant(I64, WARP))
+        put(Ctx.NWARPS, nwarps)
+        frames = b.inttoptr(get(Ctx.FRAMES), PTR)
+        bars = b.inttoptr(get(Ctx.BARRIERS), PTR)
+        stop = b.inttoptr(get(Ctx.STOP), PTR)
+        frame_of = lambda w: b.gep(frames, [b.mul(w, ir.Constant(I64, frame_bytes))], source_etype=V.I8)  # noqa: E731
+        hdr = lambda fr, s: b.gep(fr, [ir.Constant(I64, 4 * s)], source_etype=V.I8)  # noqa: E731
+        bar_field = lambda i, f: b.gep(bars, [b.add(b.mul(i, ir.Constant(I64, 8 * BAR_SLOTS)),  # noqa: E731
+                                                    ir.Constant(I64, 8 * f))], source_etype=V.I8)
+        first, count = get(Ctx.FIRST), get(Ctx.COUNT)
+        gx, gy = get(Ctx.GRID_X), get(Ctx.GRID_Y)
+        with _for(b, first, b.add(first, count)) as (blk, exit_loop):
+            with b.if_then(b.icmp_unsigned("!=", b.load(stop, typ=I32), ir.Constant(I32, 0)), likely=False):
+                b.ret(ir.Constant(I32, 0))
+            put(Ctx.CTA_X, b.urem(blk, gx))
+            put(Ctx.CTA_Y, b.urem(b.udiv(blk, gx), gy))
+            put(Ctx.CTA_Z, b.udiv(blk, b.mul(gx, gy)))
+            b.call(self.libc("llvm.memset.p0.i64", ir.VoidType(), [PTR, V.I8, I64, I1]),
+                   [bars, ir.Constant(V.I8, 0), ir.Constant(I64, NBARRIERS * BAR_SLOTS * 8), ir.Constant(I1, 0)])
+            with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+                fr = frame_of(w)
+                b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
+                lanes = b.sub(threads, b.mul(w, ir.Constant(I64, WARP)))
+                lanes = b.select(b.icmp_unsigned(">", lanes, ir.Constant(I64, WARP)), ir.Constant(I64, WARP), lanes)
+                b.store(b.trunc(lanes, I32), hdr(fr, Frame.LIVE))
+                b.store(ir.Constant(I32, 0), hdr(fr, STATE))
+            sched = fn.append_basic_block("schedule")
+            block_done = fn.append_basic_block("block_done")
+            b.branch(sched)
+            b.position_at_end(sched)
+            ran, left = V.entry_alloca(b, I64), V.entry_alloca(b, I64)
+            b.store(ir.Constant(I64, 0), ran)
+            b.store(ir.Constant(I64, 0), left)
+            with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+                fr = frame_of(w)
+                state = b.load(hdr(fr, STATE), typ=I32)
+                with b.if_then(b.icmp_signed(">=", state, ir.Constant(I32, 0))):
+                    b.store(b.add(b.load(left, typ=I64), ir.Constant(I64, 1)), left)
+                    bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
+                    gen = b.load(bar_field(bar_id, BarSlot.GEN), typ=I64)
+                    waiting = b.and_(b.icmp_signed(">", state, ir.Constant(I32, 0)),
+                                     b.icmp_unsigned("==", b.zext(b.load(hdr(fr, WAITGEN), typ=I32), I64), gen))
+                    with b.if_then(b.not_(waiting)):
+                        r = b.call(warp, [ctx, fr, state])
+                        b.store(b.add(b.load(ran, typ=I64), ir.Constant(I64, 1)), ran)
+                        with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
+                            put(Ctx.FAULT_BLOCK, blk)
+                            b.store(ir.Constant(I32, 1), stop)
+                            b.ret(b.neg(r))
+                        b.store(b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r),
+                                hdr(fr, STATE))
+                        bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
+                        b.store(b.trunc(b.load(bar_field(bar_id, BarSlot.GEN), typ=I64), I32), hdr(fr, WAITGEN))
+                        self._release(b, bars, bar_field, frame_of, hdr, nwarps)
+            b.cbranch(b.icmp_unsigned("==", b.load(left, typ=I64), ir.Constant(I64, 0)), block_done,
+                      fn.append_basic_block("check_progress"))
+            b.position_at_end(fn.blocks[-1])
+            with b.if_then(b.icmp_unsigned("==", b.load(ran, typ=I64), ir.Constant(I64, 0)), likely=False):
+                put(Ctx.FAULT_BLOCK, blk)  # every live warp waits at a barrier no one else reaches
+                b.store(ir.Constant(I32, 1), stop)
+                b.ret(ir.Constant(I32, 719))
+            b.branch(sched)
+            b.position_at_end(block_done)
+        b.ret(ir.Constant(I32, 0))
+
+    def _release(self, b, bars, bar_field, frame_of, hdr, nwarps) -> None:
+        """Open every barrier whose expected thread count has arrived."""
+        total = V.entry_alloca(b, I64)
+        b.store(ir.Constant(I64, 0), total)
+        with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+            live = b.zext(b.load(hdr(frame_of(w), Frame.LIVE), typ=I32), I64)
+            b.store(b.add(b.load(total, typ=I64), live), total)
+        total_v = b.load(total, typ=I64)
+        with _for(b, ir.Constant(I64, 0), ir.Constant(I64, NBARRIERS)) as (i, _):
+            arrived = b.load(bar_field(i, BarSlot.ARRIVED), typ=I64)
+            expected = b.load(bar_field(i, BarSlot.EXPECTED), typ=I64)
+            need = b.select(b.icmp_unsigned("==", expected, ir.Constant(I64, 0)), total_v, expected)
+            full = b.and_(b.icmp_unsigned("!=", arrived, ir.Constant(I64, 0)), b.icmp_unsigned(">=", arrived, need))
+            with b.if_then(full):
+                b.store(b.add(b.load(bar_field(i, BarSlot.GEN), typ=I64), ir.Constant(I64, 1)), bar_field(i, BarSlot.GEN))
+                b.store(b.load(bar_field(i, BarSlot.ACC), typ=I64), bar_field(i, BarSlot.RES_POPC))
+                b.store(arrived, bar_field(i, BarSlot.RES_ARRIVED))
+                for f in (BarSlot.ARRIVED, BarSlot.ACC, BarSlot.EXPECTED):
+                    b.store(ir.Constant(I64, 0), bar_field(i, f))
+
+
+@contextmanager
+def _for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value):
+    """A counted loop; yields (index, exit block)."""
+    fn = b.function
+    pre = b.block
+    head = fn.append_basic_block("for.head")
+    body = fn.append_basic_block("for.body")
+    end = fn.append_basic_block("for.end")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_unsigned("<", i, stop), body, end)
+    b.position_at_end(body)
+    yield i, end
+    nxt = b.add(i, ir.Constant(I64, 1))
+    i.add_incoming(nxt, b.block)
+    b.branch(head)
+    b.position_at_end(end)
+
+
+def _init_type(size: int) -> ir.Type:
+    return ir.ArrayType(V.I8, max(size, 1))
+
+
+def _flatten_init(init: ast.Initializer) -> list[ast.Initializer]:
+    if init.items is None:
+        return [init]
+    out: list[ast.Initializer] = []
+    for item in init.items:
+        out.extend(_flatten_init(item))
+    return out
+
+
+def _directive_dims(f: ast.Function, name: str) -> tuple[int, int, int] | None:
+    for d in f.directives:
+        if d.name.lstrip(".") == name:
+            dims = [int(a) for a in d.args] + [1, 1]
+            return (dims[0], dims[1], dims[2])
+    return None
+

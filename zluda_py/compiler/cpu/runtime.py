@@ -1,0 +1,221 @@
+"""Loading CPU object code and running grids on a pool of worker threads.
+
+Each worker call runs a contiguous range of blocks in native code (ctypes releases the GIL),
+with its own launch record, shared arena, per-thread stacks and warp frames.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, WARP, Ctx
+from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
+from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_INVALID_VALUE,
+                                      CUDA_ERROR_LAUNCH_FAILED, LaunchError)
+
+DEFAULT_STACK_SIZE = 1024  # bytes per thread, NVIDIA's default cudaLimitStackSize
+WORKER_THREAD_STACK = 64 << 20  # native recursion through .func calls runs on the worker's stack
+RUNNER = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+_names = itertools.count()
+
+
+@dataclass
+class ParamInfo:
+    name: str
+    offset: int
+    size: int
+    align: int
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    params: list[ParamInfo]
+    param_size: int
+    static_shared: int
+    local_size: int
+    max_threads: int
+    reqntid: tuple[int, int, int] | None
+    frame_bytes: int = field(repr=False, default=0)
+    runner: int = field(repr=False, default=0)
+
+
+@dataclass
+class GlobalInfo:
+    address: int
+    size: int
+
+
+_jit_lock = threading.Lock()
+_jit: llvm.LLJIT | None = None
+_pool: ThreadPoolExecutor | None = None
+
+
+def target_machine() -> llvm.TargetMachine:
+    """The host CPU with all its features, at O3."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                                        opt=3, reloc="pic", codemodel="default")
+
+
+def _the_jit() -> llvm.LLJIT:
+    global _jit
+    with _jit_lock:
+        if _jit is None:
+            _jit = llvm.create_lljit_compiler(target_machine())
+        return _jit
+
+
+def worker_count() -> int:
+    return int(os.environ.get("ZLUDA_CPU_THREADS", 0)) or os.cpu_count() or 1
+
+
+def _the_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _jit_lock:
+        if _pool is None:
+            old = threading.stack_size()
+            threading.stack_size(WORKER_THREAD_STACK)
+            try:
+                _pool = ThreadPoolExecutor(worker_count(), thread_name_prefix="zluda-cpu")
+                list(_pool.map(lambda _: None, range(worker_count())))  # start the threads now
+            finally:
+                threading.stack_size(old)
+        return _pool
+
+
+class CompiledModule:
+    """Native code for one (linked) PTX module, loaded into this process."""
+
+    def __init__(self, object_code: bytes, metadata: dict) -> None:
+        self.object_code = object_code
+        self.metadata = metadata
+        builder = llvm.JITLibraryBuilder().add_object_img(object_code).add_current_process()
+        builder.import_symbol("zluda_host", HOST_ADDRESS)
+        for k in metadata["kernels"].values():
+            builder.export_symbol(k["runner"])
+        for g in metadata["globals"].values():
+            builder.export_symbol(g["symbol"])
+        self._library = builder.link(_the_jit(), f"zluda_module_{next(_names)}")
+        shared = metadata["static_shared"]
+        self.kernels: dict[str, KernelInfo] = {}
+        for name, k in metadata["kernels"].items():
+            self.kernels[name] = KernelInfo(
+                name, [ParamInfo(**p) for p in k["params"]], k["param_size"], shared, k["local_size"],
+                k["max_threads"], tuple(k["reqntid"]) if k["reqntid"] else None, k["frame_bytes"],
+                self._library[k["runner"]])
+        self.globals = {name: GlobalInfo(self._library[g["symbol"]], g["size"])
+                        for name, g in metadata["globals"].items()}
+
+    # ------------------------------------------------------------------ launch
+    def launch_raw(self, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
+                   shared_mem: int = 0, stack_size: int = DEFAULT_STACK_SIZE) -> None:
+        info = self.kernels[kernel]
+        gx, gy, gz = grid
+        bx, by, bz = block
+        threads = bx * by * bz
+        nblocks = gx * gy * gz
+        if min(*grid, *block) < 1 or threads > info.max_threads or threads > 1024:
+            raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"invalid launch configuration grid={grid} block={block}")
+        if len(params) < info.param_size:
+            raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"{kernel}: {len(params)} parameter bytes, needs {info.param_size}")
+        param_buf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
+        stop = np.zeros(1, np.int32)
+        output: list[bytes] = []
+        workers = worker_count()
+        chunks = min(nblocks, workers * 4)
+        bounds = [nblocks * i // chunks for i in range(chunks + 1)]
+        nwarps = (threads + WARP - 1) // WARP
+        smem_total = info.static_shared + shared_mem
+
+        def run(i: int) -> tuple[int, list[int]]:
+            first, count = bounds[i], bounds[i + 1] - bounds[i]
+            ctx = np.zeros(Ctx.SLOTS, np.int64)
+            arena = np.empty(max(smem_total, 16) + 64, np.uint8)
+            stacks = np.empty(max(threads * stack_size, 16), np.uint8)
+            frames = np.empty(nwarps * info.frame_bytes, np.uint8)
+            bars = np.zeros(NBARRIERS * BAR_SLOTS, np.int64)
+            ctx[Ctx.PARAMS] = ctypes.addressof(param_buf)
+            ctx[Ctx.GRID_X:Ctx.GRID_Z + 1] = grid
+            ctx[Ctx.BLOCK_X:Ctx.BLOCK_Z + 1] = block
+            ctx[Ctx.SHARED] = (arena.ctypes.data + 63) // 64 * 64
+            ctx[Ctx.DYN_SMEM] = shared_mem
+            ctx[Ctx.TOTAL_SMEM] = smem_total
+            ctx[Ctx.STACK] = stacks.ctypes.data
+            ctx[Ctx.STACK_SIZE] = stack_size
+            ctx[Ctx.FRAMES] = frames.ctypes.data
+            ctx[Ctx.STOP] = stop.ctypes.data
+            ctx[Ctx.FIRST], ctx[Ctx.COUNT] = first, count
+            ctx[Ctx.SMID], ctx[Ctx.NSMID] = i % workers, workers
+            ctx[Ctx.BARRIERS] = bars.ctypes.data
+            SINKS.attach(ctx.ctypes.data, output)
+            try:
+                status = RUNNER(info.runner)(ctx.ctypes.data)
+            finally:
+                SINKS.detach(ctx.ctypes.data)
+            return (status or int(ctx[Ctx.STATUS])), [int(x) for x in ctx]
+
+        if chunks == 1:
+            results = [run(0)]
+        else:
+            results = list(_the_pool().map(run, range(chunks)))
+        if output:
+            os.write(1, b"".join(output))
+        for status, ctx in results:
+            if status:
+                raise _fault(kernel, status, ctx, grid)
+
+    def launch(self, kernel: str, grid, block, args, shared_mem: int = 0) -> None:
+        """launch_raw with numpy arrays (passed by address) and Python/numpy scalars."""
+        info = self.kernels[kernel]
+        grid, block = _dims(grid), _dims(block)
+        if len(args) != len(info.params):
+            raise TypeError(f"{kernel} takes {len(info.params)} arguments, got {len(args)}")
+        blob = bytearray(info.param_size)
+        for p, a in zip(info.params, args):
+            blob[p.offset:p.offset + p.size] = _param_bytes(a, p.size)
+        self.launch_raw(kernel, grid, block, bytes(blob), shared_mem)
+
+
+def _dims(d) -> tuple[int, int, int]:
+    if isinstance(d, int):
+        return (d, 1, 1)
+    d = tuple(int(x) for x in d)
+    return (d + (1, 1))[:3]
+
+
+def _param_bytes(a, size: int) -> bytes:
+    if isinstance(a, np.ndarray):
+        return a.ctypes.data.to_bytes(8, "little")[:size]
+    if isinstance(a, (bytes, bytearray)):
+        return bytes(a)
+    if isinstance(a, np.generic):
+        raw = a.tobytes()
+        if len(raw) != size:
+            raise TypeError(f"argument {a!r} is {len(raw)} bytes, the parameter {size}")
+        return raw
+    if isinstance(a, float):
+        return np.array(a, np.float32 if size == 4 else np.float64).tobytes()
+    if isinstance(a, (int, bool)):
+        return (int(a) & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+    raise TypeError(f"cannot pass {type(a).__name__} as a kernel argument")
+
+
+def _fault(kernel: str, status: int, ctx: list[int], grid) -> LaunchError:
+    blk = ctx[Ctx.FAULT_BLOCK]
+    gx, gy = grid[0], grid[1]
+    where = f"block ({blk % gx},{blk // gx % gy},{blk // (gx * gy)}), warp {ctx[Ctx.FAULT_WARP]}, " \
+            f"lanes 0x{ctx[Ctx.FAULT_LANES] & 0xFFFFFFFF:08x}"
+    what = {CUDA_ERROR_LAUNCH_FAILED: "unspecified launch failure (trap)", CUDA_ERROR_ASSERT: "device-side assert triggered",
+            CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered"}.get(status, f"error {status}")
+    return LaunchError(status, f"{kernel}: {what} at {where}")

@@ -1,0 +1,86 @@
+"""Small IR helpers over warp vectors: types, splats, masks, lane constants."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from zluda_py.compiler.cpu.abi import WARP
+
+I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+PTR = ir.PointerType()
+MASK = ir.VectorType(I1, WARP)
+
+
+def vec(t: ir.Type) -> ir.VectorType:
+    return ir.VectorType(t, WARP)
+
+
+def splat_const(t: ir.Type, value: int) -> ir.Constant:
+    return ir.Constant(vec(t), [ir.Constant(t, value)] * WARP)
+
+
+def lane_consts(t: ir.Type, values: list[int]) -> ir.Constant:
+    return ir.Constant(vec(t), [ir.Constant(t, v) for v in values])
+
+
+LANE_IDS = lane_consts(I32, list(range(WARP)))
+ALL = splat_const(I1, 1)
+NONE = splat_const(I1, 0)
+
+
+def splat(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """Broadcast a scalar to all 32 lanes."""
+    if isinstance(v, ir.Constant):
+        return ir.Constant(vec(v.type), [v] * WARP)
+    one = b.insert_element(ir.Constant(ir.VectorType(v.type, 1), None), v, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(ir.VectorType(v.type, 1), None),
+                            ir.Constant(vec(I32), [0] * WARP))
+
+
+def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+    module = b.module
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, [a.type for a in args]), name)
+    return b.call(fn, args)
+
+
+def mask_bits(b: ir.IRBuilder, mask: ir.Value) -> ir.Value:
+    """<32 x i1> -> i32 bitmask (lane i is bit i)."""
+    return b.bitcast(mask, I32)
+
+
+def bits_mask(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
+    return b.bitcast(bits, MASK)
+
+
+def any_lane(b: ir.IRBuilder, mask: ir.Value) -> ir.Value:
+    return b.icmp_unsigned("!=", mask_bits(b, mask), ir.Constant(I32, 0))
+
+
+def popcount(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
+    return intrinsic(b, f"llvm.ctpop.i{bits.type.width}", bits.type, [bits])
+
+
+def reduce(b: ir.IRBuilder, op: str, v: ir.Value) -> ir.Value:
+    """llvm.vector.reduce.<op> over 32 lanes."""
+    el = v.type.element
+    return intrinsic(b, f"llvm.vector.reduce.{op}.v{WARP}i{el.width}", el, [v])
+
+
+def resize(b: ir.IRBuilder, v: ir.Value, bits: int, signed: bool) -> ir.Value:
+    have = v.type.element.width if isinstance(v.type, ir.VectorType) else v.type.width
+    if have == bits:
+        return v
+    t = vec(ir.IntType(bits)) if isinstance(v.type, ir.VectorType) else ir.IntType(bits)
+    if bits < have:
+        return b.trunc(v, t)
+    return b.sext(v, t) if signed else b.zext(v, t)
+
+
+def entry_alloca(b: ir.IRBuilder, t: ir.Type) -> ir.Value:
+    """An alloca in the entry block: allocas inside loops would grow the stack every iteration."""
+    entry = b.function.entry_basic_block
+    with b.goto_block(entry):
+        b.position_at_start(entry)
+        return b.alloca(t)

@@ -1,0 +1,39 @@
+"""Errors raised by the compiler and by launches, with NVIDIA's CUresult codes."""
+
+from __future__ import annotations
+
+from zluda_py.ptx import ast
+
+from zluda_py.ptx.errors import PtxError
+
+CUDA_ERROR_INVALID_PTX = 218
+CUDA_ERROR_ILLEGAL_ADDRESS = 700
+CUDA_ERROR_ASSERT = 710
+CUDA_ERROR_LAUNCH_FAILED = 719
+CUDA_ERROR_INVALID_VALUE = 1
+
+
+class UnsupportedError(PtxError):
+    """Valid PTX that this compiler does not translate: `unsupported: <what> at file:line`."""
+
+    cu_result = CUDA_ERROR_INVALID_PTX
+
+    def __init__(self, what: str, pos: ast.Pos = ast.NOPOS) -> None:
+        super().__init__(f"unsupported: {what}", pos.file, pos.line, pos.col)
+
+    def __str__(self) -> str:
+        return f"{self.message} at {self.file}:{self.line}"
+
+
+def unsupported(inst: ast.Instruction, detail: str = "") -> UnsupportedError:
+    """The error for an instruction form we refuse, named as written (`tex.2d.v4.f32.f32`)."""
+    name = ".".join((inst.opcode, *inst.mods))
+    return UnsupportedError(name + (f" ({detail})" if detail else ""), inst.pos)
+
+
+class LaunchError(Exception):
+    """A kernel stopped with a fault: trap (719), a failed assert (710), a bad address (700)."""
+
+    def __init__(self, cu_result: int, message: str) -> None:
+        super().__init__(message)
+        self.cu_result = cu_result

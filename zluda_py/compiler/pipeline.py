@@ -1,0 +1,55 @@
+"""The compile pipeline, top to bottom: parse -> link -> lower to LLVM IR -> optimise -> object -> load."""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+
+from zluda_py.compiler.cpu.module import ModuleLowering
+from zluda_py.compiler.cpu.runtime import CompiledModule, target_machine
+from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.compiler.linker import link
+from zluda_py.ptx import ast
+
+
+def compile(ptx: "str | ast.Module | list[str | ast.Module]", target: str = "cpu") -> CompiledModule:
+    """Translate PTX (one module, or several to link as with -rdc) to native code and load it."""
+    if target != "cpu":
+        raise UnsupportedError(f"target {target!r}")
+    modules = ptx if isinstance(ptx, list) else [ptx]
+    module = link([_parse(m) for m in modules])
+    ir_text, metadata = lower(module)
+    return load(emit_object(ir_text), metadata)
+
+
+def _parse(m: "str | ast.Module") -> ast.Module:
+    if isinstance(m, ast.Module):
+        return m
+    from zluda_py.ptx import parse  # the front end; imported here so the AST path works without it
+
+    return parse(m)
+
+
+def lower(module: ast.Module) -> tuple[str, dict]:
+    """LLVM IR text and the metadata `load` needs (kernels, parameters, globals)."""
+    tm = target_machine()
+    lowering = ModuleLowering(module, tm.triple, str(tm.target_data))
+    metadata = lowering.lower()
+    return str(lowering.ir), metadata
+
+
+def emit_object(ir_text: str) -> bytes:
+    """Verify, optimise at O3 for the host CPU (loop and SLP vectorizers on), emit an object file."""
+    tm = target_machine()
+    mod = llvm.parse_assembly(ir_text)
+    mod.verify()
+    tuning = llvm.PipelineTuningOptions(speed_level=3)
+    tuning.loop_vectorization = True
+    tuning.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, tuning)
+    pb.getModulePassManager().run(mod, pb)
+    return tm.emit_object(mod)
+
+
+def load(object_code: bytes, metadata: dict) -> CompiledModule:
+    """Load an object built by `emit_object` (e.g. from a cache) without re-optimising."""
+    return CompiledModule(object_code, metadata)

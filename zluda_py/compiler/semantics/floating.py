@@ -1,0 +1,374 @@
+"""Floating-point arithmetic on f16 f16x2 bf16 bf16x2 f32 f64: add sub mul fma mad div rcp sqrt
+rsqrt, min max abs neg copysign testp, with .ftz .sat .relu and every rounding mode.
+
+Values arrive as integer bits. f32 and f16 arithmetic results that are NaN are the canonical
+NaN (0x7fffffff, 0x7fff), as PTX specifies; f64 NaN results are pinned to 0x7fffffffffffffff.
+Packed x2 types apply the scalar definition to each 16-bit half.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from zluda_py.compiler.lanes import F32, F64, I64, Lanes
+from zluda_py.compiler.semantics.base import OperandTypes, Semantic, form, register, unsupported
+from zluda_py.compiler.semantics.rounding import (BF16_FMT, F16_FMT, F32_FMT, F64_FMT, Fmt, directed_f64,
+                                                  narrow, odd_f64, two_sum, widen)
+from zluda_py.ptx import ast
+
+FMT = {"f32": F32_FMT, "f64": F64_FMT, "f16": F16_FMT, "bf16": BF16_FMT, "f16x2": F16_FMT, "bf16x2": BF16_FMT}
+FLOATS = frozenset(FMT)
+DIRECTED = ("rn", "rz", "rm", "rp")
+
+
+def packed(t: str) -> bool:
+    return t.endswith("x2")
+
+
+def per_element(L: Lanes, t: str, fn: Callable[..., ir.Value], srcs: list[ir.Value]) -> ir.Value:
+    """Apply fn (element bits -> element bits) to a scalar type, or to both halves of a packed one."""
+    if not packed(t):
+        return fn(*srcs)
+    halves = [L.split2(s, 16) for s in srcs]
+    lo = fn(*[h[0] for h in halves])
+    hi = fn(*[h[1] for h in halves])
+    return L.join2(lo, hi)
+
+
+def c_like(L: Lanes, v: ir.Value, value: int) -> ir.Constant:
+    return L.like(v, value)
+
+
+def flush(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
+    """Subnormals become zero of the same sign (.ftz)."""
+    b = L.b
+    exp_mask = ((1 << fmt.ebits) - 1) << fmt.mbits
+    sign_mask = 1 << (fmt.total - 1)
+    sub = b.icmp_unsigned("==", b.and_(bits, c_like(L, bits, exp_mask)), c_like(L, bits, 0))
+    return b.select(sub, b.and_(bits, c_like(L, bits, sign_mask)), bits)
+
+
+def is_nan_bits(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
+    mag = L.b.and_(bits, c_like(L, bits, (1 << (fmt.total - 1)) - 1))
+    return L.b.icmp_unsigned(">", mag, c_like(L, bits, fmt.inf_bits))
+
+
+def saturate(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
+    """.sat: clamp to [0, 1]; NaN and negative values (including -0) become +0."""
+    b = L.b
+    one = ((1 << (fmt.ebits - 1)) - 1) << fmt.mbits
+    neg = b.icmp_unsigned("!=", b.lshr(bits, c_like(L, bits, fmt.total - 1)), c_like(L, bits, 0))
+    r = b.select(b.icmp_unsigned(">", bits, c_like(L, bits, one)), c_like(L, bits, one), bits)
+    return b.select(b.or_(neg, is_nan_bits(L, bits, fmt)), c_like(L, bits, 0), r)
+
+
+def relu(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
+    """.relu: negative values become +0; NaN stays (canonical)."""
+    b = L.b
+    neg = b.icmp_unsigned("!=", b.lshr(bits, c_like(L, bits, fmt.total - 1)), c_like(L, bits, 0))
+    return b.select(b.and_(neg, b.not_(is_nan_bits(L, bits, fmt))), c_like(L, bits, 0), bits)
+
+
+def canonical_nan(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
+    return L.b.select(is_nan_bits(L, bits, fmt), c_like(L, bits, fmt.nan), bits)
+
+
+def as_float(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
+    return L.b.bitcast(bits, L.retype(bits, F32 if fmt is F32_FMT else F64))
+
+
+def is_finite(L: Lanes, x: ir.Value) -> ir.Value:
+    ax = L.intrinsic("fabs", x.type, [x])
+    return L.b.fcmp_ordered("<", ax, L.like(x, float("inf")))
+
+
+# --------------------------------------------------------------------------- exact arithmetic
+
+def is_pos_zero(L: Lanes, x: ir.Value) -> ir.Value:
+    return L.b.icmp_unsigned("==", L.b.bitcast(x, L.retype(x, I64)), L.like(x, 0, I64))
+
+
+def exact_op(L: Lanes, op: str, xs: list[ir.Value], mode: str) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(s, err, overflow) on f64 lanes: s = RN(op(xs)) (with rm's zero sign), sign(err) = sign(exact - s).
+
+    Exact for operands of any format up to f64, except fma on f64 operands, whose error is
+    estimated in double-double (its sign is right unless the result cancels catastrophically).
+    overflow marks an infinite s from finite operands (the exact value is finite).
+    """
+    b = L.b
+    zero = L.like(xs[0], 0.0)
+    addends = None
+    if op in ("add", "sub"):
+        x, y = xs
+        if op == "sub":
+            y = b.fneg(y)
+        s, err = two_sum(L, x, y)
+        addends = (x, y)
+    elif op == "mul":
+        x, y = xs
+        s = b.fmul(x, y)
+        err = L.intrinsic("fma", s.type, [x, y, b.fneg(s)])
+    elif op in ("fma", "mad"):
+        x, y, z = xs
+        s = L.intrinsic("fma", x.type, [x, y, z])
+        p = b.fmul(x, y)
+        pl = L.intrinsic("fma", x.type, [x, y, b.fneg(p)])
+        s1, e1 = two_sum(L, p, z)
+        err = b.fadd(b.fsub(s1, s), b.fadd(e1, pl))
+        addends = (p, z)
+    elif op in ("div", "rcp"):
+        x, y = (L.like(xs[0], 1.0), xs[0]) if op == "rcp" else xs
+        s = b.fdiv(x, y)
+        r = L.intrinsic("fma", s.type, [b.fneg(s), y, x])
+        err = b.select(b.fcmp_ordered("<", y, zero), b.fneg(r), r)
+        xs = [x, y]
+    elif op == "sqrt":
+        (x,) = xs
+        s = L.intrinsic("sqrt", x.type, [x])
+        err = L.intrinsic("fma", s.type, [b.fneg(s), s, x])
+    else:
+        raise ValueError(op)
+    finite_in = is_finite(L, xs[0])
+    for x in xs[1:]:
+        finite_in = b.and_(finite_in, is_finite(L, x))
+    ovf = b.and_(b.not_(is_finite(L, s)), finite_in)
+    if op in ("div", "rcp"):  # x/0 is an exact infinity, not an overflow
+        ovf = b.and_(ovf, b.fcmp_ordered("!=", xs[1], zero))
+    if addends is not None and mode == "rm":
+        # An exact zero sum is +0 in every mode but rm, where it is -0 unless both terms are +0.
+        x, y = addends
+        exact_zero = b.and_(b.fcmp_ordered("==", s, zero), b.fcmp_ordered("==", err, zero))
+        keep = b.and_(is_pos_zero(L, x), is_pos_zero(L, y))
+        s = b.select(b.and_(exact_zero, b.not_(keep)), L.like(s, -0.0), s)
+    return s, err, ovf
+
+
+def _native_f32(L: Lanes, op: str, xs: list[ir.Value]) -> ir.Value:
+    b = L.b
+    if op == "add":
+        return b.fadd(*xs)
+    if op == "sub":
+        return b.fsub(*xs)
+    if op == "mul":
+        return b.fmul(*xs)
+    if op in ("fma", "mad"):
+        return L.intrinsic("fma", xs[0].type, xs)
+    if op == "div":
+        return b.fdiv(*xs)
+    if op == "rcp":
+        return b.fdiv(L.like(xs[0], 1.0), xs[0])
+    if op == "sqrt":
+        return L.intrinsic("sqrt", xs[0].type, xs)
+    raise ValueError(op)
+
+
+def arith(L: Lanes, op: str, t: str, mode: str, ftz: bool, srcs: list[ir.Value]) -> ir.Value:
+    """One correctly rounded IEEE operation on element bits of type t (f32 f64 f16 bf16)."""
+    b = L.b
+    fmt = FMT[t]
+    if ftz:
+        srcs = [flush(L, s, fmt) for s in srcs]
+    if fmt is F32_FMT and mode == "rn":
+        r = b.bitcast(_native_f32(L, op, [as_float(L, s, fmt) for s in srcs]), srcs[0].type)
+    elif fmt is F64_FMT:
+        s, err, ovf = exact_op(L, op, [as_float(L, x, fmt) for x in srcs], mode)
+        r = b.bitcast(directed_f64(L, s, err, mode, ovf), srcs[0].type)
+    else:
+        s, err, _ = exact_op(L, op, [widen(L, x, fmt) for x in srcs], mode)
+        r = narrow(L, odd_f64(L, s, err), fmt, mode)
+    r = canonical_nan(L, r, fmt)
+    return flush(L, r, fmt) if ftz else r
+
+
+def _elem(t: str) -> str:
+    return t[:-2] if packed(t) else t
+
+
+def _check_float_mods(inst: ast.Instruction, t: str, flags: frozenset[str]) -> None:
+    e = _elem(t)
+    if "ftz" in flags and e not in ("f32", "f16"):
+        raise unsupported(inst, ".ftz applies to .f32 and .f16 only")
+    if "sat" in flags and e not in ("f32", "f16"):
+        raise unsupported(inst, ".sat applies to .f32 and .f16 only")
+    if "relu" in flags and e not in ("f16", "bf16"):
+        raise unsupported(inst, ".relu applies to .f16 and .bf16 only")
+
+
+def _finish(L: Lanes, inst: ast.Instruction, t: str, r: ir.Value) -> ir.Value:
+    fmt = FMT[t]
+    if inst.has("sat"):
+        r = saturate(L, r, fmt)
+    if inst.has("relu"):
+        r = relu(L, r, fmt)
+    return r
+
+
+@register("float", "add", "sub", "mul", "fma", "mad")
+class Arith(Semantic):
+    def operands(self, inst: ast.Instruction) -> OperandTypes:
+        allowed = {*DIRECTED, "ftz", "sat"} | ({"relu"} if inst.opcode in ("fma", "mad") else set())
+        f = form(inst, allowed, type_ok=lambda t: t in FLOATS)
+        _check_float_mods(inst, f.type, f.flags)
+        n = 3 if inst.opcode in ("fma", "mad") else 2
+        return OperandTypes([f.type], [f.type] * n)
+
+    def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
+        t = inst.types[-1]
+        mode = next((m for m in DIRECTED if inst.has(m)), "rn")
+        e = _elem(t)
+        return [per_element(L, t, lambda *xs: _finish(L, inst, e, arith(L, inst.opcode, e, mode, inst.has("ftz"),
+                                                                          list(xs))), srcs)]
+
+
+@register("float", "div")
+@register("any", "rcp", "sqrt")
+class DivRcpSqrt(Semantic):
+    """IEEE forms (.rn .rz .rm .rp), .full (within 2 ulp: computed exactly) and .approx.
+
+    div.approx.f32 is a * RN(1/b), as PTX defines it; rcp/sqrt .approx are computed correctly
+    rounded, which is within their documented bounds.
+    """
+
+    def operands(self, inst: ast.Instruction) -> OperandTypes:
+        allowed = {*DIRECTED, "ftz", "approx"} | ({"full"} if inst.opcode == "div" else set())
+        f = form(inst, allowed, type_ok=lambda t: t in ("f32", "f64"))
+        kinds = [m for m in (*DIRECTED, "approx", "full") if f.has(m)]
+        if len(kinds) != 1:
+            raise unsupported(inst, "needs exactly one of .approx .full .rn .rz .rm .rp")
+        if f.type == "f64" and f.has("full"):
+            raise unsupported(inst, "operand type")
+        if f.type == "f64" and f.has("approx") and (inst.opcode != "rcp" or not f.has("ftz")):
+            raise unsupported(inst, ".approx.f64 exists as rcp.approx.ftz.f64 only")
+        if f.type == "f64" and f.has("ftz") and not f.has("approx"):
+            raise unsupported(inst, ".ftz applies to .f32 only")
+        return OperandTypes([f.type], [f.type] * (2 if inst.opcode == "div" else 1))
+
+    def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
+        t = inst.types[-1]
+        ftz = inst.has("ftz")
+        mode = next((m for m in DIRECTED if inst.has(m)), "rn")
+        if inst.opcode == "div" and inst.has("approx"):
+            r = arith(L, "rcp", t, "rn", ftz, [srcs[1]])
+            return [arith(L, "mul", t, "rn", ftz, [srcs[0], r])]
+        return [arith(L, inst.opcode, t, mode, ftz, srcs)]
+
+
+FMIN_TYPES = frozenset({"f32", "f64", "f16", "f16x2", "bf16", "bf16x2"})
+
+
+def _minmax(L: Lanes, is_max: bool, fmt: Fmt, a: ir.Value, c: ir.Value, nan_mode: bool, xorsign: bool) -> ir.Value:
+    """min/max on bits: -0 < +0; one NaN operand yields the other (.NaN: the canonical NaN)."""
+    b = L.b
+    sign_mask = c_like(L, a, 1 << (fmt.total - 1))
+    if xorsign:
+        sgn = b.and_(b.xor(a, c), sign_mask)
+        a, c = b.and_(a, b.not_(sign_mask)), b.and_(c, b.not_(sign_mask))
+    # Order bit patterns as sign-magnitude integers: flip negatives so the integer order matches.
+    def key(v: ir.Value) -> ir.Value:
+        neg = b.icmp_unsigned("!=", b.and_(v, sign_mask), c_like(L, v, 0))
+        return b.select(neg, b.not_(v), b.or_(v, sign_mask))
+    ka, kc = key(a), key(c)
+    pick_a = b.icmp_unsigned(">" if is_max else "<", ka, kc)
+    r = b.select(pick_a, a, c)
+    na, nc = is_nan_bits(L, a, fmt), is_nan_bits(L, c, fmt)
+    nan = c_like(L, a, fmt.nan)
+    if nan_mode:
+        r = b.select(b.or_(na, nc), nan, r)
+    else:
+        r = b.select(na, b.select(nc, nan, c), b.select(nc, a, r))
+    if xorsign:
+        r = b.select(is_nan_bits(L, r, fmt), r, b.or_(r, sgn))
+    return r
+
+
+@register("float", "min", "max")
+class FMinMax(Semantic):
+    def operands(self, inst: ast.Instruction) -> OperandTypes:
+        f = form(inst, {"ftz", "NaN", "xorsign", "abs"}, type_ok=lambda t: t in FMIN_TYPES)
+        _check_float_mods(inst, f.type, f.flags)
+        if f.has("xorsign") != f.has("abs"):
+            raise unsupported(inst, ".xorsign and .abs go together")
+        if f.type == "f64" and f.flags:
+            raise unsupported(inst, "modifiers on .f64")
+        return OperandTypes([f.type], [f.type, f.type])
+
+    def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
+        t = inst.types[-1]
+        fmt = FMT[t]
+
+        def one(a: ir.Value, c: ir.Value) -> ir.Value:
+            if inst.has("ftz"):
+                a, c = flush(L, a, fmt), flush(L, c, fmt)
+            return _minmax(L, inst.opcode == "max", fmt, a, c, inst.has("NaN"), inst.has("xorsign"))
+
+        return [per_element(L, t, one, srcs)]
+
+
+@register("float", "abs", "neg")
+class FAbsNeg(Semantic):
+    """Sign-bit operations (NaN payloads pass through); .ftz flushes subnormal inputs first."""
+
+    def operands(self, inst: ast.Instruction) -> OperandTypes:
+        f = form(inst, {"ftz"}, type_ok=lambda t: t in FLOATS)
+        _check_float_mods(inst, f.type, f.flags)
+        return OperandTypes([f.type], [f.type])
+
+    def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
+        t = inst.types[-1]
+        fmt = FMT[t]
+
+        def one(a: ir.Value) -> ir.Value:
+            if inst.has("ftz"):
+                a = flush(L, a, fmt)
+            sign = c_like(L, a, 1 << (fmt.total - 1))
+            return L.b.xor(a, sign) if inst.opcode == "neg" else L.b.and_(a, L.b.not_(sign))
+
+        return [per_element(L, t, one, srcs)]
+
+
+@register("any", "copysign")
+class Copysign(Semantic):
+    """copysign d, a, b: b's magnitude with a's sign."""
+
+    def operands(self, inst: ast.Instruction) -> OperandTypes:
+        f = form(inst, set(), type_ok=lambda t: t in ("f32", "f64"))
+        return OperandTypes([f.type], [f.type, f.type])
+
+    def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
+        a, c = srcs
+        b = L.b
+        sign = c_like(L, a, 1 << (FMT[inst.types[-1]].total - 1))
+        return [b.or_(b.and_(a, sign), b.and_(c, b.not_(sign)))]
+
+
+TESTP = ("finite", "infinite", "number", "notanumber", "normal", "subnormal")
+
+
+@register("any", "testp")
+class Testp(Semantic):
+    def operands(self, inst: ast.Instruction) -> OperandTypes:
+        f = form(inst, set(TESTP), type_ok=lambda t: t in ("f32", "f64"))
+        if len(f.flags) != 1:
+            raise unsupported(inst, "needs one test")
+        return OperandTypes(["pred"], [f.type])
+
+    def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
+        (a,) = srcs
+        b = L.b
+        fmt = FMT[inst.types[-1]]
+        mag = b.and_(a, c_like(L, a, (1 << (fmt.total - 1)) - 1))
+        exp = b.lshr(mag, c_like(L, a, fmt.mbits))
+        top = (1 << fmt.ebits) - 1
+        test = next(m for m in TESTP if inst.has(m))
+        cmp = b.icmp_unsigned
+        r = {
+            "finite": lambda: cmp("<", mag, c_like(L, a, fmt.inf_bits)),
+            "infinite": lambda: cmp("==", mag, c_like(L, a, fmt.inf_bits)),
+            "number": lambda: cmp("<=", mag, c_like(L, a, fmt.inf_bits)),
+            "notanumber": lambda: cmp(">", mag, c_like(L, a, fmt.inf_bits)),
+            "normal": lambda: b.and_(cmp("!=", exp, c_like(L, a, 0)), cmp("!=", exp, c_like(L, a, top))),
+            "subnormal": lambda: b.and_(cmp("==", exp, c_like(L, a, 0)), cmp("!=", mag, c_like(L, a, 0))),
+        }[test]()
+        return [r]

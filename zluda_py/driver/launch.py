@@ -1,0 +1,175 @@
+"""Entry points: kernel launches (plain, Ex, cooperative), host functions and occupancy.
+
+Parameters are laid out from the kernel's PTX .entry signature (KernelInfo.params); the
+configuration is checked as NVIDIA's driver checks it; the grid then runs on the stream's
+worker thread. CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous."""
+
+from __future__ import annotations
+
+import os
+
+from . import context as ctxs, device as devices
+from .api import entry
+from .cdata import addr, ffi, read_bytes, store
+from .errors import (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_INVALID_VALUE, CudaError)
+from .init_device import require
+from .module import Function, function_of
+from ..backends import cpu as backend
+
+CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
+CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
+
+
+def _params(fn: Function, kernel_params, extra) -> bytes:
+    info = fn.info
+    if kernel_params != ffi.NULL:
+        buf = bytearray(info.param_size)
+        for i, p in enumerate(info.params):
+            if kernel_params[i] == ffi.NULL:
+                raise CudaError(CUDA_ERROR_INVALID_VALUE, f"kernelParams[{i}] of {fn.name} is NULL")
+            buf[p.offset:p.offset + p.size] = read_bytes(addr(kernel_params[i]), p.size)
+        return bytes(buf)
+    if extra != ffi.NULL:
+        pointer, size, i = None, None, 0
+        while (key := addr(extra[i])) != CU_LAUNCH_PARAM_END:
+            if key == CU_LAUNCH_PARAM_BUFFER_POINTER:
+                pointer = addr(extra[i + 1])
+            elif key == CU_LAUNCH_PARAM_BUFFER_SIZE:
+                size = ffi.cast("size_t *", extra[i + 1])[0]
+            else:
+                raise CudaError(CUDA_ERROR_INVALID_VALUE, f"unknown launch parameter key {key:#x} in extra")
+            i += 2
+        if pointer is None or size is None:
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, "extra needs CU_LAUNCH_PARAM_BUFFER_POINTER and _SIZE")
+        if size < info.param_size:
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{fn.name} takes {info.param_size} bytes of parameters, got {size}")
+        return read_bytes(pointer, info.param_size)
+    if info.params:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{fn.name} takes {len(info.params)} parameters, none given")
+    return b""
+
+
+def check_config(fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:
+    if 0 in grid or 0 in block:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"grid {grid} / block {block} has a zero dimension")
+    if any(b > m for b, m in zip(block, devices.MAX_BLOCK_DIM)) or any(g > m for g, m in zip(grid, devices.MAX_GRID_DIM)):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"grid {grid} / block {block} exceeds the device limits")
+    threads = block[0] * block[1] * block[2]
+    if threads > fn.info.max_threads:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{threads} threads per block, {fn.name} allows {fn.info.max_threads}")
+    reqntid = getattr(fn.info, "reqntid", None)
+    if reqntid and tuple(reqntid) != tuple(block):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{fn.name} requires block {tuple(reqntid)}, got {block}")
+    if shared > fn.max_dynamic_shared:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{shared} bytes of dynamic shared memory, {fn.name} allows {fn.max_dynamic_shared}")
+
+
+def launch(handle: int, grid, block, shared: int, stream_handle: int, kernel_params, extra,
+           cooperative: bool = False) -> None:
+    fn = function_of(handle)
+    grid, block = tuple(grid), tuple(block)
+    check_config(fn, grid, block, shared)
+    if cooperative and grid[0] * grid[1] * grid[2] > max_active_blocks(fn, block[0] * block[1] * block[2], shared) * fn.module_device_sms():
+        raise CudaError(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, f"{grid} blocks cannot all be resident")
+    params = _params(fn, kernel_params, extra)
+    stream = ctxs.resolve_stream(stream_handle)
+    compiled = fn.module.compiled
+    op = stream.ctx.submit(stream, lambda: backend.launch(compiled, fn.name, grid, block, params, shared))
+    if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+        op.done.wait()
+        stream.raise_error()
+
+
+@entry("cuLaunchKernel")
+def cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, kernel_params, extra):
+    launch(addr(f), (gx, gy, gz), (bx, by, bz), shared, addr(stream), kernel_params, extra)
+
+
+@entry("cuLaunchCooperativeKernel")
+def cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream, kernel_params):
+    launch(addr(f), (gx, gy, gz), (bx, by, bz), shared, addr(stream), kernel_params, ffi.NULL, cooperative=True)
+
+
+@entry("cuLaunchKernelEx")
+def cuLaunchKernelEx(config, f, kernel_params, extra):
+    require(config)
+    c = ffi.cast("CUlaunchConfig *", config)
+    cooperative = False
+    for i in range(c.numAttrs):
+        a = c.attrs[i]
+        if a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+            cooperative = ffi.cast("int *", a.value)[0] != 0
+    launch(addr(f), (c.gridDimX, c.gridDimY, c.gridDimZ), (c.blockDimX, c.blockDimY, c.blockDimZ),
+           c.sharedMemBytes, addr(c.hStream), kernel_params, extra, cooperative)
+
+
+@entry("cuLaunchHostFunc")
+def cuLaunchHostFunc(stream, fn, user_data):
+    if fn == ffi.NULL:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "NULL host function")
+    s = ctxs.resolve_stream(addr(stream))
+    call = ffi.cast("void (*)(void *)", fn)
+    data = ffi.cast("void *", user_data)
+    s.ctx.submit(s, lambda: call(data))
+
+
+# ---- occupancy ----
+def max_active_blocks(fn: Function, block_size: int, dynamic_shared: int) -> int:
+    """Blocks of this size one multiprocessor holds, by sm_86's limits."""
+    if block_size <= 0 or block_size > fn.info.max_threads:
+        return 0
+    warps = -(-block_size // devices.WARP_SIZE)
+    by_threads = 1536 // (warps * devices.WARP_SIZE)
+    shared = fn.info.static_shared + dynamic_shared + 1024
+    by_shared = (100 * 1024) // shared
+    return max(0, min(16, by_threads, by_shared))
+
+
+Function.module_device_sms = lambda self: ctxs.current().device.cores  # type: ignore[attr-defined]
+
+
+@entry("cuOccupancyMaxActiveBlocksPerMultiprocessor")
+def cuOccupancyMaxActiveBlocksPerMultiprocessor(pblocks, f, block_size, dynamic_shared):
+    require(pblocks)
+    store(pblocks, max_active_blocks(function_of(addr(f)), block_size, dynamic_shared))
+
+
+@entry("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags")
+def cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(pblocks, f, block_size, dynamic_shared, flags):
+    return cuOccupancyMaxActiveBlocksPerMultiprocessor(pblocks, f, block_size, dynamic_shared)
+
+
+def _potential_block_size(min_grid, block_size, f, smem_fn, dynamic_shared, limit):
+    require(min_grid, block_size)
+    fn = function_of(addr(f))
+    size_of = ffi.cast("size_t (*)(int)", smem_fn) if smem_fn != ffi.NULL else None
+    best, best_blocks = 0, 0
+    top = min(limit or fn.info.max_threads, fn.info.max_threads)
+    for size in range(devices.WARP_SIZE, top + 1, devices.WARP_SIZE):
+        shared = size_of(size) if size_of else dynamic_shared
+        occupancy = max_active_blocks(fn, size, shared) * size
+        if occupancy >= best_blocks:
+            best, best_blocks = size, occupancy
+    store(block_size, best)
+    shared = size_of(best) if size_of else dynamic_shared
+    store(min_grid, max_active_blocks(fn, best, shared) * ctxs.current().device.cores)
+
+
+@entry("cuOccupancyMaxPotentialBlockSize")
+def cuOccupancyMaxPotentialBlockSize(min_grid, block_size, f, smem_fn, dynamic_shared, limit):
+    _potential_block_size(min_grid, block_size, f, smem_fn, dynamic_shared, limit)
+
+
+@entry("cuOccupancyMaxPotentialBlockSizeWithFlags")
+def cuOccupancyMaxPotentialBlockSizeWithFlags(min_grid, block_size, f, smem_fn, dynamic_shared, limit, flags):
+    _potential_block_size(min_grid, block_size, f, smem_fn, dynamic_shared, limit)
+
+
+@entry("cuOccupancyAvailableDynamicSMemPerBlock")
+def cuOccupancyAvailableDynamicSMemPerBlock(psize, f, num_blocks, block_size):
+    require(psize)
+    fn = function_of(addr(f))
+    if num_blocks <= 0:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{num_blocks} blocks")
+    per_block = (100 * 1024) // num_blocks - 1024 - fn.info.static_shared
+    store(psize, max(0, min(per_block, devices.SHARED_MEMORY_PER_BLOCK_OPTIN - fn.info.static_shared)))

@@ -1,0 +1,485 @@
+"""Entry points: allocation, pointer queries, memcpy and memset in every form.
+
+On the CPU backend a device pointer is a host pointer, so copies are memmoves; what the driver
+adds is CUDA's checking (device ranges must lie inside an allocation) and ordering (copies
+and sets run on a stream, the synchronous ones on the default stream, then wait)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable
+
+import numpy as np
+
+from . import context as ctxs
+from .api import entry
+from .cdata import addr, ffi, memmove, memset, store, store_ptr
+from .errors import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+                     CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
+from .init_device import require
+from ..backends.cpu import Allocation, memory
+
+CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_ARRAY, CU_MEMORYTYPE_UNIFIED = 1, 2, 3, 4
+CU_MEMHOSTALLOC_FLAGS = 0x7  # PORTABLE | DEVICEMAP | WRITECOMBINED
+CU_MEMHOSTREGISTER_FLAGS = 0xF  # PORTABLE | DEVICEMAP | IOMEMORY | READ_ONLY
+CU_MEM_ATTACH_GLOBAL, CU_MEM_ATTACH_HOST = 0x1, 0x2
+
+
+# ---- allocation ----
+def _allocate(size: int, kind: str, flags: int) -> Allocation:
+    ctx = ctxs.current()
+    if size == 0:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "allocation of 0 bytes")
+    try:
+        return memory.allocate(size, kind, flags, ctx)
+    except MemoryError:
+        raise CudaError(CUDA_ERROR_OUT_OF_MEMORY, f"cannot allocate {size} bytes") from None
+
+
+@entry("cuMemAlloc_v2")
+def cuMemAlloc(dptr, size):
+    require(dptr)
+    store(dptr, _allocate(size, "device", 0).base)
+
+
+@entry("cuMemAllocPitch_v2")
+def cuMemAllocPitch(dptr, ppitch, width, height, element_size):
+    require(dptr, ppitch)
+    if element_size not in (4, 8, 16) or width == 0 or height == 0:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"pitched allocation {width}x{height}, element size {element_size}")
+    pitch = (width + 511) // 512 * 512
+    store(dptr, _allocate(pitch * height, "device", 0).base)
+    store(ppitch, pitch)
+
+
+@entry("cuMemAllocManaged")
+def cuMemAllocManaged(dptr, size, flags):
+    require(dptr)
+    if flags not in (CU_MEM_ATTACH_GLOBAL, CU_MEM_ATTACH_HOST):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"managed memory flags {flags:#x}")
+    store(dptr, _allocate(size, "managed", flags).base)
+
+
+@entry("cuMemAllocAsync")
+def cuMemAllocAsync(dptr, size, stream):
+    require(dptr)
+    ctxs.resolve_stream(addr(stream))
+    store(dptr, _allocate(size, "device", 0).base)
+
+
+def _free_device(ptr: int) -> None:
+    a = memory.find(ptr)
+    if a is None or a.base != ptr or a.kind not in ("device", "managed"):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a device allocation")
+    memory.release(ptr)
+
+
+@entry("cuMemFree_v2")
+def cuMemFree(ptr):
+    if ptr == 0:
+        return
+    ctxs.current().synchronize()  # cuMemFree synchronizes: kernels may still use the memory
+    _free_device(ptr)
+
+
+@entry("cuMemFreeAsync")
+def cuMemFreeAsync(ptr, stream):
+    s = ctxs.resolve_stream(addr(stream))
+    a = memory.find(ptr)
+    if a is None or a.base != ptr:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a device allocation")
+    s.ctx.submit(s, lambda: _free_device(ptr))
+
+
+@entry("cuMemGetInfo_v2")
+def cuMemGetInfo(free, total):
+    require(free, total)
+    dev = ctxs.current().device
+    used = sum(a.size for a in memory.owned_by(ctxs.current()) if a.kind in ("device", "managed"))
+    store(total, dev.total_mem)
+    store(free, max(dev.total_mem - used, 0))
+
+
+@entry("cuMemGetAddressRange_v2")
+def cuMemGetAddressRange(pbase, psize, ptr):
+    ctxs.current()
+    a = memory.find(ptr)
+    if a is None:
+        raise CudaError(CUDA_ERROR_NOT_FOUND, f"{ptr:#x} is not inside an allocation")
+    if pbase:
+        store(pbase, a.base)
+    if psize:
+        store(psize, a.size)
+
+
+@entry("cuMemAllocHost_v2")
+def cuMemAllocHost(pp, size):
+    require(pp)
+    store_ptr(pp, _allocate(size, "host", 0).base)
+
+
+@entry("cuMemHostAlloc")
+def cuMemHostAlloc(pp, size, flags):
+    require(pp)
+    if flags & ~CU_MEMHOSTALLOC_FLAGS:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"host allocation flags {flags:#x}")
+    store_ptr(pp, _allocate(size, "host", flags).base)
+
+
+@entry("cuMemFreeHost")
+def cuMemFreeHost(p):
+    ptr = addr(p)
+    a = memory.find(ptr)
+    if a is None or a.base != ptr or a.kind != "host":
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} was not allocated by cuMemHostAlloc")
+    ctxs.current().synchronize()
+    memory.release(ptr)
+
+
+@entry("cuMemHostGetDevicePointer_v2")
+def cuMemHostGetDevicePointer(pdptr, p, flags):
+    require(pdptr)
+    if flags != 0:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "flags must be 0")
+    ptr = addr(p)
+    a = memory.find(ptr)
+    if a is None or a.kind not in ("host", "registered"):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not page-locked host memory")
+    store(pdptr, ptr)
+
+
+@entry("cuMemHostGetFlags")
+def cuMemHostGetFlags(pflags, p):
+    require(pflags)
+    a = memory.find(addr(p))
+    if a is None or a.kind not in ("host", "registered"):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{addr(p):#x} is not page-locked host memory")
+    store(pflags, a.flags)
+
+
+@entry("cuMemHostRegister_v2")
+def cuMemHostRegister(p, size, flags):
+    ptr = addr(p)
+    if not ptr or not size or flags & ~CU_MEMHOSTREGISTER_FLAGS:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"register {ptr:#x}+{size} flags {flags:#x}")
+    if memory.overlapping(ptr, size):
+        raise CudaError(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, f"{ptr:#x}+{size}")
+    memory.register(ptr, size, flags, ctxs.current())
+
+
+@entry("cuMemHostUnregister")
+def cuMemHostUnregister(p):
+    ptr = addr(p)
+    a = memory.find(ptr)
+    if a is None or a.base != ptr or a.kind != "registered":
+        raise CudaError(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, f"{ptr:#x}")
+    memory.release(ptr)
+
+
+def free_context(ctx) -> None:
+    """A destroyed context's allocations go with it."""
+    for a in memory.owned_by(ctx):
+        memory.release(a.base)
+
+
+# ---- pointer attributes ----
+def _attribute(number: int, a: Allocation | None, ptr: int) -> bytes:
+    """The bytes cuPointerGetAttribute writes for attribute `number` (sizes per cuda.h)."""
+    if a is None:
+        return {1: struct.pack("Q", 0), 2: struct.pack("I", 0), 3: struct.pack("Q", 0), 4: struct.pack("Q", 0),
+                8: b"\0", 9: struct.pack("i", -2), 13: b"\0"}.get(number, b"")
+    mem_type = CU_MEMORYTYPE_HOST if a.kind in ("host", "registered") else CU_MEMORYTYPE_DEVICE
+    values = {
+        1: struct.pack("Q", a.owner.handle),  # CONTEXT
+        2: struct.pack("I", mem_type),  # MEMORY_TYPE
+        3: struct.pack("Q", ptr),  # DEVICE_POINTER
+        4: struct.pack("Q", ptr),  # HOST_POINTER
+        5: struct.pack("QI4x", 0, 0),  # P2P_TOKENS
+        6: b"\1",  # SYNC_MEMOPS
+        7: struct.pack("Q", a.buffer_id),  # BUFFER_ID
+        8: bytes([a.kind == "managed"]),  # IS_MANAGED
+        9: struct.pack("i", a.owner.device.ordinal),  # DEVICE_ORDINAL
+        10: b"\0",  # IS_LEGACY_CUDA_IPC_CAPABLE
+        11: struct.pack("Q", a.base),  # RANGE_START_ADDR
+        12: struct.pack("Q", a.size),  # RANGE_SIZE
+        13: b"\1",  # MAPPED
+        14: struct.pack("Q", 0),  # ALLOWED_HANDLE_TYPES
+        15: b"\0",  # IS_GPU_DIRECT_RDMA_CAPABLE
+        16: struct.pack("I", 3),  # ACCESS_FLAGS: read-write
+        17: struct.pack("Q", 0),  # MEMPOOL_HANDLE
+        18: struct.pack("Q", a.size),  # MAPPING_SIZE
+        19: struct.pack("Q", a.base),  # MAPPING_BASE_ADDR
+        20: struct.pack("Q", a.buffer_id),  # MEMORY_BLOCK_ID
+        21: b"\0",  # IS_HW_DECOMPRESS_CAPABLE
+    }
+    if number not in values:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"pointer attribute {number}")
+    return values[number]
+
+
+@entry("cuPointerGetAttribute")
+def cuPointerGetAttribute(data, attribute, ptr):
+    require(data)
+    a = memory.find(ptr)
+    if a is None:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a CUDA pointer")
+    value = _attribute(attribute, a, ptr)
+    ffi.memmove(data, value, len(value))
+
+
+@entry("cuPointerGetAttributes")
+def cuPointerGetAttributes(count, attributes, data, ptr):
+    require(attributes, data)
+    a = memory.find(ptr)
+    for i in range(count):
+        value = _attribute(attributes[i], a, ptr)
+        if data[i] != ffi.NULL:
+            ffi.memmove(data[i], value, len(value))
+
+
+@entry("cuMemRangeGetAttribute")
+def cuMemRangeGetAttribute(data, size, attribute, ptr, count):
+    require(data)
+    a = memory.find(ptr)
+    if a is None or a.kind != "managed" or ptr + count > a.base + a.size:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x}+{count} is not managed memory")
+    ffi.memmove(data, b"\0" * size, size)  # no advice set, no preferred location: zeros
+
+
+@entry("cuMemAdvise")
+def cuMemAdvise(ptr, count, advice, dev):
+    _check_managed_hint(ptr, count)
+
+
+@entry("cuMemAdvise_v2")
+def cuMemAdvise_v2(ptr, count, advice, location):
+    _check_managed_hint(ptr, count)
+
+
+@entry("cuMemPrefetchAsync")
+def cuMemPrefetchAsync(ptr, count, dev, stream):
+    ctxs.resolve_stream(addr(stream))
+    _check_managed_hint(ptr, count)
+
+
+@entry("cuMemPrefetchAsync_v2")
+def cuMemPrefetchAsync_v2(ptr, count, location, flags, stream):
+    ctxs.resolve_stream(addr(stream))
+    _check_managed_hint(ptr, count)
+
+
+def _check_managed_hint(ptr: int, count: int) -> None:
+    """Hints about managed memory change nothing when host and device memory are one."""
+    a = memory.find(ptr)
+    if a is None or a.kind != "managed" or ptr + count > a.base + a.size:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x}+{count} is not managed memory")
+
+
+# ---- copies ----
+def check_device_range(ptr: int, size: int) -> None:
+    """A device-side range must lie inside one allocation (or a module's global)."""
+    a = memory.find(ptr)
+    if a is None or ptr + size > a.base + a.size:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"device range {ptr:#x}+{size} is outside every allocation")
+
+
+def _check_any_range(ptr: int, size: int) -> None:
+    """A unified pointer: if it points into an allocation the whole range must fit."""
+    a = memory.find(ptr)
+    if a is not None and ptr + size > a.base + a.size:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"range {ptr:#x}+{size} overruns its allocation")
+
+
+def run(stream_handle: int, fn: Callable[[], None], sync: bool) -> None:
+    """Queue fn on the stream; a synchronous call also waits for it."""
+    s = ctxs.resolve_stream(stream_handle)
+    op = s.ctx.submit(s, fn)
+    if sync:
+        op.done.wait()
+        s.raise_error()
+
+
+def _copy(dst: int, src: int, size: int, stream: int, sync: bool) -> None:
+    run(stream, lambda: memmove(dst, src, size), sync)
+
+
+@entry("cuMemcpy")
+def cuMemcpy(dst, src, size):
+    _check_any_range(dst, size)
+    _check_any_range(src, size)
+    _copy(dst, src, size, 0, True)
+
+
+@entry("cuMemcpyAsync")
+def cuMemcpyAsync(dst, src, size, stream):
+    _check_any_range(dst, size)
+    _check_any_range(src, size)
+    _copy(dst, src, size, addr(stream), False)
+
+
+@entry("cuMemcpyHtoD_v2")
+def cuMemcpyHtoD(dst, src, size):
+    check_device_range(dst, size)
+    _copy(dst, addr(src), size, 0, True)
+
+
+@entry("cuMemcpyHtoDAsync_v2")
+def cuMemcpyHtoDAsync(dst, src, size, stream):
+    check_device_range(dst, size)
+    _copy(dst, addr(src), size, addr(stream), False)
+
+
+@entry("cuMemcpyDtoH_v2")
+def cuMemcpyDtoH(dst, src, size):
+    check_device_range(src, size)
+    _copy(addr(dst), src, size, 0, True)
+
+
+@entry("cuMemcpyDtoHAsync_v2")
+def cuMemcpyDtoHAsync(dst, src, size, stream):
+    check_device_range(src, size)
+    _copy(addr(dst), src, size, addr(stream), False)
+
+
+@entry("cuMemcpyDtoD_v2")
+def cuMemcpyDtoD(dst, src, size):
+    check_device_range(dst, size)
+    check_device_range(src, size)
+    _copy(dst, src, size, 0, True)
+
+
+@entry("cuMemcpyDtoDAsync_v2")
+def cuMemcpyDtoDAsync(dst, src, size, stream):
+    check_device_range(dst, size)
+    check_device_range(src, size)
+    _copy(dst, src, size, addr(stream), False)
+
+
+def _peer(dst, dst_ctx, src, src_ctx, size, stream, sync) -> None:
+    ctxs.contexts.get(addr(dst_ctx))
+    ctxs.contexts.get(addr(src_ctx))
+    check_device_range(dst, size)
+    check_device_range(src, size)
+    _copy(dst, src, size, stream, sync)
+
+
+@entry("cuMemcpyPeer")
+def cuMemcpyPeer(dst, dst_ctx, src, src_ctx, size):
+    _peer(dst, dst_ctx, src, src_ctx, size, 0, True)
+
+
+@entry("cuMemcpyPeerAsync")
+def cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, size, stream):
+    _peer(dst, dst_ctx, src, src_ctx, size, addr(stream), False)
+
+
+def _endpoint(mem_type: int, host, device: int, array) -> int:
+    if mem_type == CU_MEMORYTYPE_HOST:
+        return addr(host)
+    if mem_type in (CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED):
+        return device
+    if mem_type == CU_MEMORYTYPE_ARRAY:
+        raise CudaError(801, "CUDA arrays are not supported")
+    raise CudaError(CUDA_ERROR_INVALID_VALUE, f"memory type {mem_type}")
+
+
+def _copy_3d(p, depth: int) -> Callable[[], None]:
+    """A strided copy of width x height x depth; 2D copies have depth 1 and no z."""
+    has_z = depth is None
+    depth = p.Depth if has_z else depth
+    width, height = p.WidthInBytes, p.Height
+    src = _endpoint(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray)
+    dst = _endpoint(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray)
+    src_pitch = p.srcPitch or width
+    dst_pitch = p.dstPitch or width
+    if src_pitch < width or dst_pitch < width:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"pitch smaller than width {width}")
+    src_slice = src_pitch * (p.srcHeight if has_z else height)
+    dst_slice = dst_pitch * (p.dstHeight if has_z else height)
+    src_z, dst_z = (p.srcZ, p.dstZ) if has_z else (0, 0)
+    src0 = src + p.srcXInBytes + p.srcY * src_pitch + src_z * src_slice
+    dst0 = dst + p.dstXInBytes + p.dstY * dst_pitch + dst_z * dst_slice
+    if width and height and depth:
+        span = lambda pitch, slice_: (depth - 1) * slice_ + (height - 1) * pitch + width
+        if p.srcMemoryType == CU_MEMORYTYPE_DEVICE:
+            check_device_range(src0, span(src_pitch, src_slice))
+        if p.dstMemoryType == CU_MEMORYTYPE_DEVICE:
+            check_device_range(dst0, span(dst_pitch, dst_slice))
+
+    def copy() -> None:
+        for z in range(depth):
+            for y in range(height):
+                memmove(dst0 + z * dst_slice + y * dst_pitch, src0 + z * src_slice + y * src_pitch, width)
+    return copy
+
+
+def _desc(p, kind: str):
+    require(p)
+    return ffi.cast(f"{kind} *", p)
+
+
+@entry("cuMemcpy2D_v2", "cuMemcpy2DUnaligned_v2")
+def cuMemcpy2D(p):
+    run(0, _copy_3d(_desc(p, "CUDA_MEMCPY2D"), 1), True)
+
+
+@entry("cuMemcpy2DAsync_v2")
+def cuMemcpy2DAsync(p, stream):
+    run(addr(stream), _copy_3d(_desc(p, "CUDA_MEMCPY2D"), 1), False)
+
+
+@entry("cuMemcpy3D_v2")
+def cuMemcpy3D(p):
+    run(0, _copy_3d(_desc(p, "CUDA_MEMCPY3D"), None), True)
+
+
+@entry("cuMemcpy3DAsync_v2")
+def cuMemcpy3DAsync(p, stream):
+    run(addr(stream), _copy_3d(_desc(p, "CUDA_MEMCPY3D"), None), False)
+
+
+# ---- sets ----
+_ELEMENT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def _set_2d(dst: int, pitch: int, value: int, elem: int, width: int, height: int) -> Callable[[], None]:
+    """Fill `height` rows of `width` elements of `elem` bytes, rows `pitch` bytes apart."""
+    if dst % elem or pitch % elem:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{dst:#x} / pitch {pitch} not aligned to {elem} bytes")
+    if width and height:
+        if pitch < width * elem:
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"pitch {pitch} < row of {width * elem} bytes")
+        check_device_range(dst, (height - 1) * pitch + width * elem)
+
+    def fill() -> None:
+        for y in range(height):
+            row = dst + y * pitch
+            if elem == 1:
+                memset(row, value, width)
+            elif width:
+                buf = ffi.buffer(ffi.cast("char *", row), width * elem)
+                np.frombuffer(buf, dtype=_ELEMENT[elem]).fill(value)
+    return fill
+
+
+def _define_sets() -> None:
+    for elem, bits in ((1, 8), (2, 16), (4, 32)):
+        def sync_1d(dst, value, n, elem=elem):
+            run(0, _set_2d(dst, n * elem, value, elem, n, 1), True)
+
+        def async_1d(dst, value, n, stream, elem=elem):
+            run(addr(stream), _set_2d(dst, n * elem, value, elem, n, 1), False)
+
+        def sync_2d(dst, pitch, value, width, height, elem=elem):
+            run(0, _set_2d(dst, pitch, value, elem, width, height), True)
+
+        def async_2d(dst, pitch, value, width, height, stream, elem=elem):
+            run(addr(stream), _set_2d(dst, pitch, value, elem, width, height), False)
+
+        entry(f"cuMemsetD{bits}_v2")(sync_1d)
+        entry(f"cuMemsetD{bits}Async")(async_1d)
+        entry(f"cuMemsetD2D{bits}_v2")(sync_2d)
+        entry(f"cuMemsetD2D{bits}Async")(async_2d)
+
+
+_define_sets()

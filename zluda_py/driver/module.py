@@ -1,0 +1,461 @@
+"""Entry points: modules, libraries, functions and kernels, the linker, function attributes.
+
+A module is PTX (pulled from whatever image the program hands us by zluda_py.fatbin) compiled
+by the backend. A library (cuLibrary*, what cudart 13 uses) wraps one module; its CUkernel
+handles are accepted wherever a CUfunction is, as NVIDIA's driver does."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from dataclasses import dataclass, field
+
+from . import context as ctxs, trace
+from .api import entry
+from .device import SHARED_MEMORY_PER_BLOCK_OPTIN, compute_capability
+from .cdata import addr, cstr, ffi, read_bytes, store, store_ptr
+from .errors import (CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_IMAGE,
+                     CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CudaError)
+from .handles import HandleTable
+from .init_device import require
+from ..backends import cpu as backend
+
+CU_MODULE_LAZY_LOADING = 0x2
+
+
+@dataclass
+class Function:
+    module: "Module"
+    name: str
+    info: object  # compiler KernelInfo
+    max_dynamic_shared: int = 48 * 1024
+    cache_config: int = 0
+    carveout: int = -1
+    handle: int = 0
+
+    @property
+    def static_shared(self) -> int:
+        return self.info.static_shared
+
+
+@dataclass
+class Module:
+    compiled: object
+    library: "Library | None" = None
+    functions: dict[str, Function] = field(default_factory=dict)
+    handle: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def function(self, name: str) -> Function:
+        with self._lock:
+            fn = self.functions.get(name)
+            if fn is None:
+                info = self.compiled.kernels.get(name)
+                if info is None:
+                    raise CudaError(CUDA_ERROR_NOT_FOUND, f"no kernel named {name!r} in the module")
+                fn = self.functions[name] = Function(self, name, info)
+                functions.add(fn)
+        return fn
+
+    def global_(self, name: str) -> tuple[int, int]:
+        g = self.compiled.globals.get(name)
+        if g is None:
+            raise CudaError(CUDA_ERROR_NOT_FOUND, f"no global named {name!r} in the module")
+        return g.address, g.size
+
+
+@dataclass
+class Library:
+    module: Module
+    handle: int = 0
+
+
+modules: HandleTable[Module] = HandleTable("module", CUDA_ERROR_INVALID_HANDLE)
+libraries: HandleTable[Library] = HandleTable("library", CUDA_ERROR_INVALID_HANDLE)
+functions: HandleTable[Function] = HandleTable("function", CUDA_ERROR_INVALID_HANDLE)
+
+# images produced by cuLinkComplete: address -> the PTX texts to link when they are loaded
+_linked_images: dict[int, list[str]] = {}
+
+
+def function_of(handle: int) -> Function:
+    """A CUfunction or CUkernel argument (they share one table)."""
+    return functions.get(handle)
+
+
+def _compile(texts: list[str], names: list[str]) -> Module:
+    for text, name in zip(texts, names):
+        trace.save_ptx(text, name)
+    try:
+        compiled = backend.load(texts)
+    except CudaError:
+        raise
+    except Exception as e:
+        code = getattr(e, "cu_result", None)
+        if code is None:
+            raise
+        raise CudaError(code, str(e)) from e
+    m = Module(compiled)
+    modules.add(m)
+    _register_globals(m)
+    return m
+
+
+def _register_globals(m: Module) -> None:
+    """Module globals are device memory too: copies to symbols check their ranges."""
+    for g in m.compiled.globals.values():
+        if g.size and backend.memory.find(g.address) is None:
+            backend.memory.register(g.address, g.size, 0, None)
+
+
+def _ptx_of_image(address: int) -> tuple[list[str], list[str]]:
+    from .. import fatbin
+
+    if address in _linked_images:
+        texts = _linked_images[address]
+        return texts, [f"linked-{i}" for i in range(len(texts))]
+    sm = ctxs.current().device.sm
+    try:
+        mods = fatbin.ptx_from_pointer(address, sm)
+    except fatbin.FatbinError as e:
+        raise CudaError(e.cu_result, str(e)) from e
+    return [m.text for m in mods], [m.name for m in mods]
+
+
+def _ptx_of_file(path: str) -> tuple[list[str], list[str]]:
+    from .. import fatbin
+
+    if not os.path.isfile(path):
+        raise CudaError(CUDA_ERROR_FILE_NOT_FOUND, path)
+    try:
+        mods = fatbin.ptx_from_file(path, ctxs.current().device.sm)
+    except fatbin.FatbinError as e:
+        raise CudaError(e.cu_result, f"{path}: {e}") from e
+    return [m.text for m in mods], [m.name for m in mods]
+
+
+def load_image(address: int) -> Module:
+    if not address:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "NULL image")
+    return _compile(*_ptx_of_image(address))
+
+
+def _release(m: Module) -> None:
+    modules.remove(m.handle)
+    for fn in m.functions.values():
+        functions.remove(fn.handle)
+    for g in m.compiled.globals.values():
+        a = backend.memory.find(g.address)
+        if a is not None and a.owner is None:
+            backend.memory.release(g.address)
+
+
+# ---- modules ----
+@entry("cuModuleGetLoadingMode")
+def cuModuleGetLoadingMode(mode):
+    require(mode)
+    store(mode, 0x1 if os.environ.get("CUDA_MODULE_LOADING", "LAZY").upper() == "EAGER" else CU_MODULE_LAZY_LOADING)
+
+
+@entry("cuModuleLoad")
+def cuModuleLoad(pmod, fname):
+    require(pmod, fname)
+    store_ptr(pmod, _compile(*_ptx_of_file(cstr(fname))).handle)
+
+
+@entry("cuModuleLoadData", "cuModuleLoadFatBinary")
+def cuModuleLoadData(pmod, image):
+    require(pmod)
+    ctxs.current()
+    store_ptr(pmod, load_image(addr(image)).handle)
+
+
+@entry("cuModuleLoadDataEx")
+def cuModuleLoadDataEx(pmod, image, n, options, values):
+    # JIT options tune NVIDIA's compiler (log buffers, optimization level); ours has none to set
+    return cuModuleLoadData(pmod, image)
+
+
+@entry("cuModuleUnload")
+def cuModuleUnload(hmod):
+    m = modules.get(addr(hmod))
+    if m.library is not None:
+        raise CudaError(CUDA_ERROR_INVALID_HANDLE, "a library's module is unloaded with cuLibraryUnload")
+    _release(m)
+
+
+@entry("cuModuleGetFunction")
+def cuModuleGetFunction(pfn, hmod, name):
+    require(pfn, name)
+    store_ptr(pfn, modules.get(addr(hmod)).function(cstr(name)).handle)
+
+
+@entry("cuModuleGetGlobal_v2")
+def cuModuleGetGlobal(dptr, nbytes, hmod, name):
+    require(name)
+    address, size = modules.get(addr(hmod)).global_(cstr(name))
+    if dptr:
+        store(dptr, address)
+    if nbytes:
+        store(nbytes, size)
+
+
+@entry("cuModuleGetFunctionCount")
+def cuModuleGetFunctionCount(count, hmod):
+    require(count)
+    store(count, len(modules.get(addr(hmod)).compiled.kernels))
+
+
+# ---- libraries ----
+def _library(m: Module) -> Library:
+    lib = Library(m)
+    libraries.add(lib)
+    m.library = lib
+    return lib
+
+
+@entry("cuLibraryLoadData")
+def cuLibraryLoadData(plib, code, jit_opts, jit_vals, n_jit, lib_opts, lib_vals, n_lib):
+    require(plib)
+    ctxs.current()
+    store_ptr(plib, _library(load_image(addr(code))).handle)
+
+
+@entry("cuLibraryLoadFromFile")
+def cuLibraryLoadFromFile(plib, fname, jit_opts, jit_vals, n_jit, lib_opts, lib_vals, n_lib):
+    require(plib, fname)
+    store_ptr(plib, _library(_compile(*_ptx_of_file(cstr(fname)))).handle)
+
+
+@entry("cuLibraryUnload")
+def cuLibraryUnload(hlib):
+    lib = libraries.remove(addr(hlib))
+    _release(lib.module)
+
+
+@entry("cuLibraryGetKernel")
+def cuLibraryGetKernel(pkernel, hlib, name):
+    require(pkernel, name)
+    store_ptr(pkernel, libraries.get(addr(hlib)).module.function(cstr(name)).handle)
+
+
+@entry("cuLibraryGetKernelCount")
+def cuLibraryGetKernelCount(count, hlib):
+    require(count)
+    store(count, len(libraries.get(addr(hlib)).module.compiled.kernels))
+
+
+@entry("cuLibraryEnumerateKernels")
+def cuLibraryEnumerateKernels(kernels, n, hlib):
+    require(kernels)
+    m = libraries.get(addr(hlib)).module
+    names = list(m.compiled.kernels)
+    if n < len(names):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"room for {n} kernels, the library has {len(names)}")
+    for i, name in enumerate(names):
+        kernels[i] = ffi.cast("void *", m.function(name).handle)
+
+
+@entry("cuLibraryGetModule")
+def cuLibraryGetModule(pmod, hlib):
+    require(pmod)
+    store_ptr(pmod, libraries.get(addr(hlib)).module.handle)
+
+
+@entry("cuLibraryGetGlobal", "cuLibraryGetManaged")
+def cuLibraryGetGlobal(dptr, nbytes, hlib, name):
+    require(name)
+    address, size = libraries.get(addr(hlib)).module.global_(cstr(name))
+    if dptr:
+        store(dptr, address)
+    if nbytes:
+        store(nbytes, size)
+
+
+@entry("cuKernelGetFunction")
+def cuKernelGetFunction(pfn, kernel):
+    require(pfn)
+    store_ptr(pfn, function_of(addr(kernel)).handle)
+
+
+@entry("cuKernelGetName", "cuFuncGetName")
+def cuKernelGetName(pname, handle):
+    require(pname)
+    fn = function_of(addr(handle))
+    if not hasattr(fn, "c_name"):
+        fn.c_name = ffi.new("char[]", fn.name.encode())
+    pname[0] = fn.c_name
+
+
+def _param_info(fn: Function, index: int, poffset, psize) -> None:
+    params = fn.info.params
+    if not 0 <= index < len(params):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"parameter {index} of {fn.name} (it has {len(params)})")
+    if poffset:
+        store(poffset, params[index].offset)
+    if psize:
+        store(psize, params[index].size)
+
+
+@entry("cuKernelGetParamInfo", "cuFuncGetParamInfo")
+def cuKernelGetParamInfo(handle, index, poffset, psize):
+    _param_info(function_of(addr(handle)), index, poffset, psize)
+
+
+@entry("cuFuncGetModule")
+def cuFuncGetModule(pmod, hfunc):
+    require(pmod)
+    store_ptr(pmod, function_of(addr(hfunc)).module.handle)
+
+
+# ---- function attributes ----
+def get_attribute(fn: Function, attrib: int) -> int:
+    major, minor = compute_capability()
+    values = {
+        0: fn.info.max_threads,  # MAX_THREADS_PER_BLOCK
+        1: fn.info.static_shared,  # SHARED_SIZE_BYTES
+        2: 0,  # CONST_SIZE_BYTES
+        3: fn.info.local_size,  # LOCAL_SIZE_BYTES
+        4: 32,  # NUM_REGS
+        5: major * 10 + minor,  # PTX_VERSION
+        6: major * 10 + minor,  # BINARY_VERSION
+        7: 0,  # CACHE_MODE_CA
+        8: fn.max_dynamic_shared,  # MAX_DYNAMIC_SHARED_SIZE_BYTES
+        9: fn.carveout,  # PREFERRED_SHARED_MEMORY_CARVEOUT
+        10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0,  # cluster attributes: no clusters
+    }
+    if attrib not in values:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"function attribute {attrib}")
+    return values[attrib]
+
+
+def set_attribute(fn: Function, attrib: int, value: int) -> None:
+    if attrib == 8:
+        if not 0 <= value <= SHARED_MEMORY_PER_BLOCK_OPTIN - fn.info.static_shared:
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"dynamic shared memory {value} exceeds the device limit")
+        fn.max_dynamic_shared = value
+    elif attrib == 9:
+        if not -1 <= value <= 100:
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"shared memory carveout {value}")
+        fn.carveout = value
+    elif attrib in (10, 11, 12, 13, 14, 15):
+        pass  # cluster scheduling hints: accepted, no clusters on this device
+    else:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"function attribute {attrib} cannot be set")
+
+
+@entry("cuFuncGetAttribute")
+def cuFuncGetAttribute(pi, attrib, hfunc):
+    require(pi)
+    store(pi, get_attribute(function_of(addr(hfunc)), attrib))
+
+
+@entry("cuKernelGetAttribute")
+def cuKernelGetAttribute(pi, attrib, kernel, dev):
+    require(pi)
+    store(pi, get_attribute(function_of(addr(kernel)), attrib))
+
+
+@entry("cuFuncSetAttribute")
+def cuFuncSetAttribute(hfunc, attrib, value):
+    set_attribute(function_of(addr(hfunc)), attrib, value)
+
+
+@entry("cuKernelSetAttribute")
+def cuKernelSetAttribute(attrib, value, kernel, dev):
+    set_attribute(function_of(addr(kernel)), attrib, value)
+
+
+@entry("cuFuncSetCacheConfig", "cuFuncSetSharedMemConfig")
+def cuFuncSetCacheConfig(hfunc, config):
+    fn = function_of(addr(hfunc))
+    if not 0 <= config <= 3:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"cache config {config}")
+    fn.cache_config = config
+
+
+@entry("cuKernelSetCacheConfig")
+def cuKernelSetCacheConfig(kernel, config, dev):
+    return cuFuncSetCacheConfig(kernel, config)
+
+
+# ---- linker ----
+CU_JIT_INPUT_CUBIN, CU_JIT_INPUT_PTX, CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_OBJECT, CU_JIT_INPUT_LIBRARY = range(5)
+
+
+@dataclass
+class LinkState:
+    texts: list[str] = field(default_factory=list)
+    image: object = None
+    handle: int = 0
+
+
+links: HandleTable[LinkState] = HandleTable("link state", CUDA_ERROR_INVALID_HANDLE)
+_image_ids = itertools.count(1)
+
+
+def _link_input(state: LinkState, kind: int, data: bytes, name: str) -> None:
+    from .. import fatbin
+
+    if kind == CU_JIT_INPUT_PTX:
+        state.texts.append(data.split(b"\0", 1)[0].decode())
+    elif kind in (CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_OBJECT, CU_JIT_INPUT_LIBRARY, CU_JIT_INPUT_CUBIN):
+        try:
+            mods = fatbin.ptx_from_bytes(data, ctxs.current().device.sm, name)
+        except fatbin.FatbinError as e:
+            raise CudaError(e.cu_result, f"{name}: {e}") from e
+        state.texts.extend(m.text for m in mods)
+    else:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"link input type {kind}")
+
+
+@entry("cuLinkCreate_v2")
+def cuLinkCreate(n, options, values, pstate):
+    require(pstate)
+    ctxs.current()
+    state = LinkState()
+    links.add(state)
+    store_ptr(pstate, state.handle)
+
+
+@entry("cuLinkAddData_v2")
+def cuLinkAddData(hstate, kind, data, size, name, n, options, values):
+    state = links.get(addr(hstate))
+    if data == ffi.NULL or size == 0:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "empty link input")
+    _link_input(state, kind, read_bytes(addr(data), size), cstr(name) if name else "<data>")
+
+
+@entry("cuLinkAddFile_v2")
+def cuLinkAddFile(hstate, kind, path, n, options, values):
+    state = links.get(addr(hstate))
+    require(path)
+    p = cstr(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError:
+        raise CudaError(CUDA_ERROR_FILE_NOT_FOUND, p) from None
+    _link_input(state, kind, data, p)
+
+
+@entry("cuLinkComplete")
+def cuLinkComplete(hstate, pcubin, psize):
+    require(pcubin, psize)
+    state = links.get(addr(hstate))
+    if not state.texts:
+        raise CudaError(CUDA_ERROR_INVALID_IMAGE, "nothing was added to the link")
+    # The "cubin" is a token naming the linked inputs; cuModuleLoadData recognizes it.
+    marker = f"zluda-linked-image {next(_image_ids)}\0".encode()
+    state.image = ffi.new("char[]", marker)
+    _linked_images[addr(state.image)] = list(state.texts)
+    store_ptr(pcubin, addr(state.image))
+    store(psize, len(marker))
+
+
+@entry("cuLinkDestroy")
+def cuLinkDestroy(hstate):
+    state = links.remove(addr(hstate))
+    if state.image is not None:
+        _linked_images.pop(addr(state.image), None)

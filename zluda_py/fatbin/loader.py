@@ -1,0 +1,199 @@
+"""From whatever the program handed us (pointer, bytes or file) to the PTX the device JITs."""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass
+
+from . import memory
+from .compression import ptx_text
+from .container import FATBIN_HEADER, FATBIN_MAGIC, Fatbin, fatbin_extent, parse_fatbin
+from .elf import EM_CUDA, ELF_MAGIC, WRAPPER, WRAPPER_MAGIC, cubin_sm, elf_machine, host_images
+from .errors import CUDA_ERROR_NO_BINARY_FOR_GPU, FatbinError
+from .limits import MAX_PRELINKED_FATBINS, check_size, max_size
+from .selection import select_ptx
+
+_TARGET = re.compile(r"^\s*\.target\s+sm_(\d+)", re.M)
+_VERSION = re.compile(r"^\s*\.version\s+\d+\.\d+", re.M)
+
+
+@dataclass(frozen=True)
+class PtxModule:
+    """PTX text to JIT (no trailing NUL), its target (75 for compute_75) and a name for messages."""
+
+    text: str
+    sm: int
+    name: str
+
+
+def _magic(data: bytes) -> int:
+    return struct.unpack_from("<I", data)[0] if len(data) >= 4 else -1
+
+
+def _module(fb: Fatbin, sm: int, origin: str) -> PtxModule:
+    entry = select_ptx(fb, sm)
+    return PtxModule(ptx_text(entry), entry.sm, f"{origin}[{entry.offset:#x}].compute_{entry.sm}.ptx")
+
+
+def _select(fatbins: list[Fatbin], sm: int, origin: str, linked: bool = False) -> list[PtxModule]:
+    """One PTX module per fatbin. For the members of an `-rdc` link (`linked`), a member with no
+    PTX for this device is left out rather than failing the image: nvcc links NVIDIA's device
+    runtime into -rdc shared libraries, and it carries PTX only for the newest architecture.
+    Were its code needed, linking the rest fails naming the undefined symbol."""
+    if not linked:
+        return [_module(fb, sm, origin) for fb in fatbins]
+    out, first_error = [], None
+    for fb in fatbins:
+        try:
+            out.append(_module(fb, sm, origin))
+        except FatbinError as e:
+            if e.cu_result != CUDA_ERROR_NO_BINARY_FOR_GPU:
+                raise
+            first_error = first_error or e
+    if not out and first_error:
+        raise first_error
+    return out
+
+
+def _cubin_error(header: bytes, offset: int, sm: int) -> FatbinError:
+    arch = cubin_sm(header)
+    what = f"an ELF cubin (SASS for sm_{arch})" if arch else "an ELF cubin (SASS)"
+    return FatbinError(f"the image is {what}, not PTX; zluda translates PTX, so the program must be "
+                       f"rebuilt with PTX: -gencode arch=compute_{sm},code=compute_{sm}",
+                       offset, CUDA_ERROR_NO_BINARY_FOR_GPU)
+
+
+def _ptx_module(raw: bytes, offset: int, origin: str) -> PtxModule:
+    """NUL-terminated (or whole) PTX text; no selection: the program chose this PTX itself."""
+    head = raw[:8].hex(" ") or "none, it is empty"
+    text_bytes = raw.split(b"\0", 1)[0]
+    try:
+        text = text_bytes.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FatbinError(f"not a fatbin, ELF or PTX image: no known magic (first bytes {head}) and "
+                          f"byte {e.start} is not UTF-8 text", offset) from None
+    if not _VERSION.search(text):
+        raise FatbinError(f"not a fatbin, ELF or PTX image: no known magic (first bytes {head}) and "
+                          f"no PTX .version directive", offset)
+    target = _TARGET.search(text)
+    if not target:
+        raise FatbinError("PTX text without a `.target sm_XX` directive", offset)
+    return PtxModule(text, int(target.group(1)), origin)
+
+
+def ptx_images_from_bytes(data: bytes, sm: int, origin: str = "<bytes>") -> list[list[PtxModule]]:
+    """Every separately loadable image in `data`, each as the PTX modules to link for it.
+
+    A host ELF may hold several (one per non-`-rdc` translation unit, plus one for all the
+    `-rdc` ones); a fatbin, cubin or PTX text is one image.
+    """
+    try:
+        magic = _magic(data)
+        if magic == WRAPPER_MAGIC:
+            raise FatbinError("a fatbin wrapper holds process addresses: pass it to ptx_from_pointer", 0)
+        if magic == FATBIN_MAGIC:
+            return [_select([parse_fatbin(data)], sm, origin)]
+        if data[:4] == ELF_MAGIC:
+            if elf_machine(data) == EM_CUDA:
+                raise _cubin_error(data, 0, sm)
+            images = host_images(data)
+            if not images:
+                raise FatbinError("the ELF file holds no CUDA fatbin with code to load", 0,
+                                  CUDA_ERROR_NO_BINARY_FOR_GPU)
+            return [_select(img, sm, origin, linked) for linked, img in images]
+        return [[_ptx_module(data, 0, origin)]]
+    except FatbinError as e:
+        raise e.with_origin(origin) from None
+
+
+def ptx_from_bytes(data: bytes, sm: int, origin: str = "<bytes>") -> list[PtxModule]:
+    """The PTX modules (several: link them) of one image: fatbin, ELF cubin, PTX text, or a
+    host ELF holding one image."""
+    images = ptx_images_from_bytes(data, sm, origin)
+    if len(images) > 1:
+        raise FatbinError(f"the ELF file holds {len(images)} separately loaded images (one per "
+                          f"translation unit); ptx_images_from_file gives each", 0, origin=origin)
+    return images[0]
+
+
+def _read_file(path: str | os.PathLike) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_size() + 1)  # bounded even for /dev/zero
+        check_size(len(data), "the file", 0)
+        return data
+    except OSError as e:
+        raise FatbinError(f"cannot read: {e.strerror}", 0, origin=os.fspath(path)) from None
+    except FatbinError as e:
+        raise e.with_origin(os.fspath(path)) from None
+
+
+def ptx_images_from_file(path: str | os.PathLike, sm: int) -> list[list[PtxModule]]:
+    return ptx_images_from_bytes(_read_file(path), sm, os.fspath(path))
+
+
+def ptx_from_file(path: str | os.PathLike, sm: int) -> list[PtxModule]:
+    """cuModuleLoad: a fatbin, cubin or PTX file (or a host ELF holding one image)."""
+    return ptx_from_bytes(_read_file(path), sm, os.fspath(path))
+
+
+def _fatbin_at(address: int) -> Fatbin:
+    header = memory.read(address, FATBIN_HEADER.size, "fatbin header")
+    extent = fatbin_extent(header, address)
+    check_size(extent, "the fatbin", address + 8)
+    return parse_fatbin(memory.read(address, extent, "fatbin"), 0, base=address)
+
+
+def _prelinked(list_address: int) -> list[int]:
+    """The NULL-terminated list of prelinked fatbin pointers of a version-2 wrapper."""
+    out = []
+    while True:
+        pos = list_address + 8 * len(out)
+        ptr = struct.unpack("<Q", memory.read(pos, 8, "prelinked fatbin list"))[0]
+        if ptr == 0:
+            return out
+        if len(out) == MAX_PRELINKED_FATBINS:
+            raise FatbinError(f"prelinked fatbin list has no NULL within {MAX_PRELINKED_FATBINS} entries",
+                              list_address)
+        out.append(ptr)
+
+
+def _wrapper_fatbins(address: int) -> tuple[bool, list[Fatbin]]:
+    """The wrapper's fatbins, and whether they are the members of an -rdc link."""
+    _, version, data_ptr, extra = WRAPPER.unpack(memory.read(address, WRAPPER.size, "fatbin wrapper"))
+    if version == 1:
+        return False, [_fatbin_at(data_ptr)]
+    if version == 2:
+        # -rdc: the translation units' relocatable fatbins, whose PTX is linked; the wrapper's
+        # own fatbin holds only nvlink's SASS. Entries may be wrappers or bare fatbins.
+        linked = _prelinked(extra) if extra else []
+        if not linked:
+            return False, [_fatbin_at(data_ptr)]
+        return True, [_wrapper_fatbins(p)[1][0] if _magic(memory.read(p, 4, "prelinked fatbin")) == WRAPPER_MAGIC
+                      else _fatbin_at(p) for p in linked]
+    raise FatbinError(f"unsupported fatbin wrapper version {version} (expected 1 or 2)", address + 4)
+
+
+def ptx_from_pointer(address: int, sm: int) -> list[PtxModule]:
+    """cuModuleLoadData / cuLibraryLoadData: the image at a raw process address."""
+    origin = f"image@{address:#x}"
+    try:
+        magic = _magic(memory.read(address, 4, "image"))
+        linked = False
+        if magic == WRAPPER_MAGIC:
+            linked, fatbins = _wrapper_fatbins(address)
+        elif magic == FATBIN_MAGIC:
+            fatbins = [_fatbin_at(address)]
+        elif struct.pack("<I", magic) == ELF_MAGIC:
+            header = memory.read(address, 64, "ELF header")
+            if elf_machine(header) == EM_CUDA:
+                raise _cubin_error(header, address, sm)
+            raise FatbinError(f"an ELF image for machine {elf_machine(header)}, not a CUDA cubin", address + 18)
+        else:
+            raw = memory.read_cstring(address, max_size(), "PTX text")
+            return [_ptx_module(raw, address, origin)]
+        return _select(fatbins, sm, origin, linked)
+    except FatbinError as e:
+        raise e.with_origin(origin) from None

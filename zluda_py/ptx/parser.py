@@ -1,0 +1,711 @@
+"""Recursive-descent parser from PTX text to the AST of ast.py.
+
+Speed matters (modules of tens of MB come from fatbins), so the lexer is pulled by the
+parser one token at a time with precompiled regexes, and the common one-line instruction
+goes through a fast path (`_FAST_INSN`) that builds the same AST as the general path
+without tokenizing. The general path handles everything else and produces the errors.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import grammar
+from .ast import (
+    Addr, ArgList, Block, Directive, Function, Guard, Imm, Initializer, Instruction, Label,
+    Module, Not, Operand, PredOut, PtrAttr, Reg, Sink, Statement, Sym, Variable, Vec,
+)
+from .errors import PtxError, raise_all
+from .literals import DEC_FLOAT_RE, HEX_FLOAT_RE, INT_RE, hex_float_value, int_value
+from .source import Source
+
+_SKIP = re.compile(r"(?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*")
+_TOKEN = re.compile(
+    r'(?P<str>"(?:[^"\\\n]|\\.)*")'
+    rf"|(?P<fhex>{HEX_FLOAT_RE})"
+    rf"|(?P<float>{DEC_FLOAT_RE})"
+    rf"|(?P<int>{INT_RE})"
+    r"|(?P<dot>\.[A-Za-z_][\w$]*(?:::[\w$]+)*)"
+    r"|(?P<id>[A-Za-z_$%][\w$]*(?:(?:\.|::)[\w$]+)*)"
+    r"|(?P<p>[{}()\[\],;:+\-!@|<>=*/~&^.])"
+)
+_LINE_REST = re.compile(r"[^\n]*")
+
+# State spaces a variable declaration can start with.
+SPACES = frozenset("reg sreg const global local param shared tex".split())
+LINKAGES = frozenset("visible extern weak common".split())
+# Opaque types of texture/sampler/surface handles.
+OPAQUE_TYPES = frozenset("texref samplerref surfref".split())
+# Directives allowed between a function header and its body.
+FUNC_DIRECTIVES = frozenset(
+    "maxntid reqntid minnctapersm maxnctapersm maxnreg noreturn pragma explicitcluster "
+    "reqnctapercluster maxclusterrank blocksareclusters abi_preserve abi_preserve_control".split()
+)
+# Directives whose arguments run to the end of the line (no ';').
+LINE_DIRECTIVES = frozenset(("file", "loc"))
+
+# The fast path: `[@[!]%p] opcode op, op, ...;` on one line with simple operands only.
+_FAST_INSN = re.compile(
+    r"[ \t]*(?:@(!?)(%[\w$]+)[ \t]+)?([a-z][\w$]*(?:(?:\.|::)[\w$]+)*)"
+    r"(?:[ \t]+([^;{}()\"/!|\n]*?))?[ \t]*;[ \t]*(?=\n|//|$)"
+)
+_FAST_OPERAND = re.compile(
+    r"[ \t]*(?:(%[\w$]+(?:\.[\w$]+)?)|(-?(?:0[xX][0-9a-fA-F]+|[1-9]\d*|0)U?)(?![\w$.])"
+    r"|(0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16})(?![\w$])"
+    r"|\[[ \t]*(%?[A-Za-z_$][\w$]*)[ \t]*(?:([+-])[ \t]*(-?\d+))?[ \t]*\]"
+    r"|([A-Za-z$][\w$]*|_[\w$]+))[ \t]*(?:,|$)"
+)
+
+
+class Parser:
+    def __init__(self, text: str, filename: str) -> None:
+        self.src = Source(text, filename)
+        self.text = text
+        self.i = 0
+        self.errors: list[PtxError] = []
+        self._pos = self.src.pos
+
+    # ------------------------------------------------------------------ tokens
+
+    def skip(self) -> int:
+        self.i = _SKIP.match(self.text, self.i).end()
+        return self.i
+
+    def peek(self) -> tuple[str, str, int]:
+        i = _SKIP.match(self.text, self.i).end()
+        if i >= len(self.text):
+            return ("eof", "", i)
+        m = _TOKEN.match(self.text, i)
+        if m is None:
+            if self.text.startswith("/*", i):
+                raise self.src.error(i, "unterminated comment")
+            raise self.src.error(i, f"unexpected character {self.text[i]!r}")
+        return (m.lastgroup, m.group(), i)
+
+    def next(self) -> tuple[str, str, int]:
+        tok = self.peek()
+        self.i = tok[2] + len(tok[1])
+        return tok
+
+    def at(self, text: str) -> bool:
+        return self.peek()[1] == text
+
+    def accept(self, text: str) -> bool:
+        tok = self.peek()
+        if tok[1] == text and tok[0] != "str":
+            self.i = tok[2] + len(text)
+            return True
+        return False
+
+    def expect(self, text: str, what: str | None = None) -> int:
+        tok = self.peek()
+        if tok[1] != text or tok[0] == "str":
+            raise self.err(tok, f"expected {what or repr(text)}")
+        self.i = tok[2] + len(text)
+        return tok[2]
+
+    def err(self, tok: tuple[str, str, int], message: str) -> PtxError:
+        shown = "end of file" if tok[0] == "eof" else repr(tok[1])
+        return self.src.error(tok[2], f"{message}, found {shown}")
+
+    def ident(self, what: str) -> tuple[str, int]:
+        tok = self.peek()
+        if tok[0] != "id":
+            raise self.err(tok, f"expected {what}")
+        self.i = tok[2] + len(tok[1])
+        return tok[1], tok[2]
+
+    def integer(self, what: str = "an integer") -> int:
+        tok = self.peek()
+        neg = tok[1] == "-"
+        if neg:
+            self.i = tok[2] + 1
+            tok = self.peek()
+        if tok[0] != "int":
+            raise self.err(tok, f"expected {what}")
+        value = int_value(tok[1])
+        if value is None:
+            raise self.src.error(tok[2], f"invalid octal literal {tok[1]!r}")
+        self.i = tok[2] + len(tok[1])
+        return -value if neg else value
+
+    def dot(self) -> str | None:
+        """The name of a `.directive` token (without the dot) if one is next."""
+        tok = self.peek()
+        return tok[1][1:] if tok[0] == "dot" else None
+
+    # ------------------------------------------------------------------ module
+
+    def module(self) -> Module:
+        version = self.version()
+        target = self.target()
+        mod = Module(version=version, target=target, filename=self.src.filename)
+        if self.dot() == "address_size":
+            self.next()
+            size = self.integer("32 or 64")
+            if size not in (32, 64):
+                raise self.src.error(self.i - len(str(size)), "address size must be 32 or 64")
+            mod.address_size = size
+        items = mod.items
+        while True:
+            tok = self.peek()
+            if tok[0] == "eof":
+                break
+            try:
+                items.extend(self.top_level(tok))
+            except PtxError as e:
+                self.errors.append(e)
+                break
+        raise_all(self.errors)
+        return mod
+
+    def version(self) -> tuple[int, int]:
+        tok = self.peek()
+        if tok[1] != ".version":
+            raise self.err(tok, "expected '.version' at the start of the module")
+        self.next()
+        tok = self.next()
+        m = re.fullmatch(r"(\d+)\.(\d+)", tok[1]) if tok[0] == "float" else None
+        if m is None:
+            raise self.err(tok, "expected a version number such as 9.0")
+        return int(m.group(1)), int(m.group(2))
+
+    def target(self) -> tuple[str, ...]:
+        tok = self.peek()
+        if tok[1] != ".target":
+            raise self.err(tok, "expected '.target'")
+        self.next()
+        names = [self.ident("a target name such as sm_80")[0]]
+        while self.accept(","):
+            names.append(self.ident("a target name")[0])
+        return tuple(names)
+
+    def top_level(self, tok: tuple[str, str, int]) -> list:
+        if tok[0] != "dot":
+            raise self.err(tok, "expected a directive (.entry, .func, .global, ...)")
+        start = tok[2]
+        name = tok[1][1:]
+        if name in LINE_DIRECTIVES:
+            return [self.line_directive()]
+        if name == "section":
+            return [self.section()]
+        if name in ("alias", "pragma"):
+            self.next()
+            d = Directive(name, self.directive_args(), pos=self._pos(start))
+            self.expect(";")
+            return [d]
+        linkage = None
+        if name in LINKAGES:
+            self.next()
+            linkage = name
+            name = self.dot()
+        if name in ("entry", "func"):
+            return [self.function(linkage, start)]
+        if name in SPACES or name == "align":
+            return self.declaration(linkage, start)
+        raise self.err(self.peek(), "expected .entry, .func or a variable declaration")
+
+    def line_directive(self) -> Directive:
+        """`.file N "name"[, time, size]` and `.loc F L C[, function_name X, inlined_at F L C]`."""
+        tok = self.next()
+        end = _LINE_REST.match(self.text, self.i).end()
+        args = []
+        saved = self.text
+        # Arguments end at the end of the line: lex only that far.
+        self.text = saved[:end]
+        try:
+            while self.peek()[0] != "eof":
+                if self.accept(","):
+                    continue
+                args.append(self.directive_value())
+        finally:
+            self.text = saved
+        return Directive(tok[1][1:], args, pos=self._pos(tok[2]))
+
+    def section(self) -> Directive:
+        tok = self.next()
+        name_tok = self.next()
+        if name_tok[0] not in ("dot", "id"):
+            raise self.err(name_tok, "expected a section name")
+        open_at = self.expect("{")
+        close = self.text.find("}", open_at)
+        if close < 0:
+            raise self.src.error(open_at, "unterminated .section: expected '}'")
+        raw = self.text[open_at + 1:close]
+        self.i = close + 1
+        return Directive("section", [Sym(name_tok[1], pos=self._pos(name_tok[2])), raw],
+                         pos=self._pos(tok[2]))
+
+    def directive_value(self):
+        tok = self.peek()
+        kind = tok[0]
+        if kind == "str":
+            self.next()
+            return tok[1][1:-1]
+        if kind == "int" or tok[1] == "-":
+            return self.integer()
+        if kind in ("id", "dot"):
+            self.next()
+            return Sym(tok[1], pos=self._pos(tok[2]))
+        raise self.err(tok, "expected a directive argument")
+
+    def directive_args(self) -> list:
+        args = [self.directive_value()]
+        while self.accept(","):
+            args.append(self.directive_value())
+        return args
+
+    # ------------------------------------------------------------------ declarations
+
+    def declaration(self, linkage: str | None, start: int) -> list[Variable]:
+        """`.space [.align N] [.vN] .type name[dims] [= init] (, name ...)* ;`"""
+        space = None
+        align = None
+        vector = None
+        vtype = None
+        ptr = None
+        while True:
+            tok = self.peek()
+            if tok[0] != "dot":
+                break
+            d = tok[1][1:]
+            base = d.split("::", 1)[0]
+            if base in SPACES and space is None:
+                space = d
+            elif d == "align":
+                self.next()
+                align = self.integer("an alignment")
+                continue
+            elif d in ("v2", "v4", "v8"):
+                vector = int(d[1])
+            elif d in grammar.TYPES or d in OPAQUE_TYPES:
+                if vtype is not None:
+                    raise self.err(tok, "duplicate type in declaration")
+                vtype = d
+            elif d == "ptr":
+                self.next()
+                ptr = self.ptr_attr()
+                continue
+            elif d in LINKAGES and linkage is None:
+                linkage = d
+            else:
+                raise self.err(tok, "expected a state space, .align, vector or type")
+            self.next()
+        if space is None:
+            raise self.err(self.peek(), "expected a state space (.reg, .global, .shared, ...)")
+        if vtype is None:
+            raise self.err(self.peek(), "expected a type (.b32, .f32, .u64, ...)")
+        out = []
+        while True:
+            out.append(self.declarator(linkage, space, vtype, align, vector, ptr, start))
+            if not self.accept(","):
+                break
+        self.expect(";", "';' after the declaration")
+        return out
+
+    def ptr_attr(self) -> PtrAttr:
+        attr = PtrAttr()
+        while True:
+            d = self.dot()
+            if d in ("global", "shared", "const", "local") and attr.space is None:
+                attr.space = d
+            elif d == "align" and attr.align is None:
+                self.next()
+                attr.align = self.integer("an alignment")
+                continue
+            else:
+                return attr
+            self.next()
+
+    def declarator(self, linkage, space, vtype, align, vector, ptr, start) -> Variable:
+        name, at = self.ident("a variable name")
+        var = Variable(name, space, vtype, align=align, vector=vector, linkage=linkage, ptr=ptr,
+                       pos=self._pos(at))
+        if self.accept("<"):
+            var.count = self.integer("a register count")
+            self.expect(">")
+            return var
+        dims = []
+        while self.accept("["):
+            if self.accept("]"):
+                dims.append(None)
+                continue
+            dims.append(self.integer("an array size"))
+            self.expect("]")
+        var.array = tuple(dims)
+        if self.accept("="):
+            var.init = self.initializer()
+        return var
+
+    def initializer(self) -> Initializer:
+        tok = self.peek()
+        at = self._pos(tok[2])
+        if tok[1] == "{" and tok[0] == "p":
+            self.next()
+            items = []
+            if not self.at("}"):
+                items.append(self.initializer())
+                while self.accept(","):
+                    items.append(self.initializer())
+            self.expect("}", "',' or '}' in the initializer")
+            return Initializer(items=items, pos=at)
+        if tok[0] == "id" and tok[1] in ("generic", "mask"):
+            self.next()
+            if self.accept("("):
+                sym, off = self.sym_offset()
+                self.expect(")")
+                return Initializer(value=sym, wrapper=tok[1], offset=off, pos=at)
+            return Initializer(value=Sym(tok[1], pos=at), pos=at)
+        if tok[0] == "int" and self._peek_after(tok) == "(":
+            # mask form `0xFF00(sym)`: the mask selects bytes of the symbol's address
+            self.next()
+            self.expect("(")
+            sym, off = self.sym_offset()
+            self.expect(")")
+            return Initializer(value=sym, wrapper=tok[1], offset=off, pos=at)
+        if tok[0] == "id":
+            sym, off = self.sym_offset()
+            return Initializer(value=sym, offset=off, pos=at)
+        return Initializer(value=self.immediate(), pos=at)
+
+    def _peek_after(self, tok) -> str:
+        saved = self.i
+        self.i = tok[2] + len(tok[1])
+        try:
+            return self.peek()[1]
+        finally:
+            self.i = saved
+
+    def sym_offset(self) -> tuple[Sym, int]:
+        name, at = self.ident("a symbol")
+        off = 0
+        if self.at("+") or self.at("-"):
+            sign = -1 if self.next()[1] == "-" else 1
+            off = sign * self.integer("an offset")
+        return Sym(name, pos=self._pos(at)), off
+
+    def immediate(self) -> Imm:
+        tok = self.peek()
+        at = self._pos(tok[2])
+        neg = tok[1] == "-" and tok[0] == "p"
+        if neg:
+            self.next()
+            tok = self.peek()
+        kind = tok[0]
+        if kind == "int":
+            return Imm(self.integer() * (-1 if neg else 1), "int", pos=at)
+        if kind == "fhex":
+            self.next()
+            raw, k = hex_float_value(tok[1])
+            if neg:
+                raw ^= 1 << (31 if k == "f32" else 63)
+            return Imm(raw, k, pos=at)
+        if kind == "float":
+            self.next()
+            value = float(tok[1])
+            return Imm(-value if neg else value, "float", pos=at)
+        raise self.err(tok, "expected a constant")
+
+    # ------------------------------------------------------------------ functions
+
+    def function(self, linkage: str | None, start: int) -> Function:
+        kind = self.next()[1][1:]
+        returns: list[Variable] = []
+        if kind == "func" and self.at("("):
+            returns = self.param_list()
+        name, at = self.ident("a function name")
+        fn = Function(name, kind, linkage=linkage, returns=returns, pos=self._pos(start))
+        if self.at("("):
+            fn.params = self.param_list()
+        while True:
+            d = self.dot()
+            if d is None or d not in FUNC_DIRECTIVES:
+                break
+            tok = self.next()
+            args = []
+            t = self.peek()
+            if t[0] in ("int", "str"):
+                args = self.directive_args()
+            fn.directives.append(Directive(d, args, pos=self._pos(tok[2])))
+            self.accept(";")
+        if self.accept(";"):
+            return fn
+        tok = self.peek()
+        if tok[1] != "{":
+            raise self.err(tok, "expected '{' to start the function body or ';'")
+        self.next()
+        fn.body = self.body()
+        return fn
+
+    def param_list(self) -> list[Variable]:
+        self.expect("(")
+        params: list[Variable] = []
+        if self.accept(")"):
+            return params
+        while True:
+            tok = self.peek()
+            params.extend(self.declaration_no_semi(tok[2]))
+            if self.accept(")"):
+                return params
+            self.expect(",", "',' or ')' in the parameter list")
+
+    def declaration_no_semi(self, start: int) -> list[Variable]:
+        """One parameter: like a declaration but ended by ',' or ')'."""
+        saved = self.expect
+        # A parameter has a single declarator and no ';': borrow declaration() by
+        # treating the terminator check as satisfied.
+        self.expect = lambda text, what=None: 0 if text == ";" else saved(text, what)
+        accept = self.accept
+        self.accept = lambda text: False if text == "," else accept(text)
+        try:
+            return self.declaration(None, start)
+        finally:
+            self.expect = saved
+            self.accept = accept
+
+    # ------------------------------------------------------------------ bodies
+
+    def body(self) -> list[Statement]:
+        """Statements up to and including the closing '}'."""
+        out: list[Statement] = []
+        text = self.text
+        fast = _FAST_INSN.match
+        while True:
+            i = _SKIP.match(text, self.i).end()
+            self.i = i
+            m = fast(text, i)
+            if m is not None:
+                insn = self.fast_instruction(m, i)
+                if insn is not None:
+                    out.append(insn)
+                    self.i = m.end()
+                    continue
+            tok = self.peek()
+            if tok[1] == "}" and tok[0] == "p":
+                self.next()
+                return out
+            if tok[0] == "eof":
+                raise self.err(tok, "expected '}' to close the block")
+            try:
+                out.extend(self.statement(tok))
+            except PtxError as e:
+                self.errors.append(e)
+                self.recover(tok[2])
+
+    def recover(self, start: int) -> None:
+        """Skip past the statement that failed, so later errors are reported too."""
+        text = self.text
+        semi = text.find(";", start)
+        brace = text.find("}", start)
+        if semi < 0 and brace < 0:
+            self.i = len(text)
+        elif semi >= 0 and (brace < 0 or semi < brace):
+            self.i = semi + 1
+        else:
+            self.i = brace
+        if self.i <= start:
+            self.i = start + 1
+
+    def statement(self, tok: tuple[str, str, int]) -> list[Statement]:
+        kind, text, start = tok
+        if kind == "p":
+            if text == "{":
+                self.next()
+                return [Block(self.body(), pos=self._pos(start))]
+            if text == "@":
+                return [self.instruction()]
+            raise self.err(tok, "expected an instruction, label or declaration")
+        if kind == "dot":
+            name = text[1:]
+            if name in LINE_DIRECTIVES:
+                return [self.line_directive()]
+            if name == "pragma":
+                self.next()
+                d = Directive("pragma", self.directive_args(), pos=self._pos(start))
+                self.expect(";")
+                return [d]
+            return list(self.declaration(None, start))
+        if kind == "id":
+            self.next()
+            if self.accept(":"):
+                return self.after_label(text, start)
+            self.i = start
+            return [self.instruction()]
+        raise self.err(tok, "expected an instruction, label or declaration")
+
+    def after_label(self, name: str, start: int) -> list[Statement]:
+        d = self.dot()
+        if d == "callprototype":
+            self.next()
+            rets = self.param_list() if self.at("(") else []
+            sink = self.next()
+            if sink[1] != "_":
+                raise self.err(sink, "expected '_' in the call prototype")
+            params = self.param_list() if self.at("(") else []
+            args: list = [name, rets, params]
+            if self.dot() == "noreturn":
+                self.next()
+                args.append(Sym(".noreturn"))
+            self.expect(";")
+            return [Directive("callprototype", args, pos=self._pos(start))]
+        if d in ("branchtargets", "calltargets"):
+            self.next()
+            targets = [Sym(n, pos=self._pos(a)) for n, a in [self.ident("a label")]]
+            while self.accept(","):
+                n, a = self.ident("a label")
+                targets.append(Sym(n, pos=self._pos(a)))
+            self.expect(";")
+            return [Directive(d, [name, *targets], pos=self._pos(start))]
+        return [Label(name, pos=self._pos(start))]
+
+    def instruction(self) -> Instruction:
+        tok = self.next()
+        start = tok[2]
+        guard = None
+        if tok[1] == "@":
+            neg = self.accept("!")
+            reg, _ = self.ident("a predicate register after '@'")
+            guard = Guard(reg, neg)
+            tok = self.next()
+        if tok[0] != "id":
+            raise self.err(tok, "expected an instruction")
+        opcode, mods = grammar.split_opcode(tok[1])
+        if opcode is None:
+            raise self.src.error(tok[2], f"unknown instruction {tok[1].split('.', 1)[0]!r}")
+        ops: list[Operand] = []
+        if not self.accept(";"):
+            ops.append(self.operand())
+            while self.accept(","):
+                ops.append(self.operand())
+            self.expect(";", "',' or ';' after the operand")
+        return Instruction(opcode, mods, ops, guard, pos=self._pos(start))
+
+    def operand(self) -> Operand:
+        tok = self.peek()
+        kind, text, start = tok
+        if kind == "id":
+            self.next()
+            first = self.simple_name(text, start)
+            if self.accept("|"):
+                t2 = self.peek()
+                if t2[0] != "id":
+                    raise self.err(t2, "expected a predicate register after '|'")
+                self.next()
+                return PredOut(first, self.simple_name(t2[1], t2[2]), pos=self._pos(start))
+            return first
+        if kind == "p":
+            if text == "[":
+                return self.address()
+            if text == "{":
+                return self.vector()
+            if text == "(":
+                self.next()
+                args: list[Operand] = []
+                if not self.accept(")"):
+                    args.append(self.operand())
+                    while self.accept(","):
+                        args.append(self.operand())
+                    self.expect(")", "',' or ')' in the argument list")
+                return ArgList(args, pos=self._pos(start))
+            if text == "!":
+                self.next()
+                name, at = self.ident("a predicate register after '!'")
+                return Not(Reg(name, pos=self._pos(at)), pos=self._pos(start))
+        return self.immediate()
+
+    def simple_name(self, text: str, start: int) -> Reg | Sym | Sink:
+        if text[0] == "%":
+            return Reg(text, pos=self._pos(start))
+        if text == "_":
+            return Sink(pos=self._pos(start))
+        return Sym(text, pos=self._pos(start))
+
+    def address(self) -> Addr:
+        start = self.next()[2]
+        tok = self.peek()
+        base: Reg | Sym | None = None
+        offset = 0
+        if tok[0] == "id":
+            self.next()
+            base = Reg(tok[1], pos=self._pos(tok[2])) if tok[1][0] == "%" else Sym(tok[1], pos=self._pos(tok[2]))
+            if self.at("+") or self.at("-"):
+                sign = -1 if self.next()[1] == "-" else 1
+                offset = sign * self.integer("an offset")
+        else:
+            offset = self.integer("an address")
+        addr = Addr(base, offset, pos=self._pos(start))
+        while self.accept(","):
+            addr.extra.append(self.operand())
+        self.expect("]", "']' to close the address")
+        return addr
+
+    def vector(self) -> Vec:
+        start = self.next()[2]
+        elems = [self.operand()]
+        while self.accept(","):
+            elems.append(self.operand())
+        self.expect("}", "',' or '}' in the vector")
+        return Vec(elems, pos=self._pos(start))
+
+    # ------------------------------------------------------------------ fast path
+
+    def fast_instruction(self, m: re.Match, start: int) -> Instruction | None:
+        """Build the instruction matched by _FAST_INSN, or None to use the general path."""
+        opcode, mods = grammar.split_opcode(m.group(3))
+        if opcode is None:
+            return None
+        pos = self._pos(m.start(3) if m.group(2) is None else m.start(1) - 1)
+        guard = None if m.group(2) is None else Guard(m.group(2), m.group(1) == "!")
+        ops: list[Operand] = []
+        body = m.group(4)
+        if body:
+            i = m.start(4)
+            end = m.end(4)
+            text = self.text
+            src = self.src
+            line = pos.line
+            base = src.line_starts[line - 1]
+            match = _FAST_OPERAND.match
+            while i < end:
+                om = match(text, i, end)
+                if om is None:
+                    return None
+                reg, num, fhex, abase, sign, off, sym = om.groups()
+                if reg is not None:
+                    at = om.start(1)
+                    ops.append(Reg(reg, pos=_Pos(src.filename, line, at - base + 1)))
+                elif num is not None:
+                    value = int_value(num.lstrip("-"))
+                    if value is None:
+                        return None
+                    at = om.start(2)
+                    ops.append(Imm(-value if num[0] == "-" else value, "int",
+                                   pos=_Pos(src.filename, line, at - base + 1)))
+                elif fhex is not None:
+                    raw, k = hex_float_value(fhex)
+                    at = om.start(3)
+                    ops.append(Imm(raw, k, pos=_Pos(src.filename, line, at - base + 1)))
+                elif abase is not None:
+                    at = om.start(4)
+                    b = (Reg if abase[0] == "%" else Sym)(abase, pos=_Pos(src.filename, line, at - base + 1))
+                    o = 0 if off is None else (int(off) if sign == "+" else -int(off))
+                    if off is not None and len(off) > 1 and off.lstrip("-")[0] == "0":
+                        return None  # octal offsets take the general path
+                    ops.append(Addr(b, o, pos=_Pos(src.filename, line, text.rfind("[", i, at) - base + 1)))
+                else:
+                    at = om.start(7)
+                    ops.append(Sym(sym, pos=_Pos(src.filename, line, at - base + 1)))
+                i = om.end()
+                if text[i - 1] != "," and i < end:
+                    return None
+            if text[end - 1] == ",":
+                return None
+        return Instruction(opcode, mods, ops, guard, pos=pos)
+
+
+from .ast import Pos as _Pos  # noqa: E402  (kept next to its only hot use)
+
+
+def parse(text: str, filename: str = "<ptx>") -> Module:
+    """Parse PTX text into a Module; raises PtxError (PtxErrors for several)."""
+    return Parser(text, filename).module()
