@@ -69,7 +69,8 @@ def launch(handle: int, grid, block, shared: int, stream_handle: int, kernel_par
     fn = function_of(handle)
     grid, block = tuple(grid), tuple(block)
     check_config(fn, grid, block, shared)
-    if cooperative and grid[0] * grid[1] * grid[2] > max_active_blocks(fn, block[0] * block[1] * block[2], shared) * fn.module_device_sms():
+    resident = max_active_blocks(fn, block[0] * block[1] * block[2], shared) * ctxs.current().device.cores
+    if cooperative and grid[0] * grid[1] * grid[2] > resident:
         raise CudaError(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, f"{grid} blocks cannot all be resident")
     params = _params(fn, kernel_params, extra)
     stream = ctxs.resolve_stream(stream_handle)
@@ -123,9 +124,6 @@ def max_active_blocks(fn: Function, block_size: int, dynamic_shared: int) -> int
     shared = fn.info.static_shared + dynamic_shared + 1024
     by_shared = (100 * 1024) // shared
     return max(0, min(16, by_threads, by_shared))
-
-
-Function.module_device_sms = lambda self: ctxs.current().device.cores  # type: ignore[attr-defined]
 
 
 @entry("cuOccupancyMaxActiveBlocksPerMultiprocessor")

@@ -15,6 +15,7 @@ from .ast import (
     Addr, ArgList, Block, Directive, Function, Guard, Imm, Initializer, Instruction, Label,
     Module, Not, Operand, PredOut, PtrAttr, Reg, Sink, Statement, Sym, Variable, Vec,
 )
+from .checks import check
 from .errors import PtxError, raise_all
 from .literals import DEC_FLOAT_RE, HEX_FLOAT_RE, INT_RE, hex_float_value, int_value
 from .source import Source
@@ -156,6 +157,8 @@ class Parser:
             except PtxError as e:
                 self.errors.append(e)
                 break
+        if not self.errors:
+            self.errors.extend(check(mod, self.src))
         raise_all(self.errors)
         return mod
 

@@ -194,7 +194,8 @@ class ModuleLowering:
                 lanes = b.sub(threads, b.mul(w, ir.Constant(I64, WARP)))
                 lanes = b.select(b.icmp_unsigned(">", lanes, ir.Constant(I64, WARP)), ir.Constant(I64, WARP), lanes)
                 b.store(b.trunc(lanes, I32), hdr(fr, Frame.LIVE))
-                b.store(ir.Constant(I32, 0), hdr(fr, STATE))
+                for field in (STATE, Frame.BAR_ID, WAITGEN):
+                    b.store(ir.Constant(I32, 0), hdr(fr, field))
             sched = fn.append_basic_block("schedule")
             block_done = fn.append_basic_block("block_done")
             b.branch(sched)

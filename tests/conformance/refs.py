@@ -1,0 +1,228 @@
+"""Exact reference arithmetic for float formats, written from the IEEE 754 definitions with
+Python's Fraction: decode a bit pattern, compute exactly, round once with the requested mode."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+
+@dataclass(frozen=True)
+class Format:
+    ebits: int
+    mbits: int
+    has_inf: bool = True
+    nan: int = 0
+
+    @property
+    def bias(self) -> int:
+        return (1 << (self.ebits - 1)) - 1
+
+    @property
+    def total(self) -> int:
+        return 1 + self.ebits + self.mbits
+
+    @property
+    def inf(self) -> int:
+        return ((1 << self.ebits) - 1) << self.mbits
+
+    @property
+    def max_finite(self) -> int:
+        return self.inf - 1 if self.has_inf else (1 << (self.total - 1)) - 2
+
+
+F64 = Format(11, 52, nan=0x7FFFFFFFFFFFFFFF)
+F32 = Format(8, 23, nan=0x7FFFFFFF)
+F16 = Format(5, 10, nan=0x7FFF)
+BF16 = Format(8, 7, nan=0x7FFF)
+TF32 = Format(8, 10)
+E4M3 = Format(4, 3, has_inf=False, nan=0x7F)
+E5M2 = Format(5, 2, nan=0x7F)
+FORMATS = {"f64": F64, "f32": F32, "f16": F16, "bf16": BF16}
+
+NAN = "nan"
+
+
+class Val:
+    """A decoded float: kind "nan", "inf" or "fin"; neg; exact value (Fraction) for finite."""
+
+    __slots__ = ("kind", "neg", "v")
+
+    def __init__(self, kind: str, neg: bool, v: Fraction = Fraction(0)) -> None:
+        self.kind, self.neg, self.v = kind, neg, v
+
+    @property
+    def is_zero(self) -> bool:
+        return self.kind == "fin" and self.v == 0
+
+
+def decode(bits: int, f: Format) -> Val:
+    neg = bool(bits >> (f.total - 1) & 1)
+    e = (bits >> f.mbits) & ((1 << f.ebits) - 1)
+    m = bits & ((1 << f.mbits) - 1)
+    if f.has_inf and e == (1 << f.ebits) - 1:
+        return Val("inf", neg) if m == 0 else Val(NAN, neg)
+    if not f.has_inf and (bits & ((1 << (f.total - 1)) - 1)) == f.nan:
+        return Val(NAN, neg)
+    if e == 0:
+        mag = Fraction(m) * Fraction(2) ** (1 - f.bias - f.mbits)
+    else:
+        mag = Fraction((1 << f.mbits) | m) * Fraction(2) ** (e - f.bias - f.mbits)
+    return Val("fin", neg, -mag if neg else mag)
+
+
+def floor_log2(a: Fraction) -> int:
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    return e
+
+
+def encode(x: Val, f: Format, mode: str = "rn", satfinite: bool = False, sticky: bool = False) -> int:
+    """Round x into f with mode (rn rna rz rm rp). `sticky`: x.v is a round-to-odd stand-in."""
+    sign = 1 << (f.total - 1)
+    if x.kind == NAN:
+        return f.nan
+    if x.kind == "inf":
+        if satfinite:
+            return f.max_finite | (sign if x.neg else 0)
+        return (f.inf | (sign if x.neg else 0)) if f.has_inf else f.nan
+    a = abs(x.v)
+    if a == 0:
+        return sign if x.neg else 0
+    neg = x.v < 0
+    e = max(floor_log2(a), 1 - f.bias)
+    q = Fraction(2) ** (e - f.mbits)
+    k = math.floor(a / q)
+    rem = a / q - k
+    half = Fraction(1, 2)
+    if mode == "rn":
+        up = rem > half or (rem == half and k % 2 == 1)
+    elif mode == "rna":
+        up = rem >= half
+    elif mode == "rz":
+        up = False
+    elif mode == "rm":
+        up = neg and rem > 0
+    elif mode == "rp":
+        up = (not neg) and rem > 0
+    else:
+        raise ValueError(mode)
+    k += up
+    bits = ((e + f.bias - 1) << f.mbits) + k  # a carry out of k moves into the exponent
+    if bits > f.max_finite:
+        to_inf = {"rn": True, "rna": True, "rz": False, "rm": neg, "rp": not neg}[mode]
+        if satfinite or not to_inf:
+            bits = f.max_finite
+        elif not f.has_inf:
+            return f.nan
+        else:
+            bits = f.inf
+    return bits | (sign if neg else 0)
+
+
+def is_subnormal(bits: int, f: Format) -> bool:
+    return (bits >> f.mbits) & ((1 << f.ebits) - 1) == 0 and bits & ((1 << f.mbits) - 1) != 0
+
+
+def flush(bits: int, f: Format) -> int:
+    return bits & (1 << (f.total - 1)) if is_subnormal(bits, f) else bits
+
+
+def fin(v: Fraction, neg_zero: bool = False) -> Val:
+    return Val("fin", v < 0 or (v == 0 and neg_zero), v)
+
+
+def op_exact(op: str, xs: list[Val], mode: str) -> Val:
+    """IEEE result of op on decoded operands, as an exact Val (sqrt is returned round-to-odd
+    at 200 extra bits, which rounds correctly into any format here)."""
+    if any(x.kind == NAN for x in xs):
+        return Val(NAN, False)
+    if op == "sub":
+        y = xs[1]
+        return op_exact("add", [xs[0], Val(y.kind, not y.neg, -y.v)], mode)
+    if op == "add":
+        x, y = xs
+        if x.kind == "inf" or y.kind == "inf":
+            if x.kind == "inf" and y.kind == "inf" and x.neg != y.neg:
+                return Val(NAN, False)
+            return x if x.kind == "inf" else y
+        s = x.v + y.v
+        if s == 0:
+            if x.is_zero and y.is_zero and x.neg == y.neg:
+                return fin(s, x.neg)
+            return fin(s, mode == "rm")
+        return fin(s)
+    if op == "mul":
+        x, y = xs
+        neg = x.neg != y.neg
+        if x.kind == "inf" or y.kind == "inf":
+            if x.is_zero or y.is_zero:
+                return Val(NAN, False)
+            return Val("inf", neg)
+        return fin(x.v * y.v, neg)
+    if op in ("fma", "mad"):
+        x, y, z = xs
+        p = op_exact("mul", [x, y], mode)
+        if p.kind == NAN:
+            return p
+        return op_exact("add", [p, z], mode)
+    if op == "div":
+        x, y = xs
+        neg = x.neg != y.neg
+        if (x.kind == "inf" and y.kind == "inf") or (x.is_zero and y.is_zero):
+            return Val(NAN, False)
+        if x.kind == "inf" or y.is_zero:
+            return Val("inf", neg)
+        if y.kind == "inf":
+            return fin(Fraction(0), neg)
+        return fin(x.v / y.v, neg)
+    if op == "rcp":
+        return op_exact("div", [fin(Fraction(1)), xs[0]], mode)
+    if op == "sqrt":
+        (x,) = xs
+        if x.is_zero:
+            return x
+        if x.neg:
+            return Val(NAN, False)
+        if x.kind == "inf":
+            return x
+        return fin(sqrt_odd(x.v))
+    raise ValueError(op)
+
+
+def sqrt_odd(v: Fraction, extra: int = 200) -> Fraction:
+    """sqrt(v) rounded to odd at `extra` fractional bits below its leading bit."""
+    k = extra - floor_log2(v) // 2
+    scaled = v * Fraction(4) ** k
+    n = math.floor(scaled)
+    r = math.isqrt(n)
+    if r * r != scaled:
+        r |= 1
+    return Fraction(r, 2 ** k)
+
+
+def reference(op: str, bits: list[int], f: Format, mode: str = "rn", ftz: bool = False) -> int:
+    """Bits of op applied to operand bits in format f, correctly rounded with mode."""
+    if ftz:
+        bits = [flush(x, f) for x in bits]
+    r = encode(op_exact(op, [decode(x, f) for x in bits], mode), f, mode)
+    return flush(r, f) if ftz else r
+
+
+def saturate(bits: int, f: Format) -> int:
+    x = decode(bits, f)
+    if x.kind == NAN or x.neg:
+        return 0
+    one = encode(fin(Fraction(1)), f)
+    return one if x.kind == "inf" or x.v > 1 else bits
+
+
+def to_float(bits: int, f: Format) -> float:
+    x = decode(bits, f)
+    if x.kind == NAN:
+        return math.nan
+    if x.kind == "inf":
+        return -math.inf if x.neg else math.inf
+    return -0.0 if (x.v == 0 and x.neg) else float(x.v)

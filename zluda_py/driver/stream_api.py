@@ -1,0 +1,233 @@
+"""Entry points: streams, events, stream callbacks and (absent) stream capture."""
+
+from __future__ import annotations
+
+import threading
+
+from . import context as ctxs
+from .api import entry
+from .cdata import addr, ffi, store, store_ptr
+from .errors import (CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_READY, CudaError)
+from .handles import HandleTable
+from .init_device import require
+from .stream import CU_STREAM_NON_BLOCKING, Op, Stream
+
+GREATEST_PRIORITY, LEAST_PRIORITY = -5, 0
+CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CU_EVENT_INTERPROCESS = 0x1, 0x2, 0x4
+
+
+def _create(pstream, flags: int, priority: int) -> None:
+    require(pstream)
+    if flags & ~CU_STREAM_NON_BLOCKING:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"stream flags {flags:#x}")
+    ctx = ctxs.current()
+    s = Stream(ctx, flags, min(max(priority, GREATEST_PRIORITY), LEAST_PRIORITY))
+    ctxs.streams.add(s)
+    with ctx.lock:
+        ctx.streams.append(s)
+    store_ptr(pstream, s.handle)
+
+
+@entry("cuStreamCreate")
+def cuStreamCreate(pstream, flags):
+    _create(pstream, flags, 0)
+
+
+@entry("cuStreamCreateWithPriority")
+def cuStreamCreateWithPriority(pstream, flags, priority):
+    _create(pstream, flags, priority)
+
+
+def _stream(h) -> Stream:
+    return ctxs.resolve_stream(addr(h))
+
+
+@entry("cuStreamGetPriority")
+def cuStreamGetPriority(h, priority):
+    require(priority)
+    store(priority, _stream(h).priority)
+
+
+@entry("cuStreamGetFlags")
+def cuStreamGetFlags(h, flags):
+    require(flags)
+    store(flags, _stream(h).flags)
+
+
+@entry("cuStreamGetId")
+def cuStreamGetId(h, pid):
+    require(pid)
+    store(pid, _stream(h).id)
+
+
+@entry("cuStreamGetCtx")
+def cuStreamGetCtx(h, pctx):
+    require(pctx)
+    store_ptr(pctx, _stream(h).ctx.handle)
+
+
+@entry("cuStreamGetCtx_v2")
+def cuStreamGetCtx_v2(h, pctx, pgreen):
+    require(pctx)
+    store_ptr(pctx, _stream(h).ctx.handle)
+    if pgreen:
+        store_ptr(pgreen, 0)
+
+
+@entry("cuStreamGetDevice")
+def cuStreamGetDevice(h, pdev):
+    require(pdev)
+    store(pdev, _stream(h).ctx.device.ordinal)
+
+
+@entry("cuStreamDestroy_v2")
+def cuStreamDestroy(h):
+    handle = addr(h)
+    if handle in (0, ctxs.CU_STREAM_LEGACY, ctxs.CU_STREAM_PER_THREAD):
+        raise CudaError(CUDA_ERROR_INVALID_HANDLE, "the default streams cannot be destroyed")
+    s = ctxs.streams.remove(handle)
+    with s.ctx.lock:
+        s.ctx.streams.remove(s)
+    # queued work still completes (NVIDIA's documented behaviour); the worker then idles
+
+
+@entry("cuStreamSynchronize")
+def cuStreamSynchronize(h):
+    _stream(h).synchronize()
+
+
+@entry("cuStreamQuery")
+def cuStreamQuery(h):
+    s = _stream(h)
+    if not s.idle():
+        raise CudaError(CUDA_ERROR_NOT_READY)
+    s.raise_error()
+
+
+@entry("cuStreamWaitEvent")
+def cuStreamWaitEvent(h, hevent, flags):
+    s = _stream(h)
+    ev = events.get(addr(hevent))
+    if flags & ~0x1:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"wait flags {flags:#x}")
+    if ev.op is not None:
+        s.ctx.submit(s, lambda: None, [ev.op])
+
+
+@entry("cuStreamAddCallback")
+def cuStreamAddCallback(h, callback, user_data, flags):
+    if flags != 0 or callback == ffi.NULL:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "callback must be non-NULL and flags 0")
+    s = _stream(h)
+    fn = ffi.cast("void (*)(void *, int, void *)", callback)
+    handle = ffi.cast("void *", addr(h))
+    data = ffi.cast("void *", user_data)
+    s.ctx.submit(s, lambda: fn(handle, s.ctx.sticky_error or s.error, data))
+
+
+@entry("cuStreamAttachMemAsync")
+def cuStreamAttachMemAsync(h, dptr, length, flags):
+    _stream(h)
+    if flags not in (0x1, 0x2, 0x4):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"attach flags {flags:#x}")
+
+
+@entry("cuStreamIsCapturing")
+def cuStreamIsCapturing(h, status):
+    require(status)
+    _stream(h)
+    store(status, 0)  # CU_STREAM_CAPTURE_STATUS_NONE: stream capture is not implemented
+
+
+@entry("cuStreamGetCaptureInfo_v3")
+def cuStreamGetCaptureInfo(h, status, pid, graph, deps, edges, ndeps):
+    require(status)
+    _stream(h)
+    store(status, 0)
+
+
+_capture_mode = threading.local()
+
+
+@entry("cuThreadExchangeStreamCaptureMode")
+def cuThreadExchangeStreamCaptureMode(mode):
+    require(mode)
+    if not 0 <= mode[0] <= 2:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"capture mode {mode[0]}")
+    previous = getattr(_capture_mode, "mode", 0)
+    _capture_mode.mode = mode[0]
+    store(mode, previous)
+
+
+# ---- events ----
+class Event:
+    def __init__(self, flags: int) -> None:
+        self.flags = flags
+        self.op: Op | None = None
+        self.handle = 0
+
+    @property
+    def timing(self) -> bool:
+        return not self.flags & CU_EVENT_DISABLE_TIMING
+
+
+events: HandleTable[Event] = HandleTable("event", CUDA_ERROR_INVALID_HANDLE)
+
+
+@entry("cuEventCreate")
+def cuEventCreate(pevent, flags):
+    require(pevent)
+    ctxs.current()
+    if flags & ~(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"event flags {flags:#x}")
+    if flags & CU_EVENT_INTERPROCESS and not flags & CU_EVENT_DISABLE_TIMING:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "interprocess events must disable timing")
+    ev = Event(flags)
+    events.add(ev)
+    store_ptr(pevent, ev.handle)
+
+
+@entry("cuEventRecord")
+def cuEventRecord(hevent, h):
+    ev = events.get(addr(hevent))
+    s = _stream(h)
+    ev.op = s.ctx.submit(s, lambda: None)
+
+
+@entry("cuEventRecordWithFlags")
+def cuEventRecordWithFlags(hevent, h, flags):
+    if flags & ~0x1:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"record flags {flags:#x}")
+    cuEventRecord(hevent, h)
+
+
+@entry("cuEventQuery")
+def cuEventQuery(hevent):
+    ev = events.get(addr(hevent))
+    if ev.op is not None and not ev.op.done.is_set():
+        raise CudaError(CUDA_ERROR_NOT_READY)
+
+
+@entry("cuEventSynchronize")
+def cuEventSynchronize(hevent):
+    ev = events.get(addr(hevent))
+    if ev.op is not None:
+        ev.op.done.wait()
+
+
+@entry("cuEventDestroy_v2")
+def cuEventDestroy(hevent):
+    events.remove(addr(hevent))
+
+
+@entry("cuEventElapsedTime", "cuEventElapsedTime_v2")
+def cuEventElapsedTime(pms, hstart, hend):
+    require(pms)
+    start, end = events.get(addr(hstart)), events.get(addr(hend))
+    if not (start.timing and end.timing) or start.op is None or end.op is None:
+        raise CudaError(CUDA_ERROR_INVALID_HANDLE, "both events must be recorded, with timing enabled")
+    if not (start.op.done.is_set() and end.op.done.is_set()):
+        raise CudaError(CUDA_ERROR_NOT_READY)
+    store(pms, (end.op.finished_at - start.op.finished_at) * 1000.0)
+
+

@@ -1,0 +1,339 @@
+"""Checks after parsing: names, labels, duplicates, modifiers, operand types, state spaces,
+and version/target gating. Every problem becomes a PtxError at the construct's position."""
+
+from __future__ import annotations
+
+import re
+
+from . import grammar
+from .ast import (
+    Addr, ArgList, Block, Directive, Function, Imm, Instruction, Label, Module, Not, PredOut, Reg,
+    Sink, Sym, Variable, Vec,
+)
+from .errors import PtxError
+from .source import Source
+
+# Special registers (without `%`); vector ones take .x/.y/.z (and .w for some).
+_SREG_VECTOR = frozenset(
+    "tid ntid ctaid nctaid clusterid nclusterid cluster_ctaid cluster_nctaid".split())
+_SREG_SCALAR = frozenset(
+    """laneid warpid nwarpid smid nsmid gridid lanemask_eq lanemask_le lanemask_lt lanemask_ge
+    lanemask_gt clock clock_hi clock64 globaltimer globaltimer_lo globaltimer_hi
+    total_smem_size aggr_smem_size dynamic_smem_size is_explicit_cluster cluster_ctarank
+    cluster_nctarank reserved_smem_offset_begin reserved_smem_offset_end reserved_smem_offset_cap
+    current_graph_exec""".split())
+_SREG_INDEXED = re.compile(r"%(?:pm[0-7](?:_64)?|envreg(?:[12]?\d|3[01])|reserved_smem_offset_[0-9]+)")
+
+_SIZE = {"pred": 0, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16,
+         "bf16": 16, "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32,
+         "tf32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64, "b128": 128}
+_FLOAT = frozenset("f16 bf16 f32 f64 f16x2 bf16x2 tf32".split())
+
+# Which operands carry the instruction type, per opcode: "T" the (first) type, "2T" twice its
+# width (.wide), "D"/"A" cvt's destination/source types, "p" a predicate, "u32", "*" unchecked.
+_SAME3 = ("T", "T", "T")
+_ROLES: dict[str, tuple[str, ...]] = {
+    "add": _SAME3, "sub": _SAME3, "min": _SAME3, "max": _SAME3, "and": _SAME3, "or": _SAME3,
+    "xor": _SAME3, "div": _SAME3, "rem": _SAME3, "copysign": _SAME3,
+    "mul": _SAME3, "mad": ("T", "T", "T", "T"), "fma": ("T", "T", "T", "T"),
+    "not": ("T", "T"), "cnot": ("T", "T"), "neg": ("T", "T"), "abs": ("T", "T"),
+    "rcp": ("T", "T"), "sqrt": ("T", "T"), "rsqrt": ("T", "T"), "sin": ("T", "T"),
+    "cos": ("T", "T"), "lg2": ("T", "T"), "ex2": ("T", "T"), "mov": ("T", "T"),
+    "shl": ("T", "T", "u32"), "shr": ("T", "T", "u32"),
+    "setp": ("p", "T", "T", "p"), "selp": ("T", "T", "T", "p"),
+    "cvt": ("D", "A"), "popc": ("u32", "T"), "clz": ("u32", "T"), "brev": ("T", "T"),
+    "bfe": ("T", "T", "u32", "u32"), "bfi": ("T", "T", "T", "u32", "u32"),
+}
+# Instructions whose register may be wider than the instruction type (PTX's relaxed rule).
+_RELAXED = frozenset(("ld", "st", "cvt", "ldu"))
+
+
+def _sm_number(target: tuple[str, ...]) -> int | None:
+    for t in target:
+        m = re.fullmatch(r"sm_(\d+)[a-z]?", t)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def compatible(reg_type: str, insn_type: str, relaxed: bool = False) -> bool:
+    """PTX operand type rules: equal types; bit-size types match any type of their size;
+    signed and unsigned integers of one size match; ld/st/cvt registers may be wider."""
+    if reg_type == insn_type:
+        return True
+    rs, ts = _SIZE.get(reg_type), _SIZE.get(insn_type)
+    if rs is None or ts is None or (rs == 0) != (ts == 0):
+        return False
+    if relaxed and rs > ts and reg_type not in _FLOAT and insn_type not in _FLOAT:
+        return True
+    if rs != ts:
+        return False
+    if reg_type[0] == "b" or insn_type[0] == "b":
+        return True
+    return reg_type not in _FLOAT and insn_type not in _FLOAT
+
+
+class _Mods:
+    """Modifier validation against the grammar's forms, cached per (opcode, mods)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[str, tuple[str, ...]], tuple[list, str | None]] = {}
+
+    def forms(self, opcode: str, mods: tuple[str, ...]) -> tuple[list, str | None]:
+        key = (opcode, mods)
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = self.cache[key] = self._match(opcode, mods)
+        return hit
+
+    @staticmethod
+    def _fits(form: grammar.Form, mods: tuple[str, ...]) -> bool:
+        used = [False] * len(form.slots)
+        last = -1
+        for m in mods:
+            found = -1
+            # In source order first; ptxas also takes modifiers out of order, so fall back
+            # to any free slot that accepts the modifier.
+            for rng in (range(last + 1, len(form.slots)), range(0, last + 1)):
+                for k in rng:
+                    if not used[k] and m in form.slots[k].values:
+                        found = k
+                        break
+                if found >= 0:
+                    break
+            if found < 0:
+                return False
+            used[found] = True
+            last = found
+        return all(used[k] or s.optional for k, s in enumerate(form.slots))
+
+    def _match(self, opcode: str, mods: tuple[str, ...]) -> tuple[list, str | None]:
+        op = grammar.opcodes()[opcode]
+        forms = [f for f in op.forms if self._fits(f, mods)]
+        if forms:
+            return forms, None
+        known = set().union(*(s.values for f in op.forms for s in f.slots)) if op.forms else set()
+        bad = [m for m in mods if m not in known]
+        if bad:
+            return [], f"unknown modifier .{bad[0]} for '{opcode}'"
+        written = opcode + "".join("." + m for m in mods)
+        return [], f"'{written}' matches no form of '{opcode}'; expected e.g. {op.forms[0].syntax}"
+
+
+_MODS = _Mods()
+
+
+class Checker:
+    def __init__(self, module: Module, src: Source) -> None:
+        self.m = module
+        self.src = src
+        self.errors: list[PtxError] = []
+        self.sm = _sm_number(module.target)
+        self.globals: dict[str, object] = {}
+
+    def error(self, pos, message: str) -> None:
+        self.errors.append(self.src.error_at(pos, message))
+
+    def run(self) -> list[PtxError]:
+        for item in self.m.items:
+            if isinstance(item, (Function, Variable)):
+                self.declare(self.globals, item.name, item, item.pos)
+            if isinstance(item, Variable) and item.space in ("param", "reg"):
+                self.error(item.pos, f".{item.space} variables cannot be declared at module scope")
+            if isinstance(item, Directive):
+                self.gate_directive(item)
+        for item in self.m.items:
+            if isinstance(item, Function):
+                self.function(item)
+        return self.errors
+
+    def declare(self, scope: dict, name: str, what, pos) -> None:
+        prev = scope.get(name)
+        if prev is not None and not self._redeclaration_ok(prev, what):
+            self.error(pos, f"duplicate declaration of '{name}'")
+        scope[name] = what
+
+    @staticmethod
+    def _redeclaration_ok(prev, new) -> bool:
+        # A function may be declared (prototype/.extern) and defined once.
+        return (isinstance(prev, Function) and isinstance(new, Function)
+                and (prev.body is None or new.body is None)) or (
+            isinstance(prev, Variable) and isinstance(new, Variable)
+            and "extern" in (prev.linkage, new.linkage))
+
+    def gate_directive(self, d: Directive) -> None:
+        spec = grammar.load().directives.get(d.name)
+        if spec is None:
+            return
+        self.gate(d.pos, "." + d.name, spec.ptx, spec.sm)
+
+    def gate(self, pos, what: str, ptx: tuple[int, int], sm: int) -> None:
+        if tuple(self.m.version) < ptx:
+            self.error(pos, f"{what} requires PTX ISA {ptx[0]}.{ptx[1]} or later "
+                            f"(module has .version {self.m.version[0]}.{self.m.version[1]})")
+        elif self.sm is not None and sm and self.sm < sm:
+            self.error(pos, f"{what} requires sm_{sm} or later (module targets sm_{self.sm})")
+
+    # ------------------------------------------------------------------ functions
+
+    def function(self, fn: Function) -> None:
+        for d in fn.directives:
+            self.gate_directive(d)
+        if fn.body is None:
+            return
+        scope: dict[str, object] = {}
+        for p in fn.returns + fn.params:
+            self.declare(scope, p.name, p, p.pos)
+        labels: dict[str, object] = {}
+        self.collect_labels(fn.body, labels)
+        self.block(fn.body, [self.globals, labels, scope])
+
+    def collect_labels(self, body: list, labels: dict) -> None:
+        for s in body:
+            if isinstance(s, Label):
+                self.declare(labels, s.name, s, s.pos)
+            elif isinstance(s, Directive) and s.name in ("callprototype", "branchtargets", "calltargets"):
+                self.declare(labels, s.args[0], s, s.pos)
+            elif isinstance(s, Block):
+                self.collect_labels(s.body, labels)
+
+    def block(self, body: list, scopes: list[dict]) -> None:
+        local: dict[str, object] = {}
+        scopes = scopes + [local]
+        for s in body:
+            t = type(s)
+            if t is Instruction:
+                self.instruction(s, scopes)
+            elif t is Variable:
+                if s.count is not None:
+                    for k in range(s.count):
+                        self.declare(local, f"{s.name}{k}", s, s.pos)
+                else:
+                    self.declare(local, s.name, s, s.pos)
+            elif t is Block:
+                self.block(s.body, scopes)
+            elif t is Directive:
+                self.gate_directive(s)
+                if s.name in ("branchtargets", "calltargets"):
+                    for a in s.args[1:]:
+                        self.lookup(a, scopes)
+
+    def lookup(self, op, scopes: list[dict]):
+        name = op.name
+        for scope in reversed(scopes):
+            hit = scope.get(name)
+            if hit is not None:
+                return hit
+        if isinstance(op, Reg) and self.special(name):
+            return None
+        kind = "register" if isinstance(op, Reg) else "symbol"
+        self.error(op.pos, f"undeclared {kind} '{name}'")
+        return None
+
+    @staticmethod
+    def special(name: str) -> bool:
+        base, _, comp = name[1:].partition(".")
+        if base in _SREG_VECTOR:
+            return comp in ("x", "y", "z", "w", "")
+        return (base in _SREG_SCALAR and not comp) or _SREG_INDEXED.fullmatch(name) is not None
+
+    # ------------------------------------------------------------------ instructions
+
+    def instruction(self, insn: Instruction, scopes: list[dict]) -> None:
+        forms, problem = _MODS.forms(insn.opcode, insn.mods)
+        if problem:
+            self.error(insn.pos, problem)
+            return
+        n = len(insn.operands)
+        fits = [f for f in forms if f.min_operands <= n <= f.max_operands]
+        if not fits:
+            lo = min(f.min_operands for f in forms)
+            hi = max(f.max_operands for f in forms)
+            want = str(lo) if lo == hi else f"{lo} to {hi}"
+            self.error(insn.pos, f"'{insn.opcode}' takes {want} operands, found {n}")
+            return
+        best = min(fits, key=lambda f: (f.ptx, f.sm))
+        self.gate(insn.pos, f"'{insn.opcode}" + "".join("." + m for m in insn.mods) + "'",
+                  best.ptx, best.sm)
+        if insn.guard is not None:
+            g = insn.guard
+            for scope in reversed(scopes):
+                v = scope.get(g.reg)
+                if v is not None:
+                    if not (isinstance(v, Variable) and v.type == "pred"):
+                        self.error(insn.pos, f"guard '{g.reg}' is not a .pred register")
+                    break
+            else:
+                self.error(insn.pos, f"undeclared register '{g.reg}'")
+        types = insn.types
+        roles = _ROLES.get(insn.opcode)
+        for k, op in enumerate(insn.operands):
+            role = roles[k] if roles and k < len(roles) and types else None
+            self.operand(insn, op, scopes, role, types)
+
+    def operand(self, insn: Instruction, op, scopes, role, types) -> None:
+        t = type(op)
+        if t is Reg:
+            v = self.lookup(op, scopes)
+            if role and isinstance(v, Variable) and v.space == "reg":
+                self.check_type(insn, op, v.type, role, types)
+        elif t is Sym:
+            v = self.lookup(op, scopes)
+            if isinstance(v, Variable) and v.space == "reg":
+                if role:
+                    self.check_type(insn, op, v.type, role, types)
+        elif t is Addr:
+            if op.base is not None:
+                v = self.lookup(op.base, scopes)
+                self.check_space(insn, op, v)
+            for e in op.extra:
+                self.operand(insn, e, scopes, None, types)
+        elif t is Vec:
+            for e in op.elems:
+                self.operand(insn, e, scopes, None, types)
+        elif t is ArgList:
+            for a in op.args:
+                self.operand(insn, a, scopes, None, types)
+        elif t is Not:
+            self.operand(insn, op.operand, scopes, "p" if role else None, types)
+        elif t is PredOut:
+            self.operand(insn, op.dest, scopes, role if role != "p" else None, types)
+            self.operand(insn, op.pred, scopes, "p", types)
+        elif t is Imm and role == "p":
+            self.error(op.pos, f"'{insn.opcode}' expects a predicate here, found a constant")
+
+    def check_type(self, insn: Instruction, op, reg_type: str, role: str, types) -> None:
+        if role == "p":
+            want = "pred"
+        elif role == "u32":
+            want = "u32"
+        elif role == "D":
+            want = types[0]
+        elif role == "A":
+            want = types[-1]
+        else:
+            want = types[0]
+            if insn.opcode in ("mul", "mad") and "wide" in insn.mods and op is insn.operands[0]:
+                want = {"16": "32", "32": "64"}.get(want[1:], want[1:])
+                want = types[0][0] + want
+        if not compatible(reg_type, want, insn.opcode in _RELAXED):
+            self.error(op.pos, f"operand '{op.name}' has type .{reg_type}, "
+                               f"incompatible with .{want} of '{insn.opcode}'")
+
+    def check_space(self, insn: Instruction, addr: Addr, v) -> None:
+        if not isinstance(v, Variable) or insn.opcode not in ("ld", "st", "atom", "red", "ldu"):
+            return
+        if v.space == "reg":
+            return
+        spaces = [m.split("::")[0] for m in insn.mods if m.split("::")[0] in
+                  ("global", "shared", "local", "const", "param")]
+        if spaces and spaces[0] != v.space:
+            self.error(addr.pos, f"'{v.name}' is in .{v.space} space but '{insn.opcode}' "
+                                 f"accesses .{spaces[0]}")
+
+
+def check(module: Module, src: Source) -> list[PtxError]:
+    """All problems found in a parsed module, in source order."""
+    errors = Checker(module, src).run()
+    errors.sort(key=lambda e: (e.line, e.col))
+    return errors
