@@ -89,8 +89,7 @@ def generated_c(protos: dict[str, str]) -> str:
     stubbed = sorted({name for name, _, sym, _ in rows if sym is None})
     for name in stubbed:
         # exported under the name too (C programs linked with -lcuda), unless we implement it
-        linkage = "static " if name in protos else ""
-        lines.append(f"{linkage}CUresult zl_stub_{name}(void) {{ static int logged; "
+        lines.append(f"static CUresult zl_stub_{name}(void) {{ static int logged; "
                      f'return zl_unsupported("{name}", &logged); }}')
         if name not in protos:
             lines.append(f'CUresult {name}(void) __attribute__((alias("zl_stub_{name}")));')
@@ -154,6 +153,7 @@ def build(out_dir: str | os.PathLike) -> Path:
         tmp_target = out_dir / (LIB_NAME + ".tmp")
         shutil.copy2(built, tmp_target)
         os.replace(tmp_target, target)  # atomic: a running process keeps its mapping
+    (out_dir / "exports.txt").write_text("\n".join(exported_protos()) + "\n")
     link = out_dir / "libcuda.so"
     if link.is_symlink() or link.exists():
         link.unlink()

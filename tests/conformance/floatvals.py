@@ -46,7 +46,7 @@ def operand_sets(f: Format, arity: int, n: int = 2500, seed: int = 0) -> list[np
     elif arity == 2:
         cols = [[x for x in e for _ in e], [y for _ in e for y in e]]
     else:
-        cols = [[x for x in e for _ in e], [y for _ in e for y in e], list(np.resize(e, len(e) ** 2))[::-1]]
+        cols = [[x for x in e for _ in e], [y for _ in e for y in e], (e * len(e))[::-1]]
     out = []
     for k, col in enumerate(cols):
         rnd = patterns(f, n, seed + 17 * k)

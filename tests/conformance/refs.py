@@ -200,7 +200,7 @@ def sqrt_odd(v: Fraction, extra: int = 200) -> Fraction:
     r = math.isqrt(n)
     if r * r != scaled:
         r |= 1
-    return Fraction(r, 2 ** k)
+    return Fraction(r) / Fraction(2) ** k
 
 
 def reference(op: str, bits: list[int], f: Format, mode: str = "rn", ftz: bool = False) -> int:

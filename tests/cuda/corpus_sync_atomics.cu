@@ -71,8 +71,12 @@ __global__ void warp_ops(int* out, float* fout, double* dout) {
     unsigned m1 = __match_any_sync(mask, v);
     int pred;
     unsigned m2 = __match_all_sync(mask, (long long)v, &pred);
+#if __CUDA_ARCH__ >= 800
     unsigned r = __reduce_add_sync(mask, (unsigned)v) + __reduce_min_sync(mask, (unsigned)v) + __reduce_max_sync(mask, v)
                + __reduce_and_sync(mask, (unsigned)v) + __reduce_or_sync(mask, (unsigned)v) + __reduce_xor_sync(mask, (unsigned)v);
+#else
+    unsigned r = 0;
+#endif
     __syncwarp(mask);
     out[threadIdx.x] = v + b + a + m1 + m2 + pred + lane + r + __popc(b) + __ffs(v) + __clz(v);
     fout[threadIdx.x] = f;

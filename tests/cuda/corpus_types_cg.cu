@@ -11,12 +11,20 @@ __global__ void halves(__half* h, __nv_bfloat16* b, __half2* h2, __nv_bfloat162*
     __half x = h[i], y = h[i + 1];
     h[i] = __hfma(x, y, __float2half(1.5f)) + hsqrt(x) + hexp(y) + __hmax(x, y) + __habs(x);
     __nv_bfloat16 p = b[i], q = b[i + 1];
+#if __CUDA_ARCH__ >= 800
     b[i] = __hfma(p, q, __float2bfloat16(0.5f)) + __hmin(p, q) + hrsqrt(p);
+#else
+    (void)q;
+#endif
     h2[i] = __hmul2(h2[i], h2[i + 1]) + __hadd2_sat(h2[i], h2[i]);
+#if __CUDA_ARCH__ >= 800
     b2[i] = __hfma2(b2[i], b2[i + 1], b2[i]);
+#endif
     f[i] = __half2float(x) + __bfloat162float(p) + (__hlt(x, y) ? 1.f : 0.f) + __low2float(h2[i]);
     atomicAdd(&h[0], x);
+#if __CUDA_ARCH__ >= 800
     atomicAdd(&b[0], p);
+#endif
     atomicAdd(&h2[0], h2[i]);
 }
 

@@ -92,13 +92,13 @@ _compile_lock = threading.Lock()
 def load(ptx_texts: list[str]):
     """Compile PTX (several texts are linked into one module) for the host CPU; one compile per
     distinct input in this process (zluda_py.compiler keeps the persistent cache)."""
-    from .. import compiler
+    from ..cache import compile_cached
 
     key = hashlib.sha256("\0".join(ptx_texts).encode()).hexdigest()
     with _compile_lock:
         module = _compiled.get(key)
         if module is None:
-            module = compiler.compile(ptx_texts if len(ptx_texts) > 1 else ptx_texts[0], target="cpu")
+            module = compile_cached(ptx_texts if len(ptx_texts) > 1 else ptx_texts[0], target="cpu")
             _compiled[key] = module
     return module
 

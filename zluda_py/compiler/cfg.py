@@ -40,6 +40,10 @@ class FunctionBody:
     labels: dict[str, int]  # label -> block index
     directives: list[ast.Directive]
 
+    def table(self, kind: str, name: str) -> ast.Directive | None:
+        """The `.callprototype` / `.branchtargets` / `.calltargets` directive labelled `name`."""
+        return next((d for d in self.directives if d.name == kind and d.args[0] == name), None)
+
 
 def flatten(body: list[ast.Statement]) -> tuple[list[ast.Variable], list[ast.Statement], list[ast.Directive]]:
     """Remove nested `{ }` scopes, renaming shadowing declarations so every name is unique."""
@@ -120,9 +124,10 @@ def build(body: list[ast.Statement]) -> FunctionBody:
         raw[-1].insts.append(s)
         if is_terminator(s):
             raw.append(BasicBlock(len(raw), None))
+    tables = {d.args[0]: [t.name for t in d.args[1:]] for d in directives if d.name == "branchtargets"}
     for i, b in enumerate(raw):
         b.fallthrough = i + 1 if i + 1 < len(raw) else None
-        b.succs = _successors(b, label_of)
+        b.succs = _successors(b, label_of, tables)
     order = _reverse_post_order(raw)
     new_index = {old: new for new, old in enumerate(order)}
     blocks = []
@@ -135,25 +140,18 @@ def build(body: list[ast.Statement]) -> FunctionBody:
     return FunctionBody(variables, blocks, labels, directives)
 
 
-def _successors(b: BasicBlock, labels: dict[str, int]) -> list[int]:
+def _successors(b: BasicBlock, labels: dict[str, int], tables: dict[str, list[str]]) -> list[int]:
     last = b.insts[-1] if b.insts else None
     falls = [b.fallthrough] if b.fallthrough is not None else []
     if last is None or not is_terminator(last) or is_block_barrier(last):
         return falls
     if last.opcode in ("ret", "exit", "trap"):
         return falls if last.guard is not None else []
-    targets = []
-    for op in last.operands:
-        if isinstance(op, ast.Sym) and op.name in labels:
-            targets.append(labels[op.name])
+    names = [o.name for o in last.operands if isinstance(o, ast.Sym)]
     if last.opcode == "brx":
-        targets = [labels[n] for n in _brx_targets(last)]
+        names = [n for table in names if table in tables for n in tables[table]]
+    targets = [labels[n] for n in names if n in labels]
     return (falls if last.guard is not None else []) + targets
-
-
-def _brx_targets(inst: ast.Instruction) -> list[str]:
-    """brx.idx's targets: the label list is a `.branchtargets` directive resolved by the lowering."""
-    return list(getattr(inst, "branch_targets", []))
 
 
 def _reverse_post_order(blocks: list[BasicBlock]) -> list[int]:

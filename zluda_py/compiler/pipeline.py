@@ -21,6 +21,16 @@ def compile(ptx: "str | ast.Module | list[str | ast.Module]", target: str = "cpu
     return load(emit_object(ir_text), metadata)
 
 
+def compile_object(ptx: "str | ast.Module | list[str | ast.Module]", target: str = "cpu") -> tuple[str, bytes, dict]:
+    """`compile` without the final `load`: (LLVM IR text, object code, metadata), for the
+    compiled-code cache and `zluda-compile --dump`."""
+    if target != "cpu":
+        raise UnsupportedError(f"target {target!r}")
+    modules = ptx if isinstance(ptx, list) else [ptx]
+    ir_text, metadata = lower(link([_parse(m) for m in modules]))
+    return ir_text, emit_object(ir_text), metadata
+
+
 def _parse(m: "str | ast.Module") -> ast.Module:
     if isinstance(m, ast.Module):
         return m

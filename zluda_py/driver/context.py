@@ -74,6 +74,7 @@ contexts: HandleTable[Context] = HandleTable("context", CUDA_ERROR_INVALID_CONTE
 _primary: dict[int, Context] = {}
 _primary_refs: dict[int, int] = {}
 _primary_lock = threading.Lock()
+_primary_flags: dict[int, int] = {}
 
 
 class _PyStack(threading.local):
@@ -211,8 +212,6 @@ def primary_state(ordinal: int) -> tuple[int, bool]:
         flags = _primary_flags.get(ordinal, 0)
         return flags, bool(ctx is not None and _primary_refs.get(ordinal, 0) > 0)
 
-
-_primary_flags: dict[int, int] = {}
 
 
 def primary_set_flags(ordinal: int, flags: int) -> None:

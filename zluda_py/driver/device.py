@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from .errors import CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_VALUE, CudaError
@@ -118,7 +118,6 @@ def _cpu_model() -> str:
 class Device:
     ordinal: int
     pci_bus: int = 0
-    attribute_overrides: dict[int, int] = field(default_factory=dict)
 
     @cached_property
     def name(self) -> str:
@@ -205,9 +204,7 @@ class Device:
             "HOST_MEMORY_POOLS_SUPPORTED": 0, "HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED": 0,
             "HOST_ALLOC_DMA_BUF_SUPPORTED": 0, "ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED": 0,
         }
-        out = {_ATTRIBUTE_NUMBERS[k]: v for k, v in values.items()}
-        out.update(self.attribute_overrides)
-        return out
+        return {_ATTRIBUTE_NUMBERS[k]: v for k, v in values.items()}
 
     def attribute(self, number: int) -> int:
         try:

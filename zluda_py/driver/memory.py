@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import context as ctxs
+from . import context as ctxs, trace
 from .api import entry
 from .cdata import addr, ffi, memmove, memset, store, store_ptr
 from .errors import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
@@ -183,11 +183,16 @@ def free_context(ctx) -> None:
 
 
 # ---- pointer attributes ----
+def _bool(value: bool) -> bytes:
+    """Boolean attributes are written as 32-bit integers: cudart reads IS_MANAGED as one."""
+    return struct.pack("I", int(value))
+
+
 def _attribute(number: int, a: Allocation | None, ptr: int) -> bytes:
     """The bytes cuPointerGetAttribute writes for attribute `number` (sizes per cuda.h)."""
     if a is None:
         return {1: struct.pack("Q", 0), 2: struct.pack("I", 0), 3: struct.pack("Q", 0), 4: struct.pack("Q", 0),
-                8: b"\0", 9: struct.pack("i", -2), 13: b"\0"}.get(number, b"")
+                8: _bool(False), 9: struct.pack("i", -2), 13: _bool(False)}.get(number, b"")
     mem_type = CU_MEMORYTYPE_HOST if a.kind in ("host", "registered") else CU_MEMORYTYPE_DEVICE
     values = {
         1: struct.pack("Q", a.owner.handle),  # CONTEXT
@@ -195,22 +200,22 @@ def _attribute(number: int, a: Allocation | None, ptr: int) -> bytes:
         3: struct.pack("Q", ptr),  # DEVICE_POINTER
         4: struct.pack("Q", ptr),  # HOST_POINTER
         5: struct.pack("QI4x", 0, 0),  # P2P_TOKENS
-        6: b"\1",  # SYNC_MEMOPS
+        6: _bool(True),  # SYNC_MEMOPS
         7: struct.pack("Q", a.buffer_id),  # BUFFER_ID
-        8: bytes([a.kind == "managed"]),  # IS_MANAGED
+        8: _bool(a.kind == "managed"),  # IS_MANAGED
         9: struct.pack("i", a.owner.device.ordinal),  # DEVICE_ORDINAL
-        10: b"\0",  # IS_LEGACY_CUDA_IPC_CAPABLE
+        10: _bool(False),  # IS_LEGACY_CUDA_IPC_CAPABLE
         11: struct.pack("Q", a.base),  # RANGE_START_ADDR
         12: struct.pack("Q", a.size),  # RANGE_SIZE
-        13: b"\1",  # MAPPED
+        13: _bool(True),  # MAPPED
         14: struct.pack("Q", 0),  # ALLOWED_HANDLE_TYPES
-        15: b"\0",  # IS_GPU_DIRECT_RDMA_CAPABLE
+        15: _bool(False),  # IS_GPU_DIRECT_RDMA_CAPABLE
         16: struct.pack("I", 3),  # ACCESS_FLAGS: read-write
         17: struct.pack("Q", 0),  # MEMPOOL_HANDLE
         18: struct.pack("Q", a.size),  # MAPPING_SIZE
         19: struct.pack("Q", a.base),  # MAPPING_BASE_ADDR
         20: struct.pack("Q", a.buffer_id),  # MEMORY_BLOCK_ID
-        21: b"\0",  # IS_HW_DECOMPRESS_CAPABLE
+        21: _bool(False),  # IS_HW_DECOMPRESS_CAPABLE
     }
     if number not in values:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"pointer attribute {number}")
@@ -231,6 +236,8 @@ def cuPointerGetAttribute(data, attribute, ptr):
 def cuPointerGetAttributes(count, attributes, data, ptr):
     require(attributes, data)
     a = memory.find(ptr)
+    if trace.enabled():
+        trace.note("cuPointerGetAttributes", f"attributes {[attributes[i] for i in range(count)]} of {a}")
     for i in range(count):
         value = _attribute(attributes[i], a, ptr)
         if data[i] != ffi.NULL:

@@ -130,6 +130,8 @@ class Checker:
         self.errors: list[PtxError] = []
         self.sm = _sm_number(module.target)
         self.globals: dict[str, object] = {}
+        # (opcode, mods, operand count) -> "" or the problem: most modules repeat a few forms.
+        self.verdicts: dict[tuple, str] = {}
 
     def error(self, pos, message: str) -> None:
         self.errors.append(self.src.error_at(pos, message))
@@ -168,11 +170,17 @@ class Checker:
         self.gate(d.pos, "." + d.name, spec.ptx, spec.sm)
 
     def gate(self, pos, what: str, ptx: tuple[int, int], sm: int) -> None:
+        message = self.gate_message(what, ptx, sm)
+        if message:
+            self.error(pos, message)
+
+    def gate_message(self, what: str, ptx: tuple[int, int], sm: int) -> str:
         if tuple(self.m.version) < ptx:
-            self.error(pos, f"{what} requires PTX ISA {ptx[0]}.{ptx[1]} or later "
-                            f"(module has .version {self.m.version[0]}.{self.m.version[1]})")
-        elif self.sm is not None and sm and self.sm < sm:
-            self.error(pos, f"{what} requires sm_{sm} or later (module targets sm_{self.sm})")
+            return (f"{what} requires PTX ISA {ptx[0]}.{ptx[1]} or later "
+                    f"(module has .version {self.m.version[0]}.{self.m.version[1]})")
+        if self.sm is not None and sm and self.sm < sm:
+            return f"{what} requires sm_{sm} or later (module targets sm_{self.sm})"
+        return ""
 
     # ------------------------------------------------------------------ functions
 
@@ -240,21 +248,14 @@ class Checker:
     # ------------------------------------------------------------------ instructions
 
     def instruction(self, insn: Instruction, scopes: list[dict]) -> None:
-        forms, problem = _MODS.forms(insn.opcode, insn.mods)
-        if problem:
-            self.error(insn.pos, problem)
-            return
-        n = len(insn.operands)
-        fits = [f for f in forms if f.min_operands <= n <= f.max_operands]
-        if not fits:
-            lo = min(f.min_operands for f in forms)
-            hi = max(f.max_operands for f in forms)
-            want = str(lo) if lo == hi else f"{lo} to {hi}"
-            self.error(insn.pos, f"'{insn.opcode}' takes {want} operands, found {n}")
-            return
-        best = min(fits, key=lambda f: (f.ptx, f.sm))
-        self.gate(insn.pos, f"'{insn.opcode}" + "".join("." + m for m in insn.mods) + "'",
-                  best.ptx, best.sm)
+        key = (insn.opcode, insn.mods, len(insn.operands))
+        verdict = self.verdicts.get(key)
+        if verdict is None:
+            verdict = self.verdicts[key] = self.form_verdict(insn)
+        if verdict:
+            self.error(insn.pos, verdict)
+            if "(module " not in verdict:  # gated forms are still checked further
+                return
         if insn.guard is not None:
             g = insn.guard
             for scope in reversed(scopes):
@@ -270,6 +271,22 @@ class Checker:
         for k, op in enumerate(insn.operands):
             role = roles[k] if roles and k < len(roles) and types else None
             self.operand(insn, op, scopes, role, types)
+
+    def form_verdict(self, insn: Instruction) -> str:
+        """'' when the modifiers and operand count fit a form this module may use, else why not."""
+        forms, problem = _MODS.forms(insn.opcode, insn.mods)
+        if problem:
+            return problem
+        n = len(insn.operands)
+        fits = [f for f in forms if f.min_operands <= n <= f.max_operands]
+        if not fits:
+            lo = min(f.min_operands for f in forms)
+            hi = max(f.max_operands for f in forms)
+            want = str(lo) if lo == hi else f"{lo} to {hi}"
+            return f"'{insn.opcode}' takes {want} operands, found {n}"
+        best = min(fits, key=lambda f: (f.ptx, f.sm))
+        return self.gate_message(f"'{insn.opcode}" + "".join("." + m for m in insn.mods) + "'",
+                                 best.ptx, best.sm)
 
     def operand(self, insn: Instruction, op, scopes, role, types) -> None:
         t = type(op)

@@ -8,6 +8,7 @@ without tokenizing. The general path handles everything else and produces the er
 
 from __future__ import annotations
 
+import gc
 import re
 
 from . import grammar
@@ -28,7 +29,7 @@ _TOKEN = re.compile(
     rf"|(?P<int>{INT_RE})"
     r"|(?P<dot>\.[A-Za-z_][\w$]*(?:::[\w$]+)*)"
     r"|(?P<id>[A-Za-z_$%][\w$]*(?:(?:\.|::)[\w$]+)*)"
-    r"|(?P<p>[{}()\[\],;:+\-!@|<>=*/~&^.])"
+    r"|(?P<p>[{}()\[\],;:+\-!@|<>=*~&^.])"
 )
 _LINE_REST = re.compile(r"[^\n]*")
 
@@ -65,6 +66,9 @@ class Parser:
         self.i = 0
         self.errors: list[PtxError] = []
         self._pos = self.src.pos
+        self.limit = len(text)  # lexing stops here (the end of a line for .loc/.file)
+        self._peek_at = -1
+        self._peek_tok: tuple[str, str, int] = ("eof", "", 0)
 
     # ------------------------------------------------------------------ tokens
 
@@ -73,15 +77,25 @@ class Parser:
         return self.i
 
     def peek(self) -> tuple[str, str, int]:
-        i = _SKIP.match(self.text, self.i).end()
-        if i >= len(self.text):
-            return ("eof", "", i)
-        m = _TOKEN.match(self.text, i)
-        if m is None:
-            if self.text.startswith("/*", i):
-                raise self.src.error(i, "unterminated comment")
-            raise self.src.error(i, f"unexpected character {self.text[i]!r}")
-        return (m.lastgroup, m.group(), i)
+        i = self.i
+        if i == self._peek_at:
+            return self._peek_tok
+        text = self.text
+        limit = self.limit
+        j = _SKIP.match(text, i, limit).end()
+        if j >= limit:
+            # Errors at the end of the input point just past its last character.
+            tok = ("eof", "", len(text[:limit].rstrip()) if limit < len(text) else len(text.rstrip()))
+        else:
+            m = _TOKEN.match(text, j, limit)
+            if m is None:
+                if text.startswith("/*", j):
+                    raise self.src.error(j, "unterminated comment")
+                raise self.src.error(j, f"unexpected character {text[j]!r}")
+            tok = (m.lastgroup, m.group(), j)
+        self._peek_at = i
+        self._peek_tok = tok
+        return tok
 
     def next(self) -> tuple[str, str, int]:
         tok = self.peek()
@@ -213,16 +227,17 @@ class Parser:
         tok = self.next()
         end = _LINE_REST.match(self.text, self.i).end()
         args = []
-        saved = self.text
         # Arguments end at the end of the line: lex only that far.
-        self.text = saved[:end]
+        self.limit = end
+        self._peek_at = -1
         try:
             while self.peek()[0] != "eof":
                 if self.accept(","):
                     continue
                 args.append(self.directive_value())
         finally:
-            self.text = saved
+            self.limit = len(self.text)
+            self._peek_at = -1
         return Directive(tok[1][1:], args, pos=self._pos(tok[2]))
 
     def section(self) -> Directive:
@@ -430,7 +445,8 @@ class Parser:
             if t[0] in ("int", "str"):
                 args = self.directive_args()
             fn.directives.append(Directive(d, args, pos=self._pos(tok[2])))
-            self.accept(";")
+            if d == "pragma":
+                self.expect(";")
         if self.accept(";"):
             return fn
         tok = self.peek()
@@ -711,4 +727,12 @@ from .ast import Pos as _Pos  # noqa: E402  (kept next to its only hot use)
 
 def parse(text: str, filename: str = "<ptx>") -> Module:
     """Parse PTX text into a Module; raises PtxError (PtxErrors for several)."""
-    return Parser(text, filename).module()
+    # The AST is millions of small acyclic objects: the cyclic collector would rescan them
+    # again and again while they are built, so it is paused for the parse.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Parser(text, filename).module()
+    finally:
+        if enabled:
+            gc.enable()

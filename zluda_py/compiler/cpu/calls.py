@@ -43,13 +43,24 @@ class CallMixin:
             exited = self.b.call(self.mod.llfns[target.name],
                                  [self.ctx, self.warp, self.b.add(self.sp, ir.Constant(I64, self.frame_size)), mask, *buffers])
         else:
-            proto_name = ops[0].name if ops and isinstance(ops[0], ast.Sym) else None
-            proto = self.mod.prototypes.get(proto_name) if proto_name else None
+            proto = self._prototype(ops[0] if ops else None)
             if proto is None:
-                raise unsupported(inst, "indirect call without a known .callprototype")
+                raise unsupported(inst, "indirect call without a .callprototype")
             buffers = self._call_buffers(proto, rets, args, mask)
             exited = self._indirect_call(self.read(target, "u64"), len(buffers), buffers, mask)
         self._after_call(exited, rets, mask)
+
+    def _prototype(self, op: ast.Operand | None) -> ast.Function | None:
+        """The signature an indirect call names: a .callprototype label (or .calltargets list)."""
+        if not isinstance(op, ast.Sym):
+            return None
+        d = self.body.table("callprototype", op.name)
+        if d is not None:
+            return ast.Function(op.name, "func", returns=list(d.args[1]), params=list(d.args[2]))
+        d = self.body.table("calltargets", op.name)
+        if d is not None and len(d.args) > 1:
+            return self.mod.functions.get(d.args[1].name)
+        return None
 
     def _call_buffers(self, callee: ast.Function, rets, args, mask) -> list[ir.Value]:
         """Pointers to per-lane buffers for the callee's returns then parameters."""
@@ -109,8 +120,7 @@ class CallMixin:
         lane = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, left), ir.Constant(I1, 1)])
         f = b.extract_element(fptrs, lane)
         sub = b.and_(left, b.icmp_unsigned("==", fptrs, V.splat(b, f)))
-        callee = b.inttoptr(f, PTR)
-        callee.function_type = fnty  # what llvmlite's call reads for an indirect callee
+        callee = b.inttoptr(f, fnty.as_pointer())  # llvmlite reads the signature from the pointee
         r = b.call(callee, [self.ctx, self.warp, b.add(self.sp, ir.Constant(I64, self.frame_size)), sub, *buffers])
         b.store(b.or_(b.load(exited, typ=I32), r), exited)
         b.store(b.and_(left, b.not_(sub)), pending)
@@ -126,7 +136,7 @@ class CallMixin:
             if isinstance(a, ast.Sym) and a.name in self.symbols and self.symbols[a.name].kind == "lparam":
                 sym = self.symbols[a.name]
                 bits = 8 * sym.size if sym.size in (4, 8) else 64
-                vals.append(b.load(sym.ptr, typ=V.vec(ir.IntType(bits))))
+                vals.append(b.load(V.typed(b, sym.ptr, V.vec(ir.IntType(bits))), typ=V.vec(ir.IntType(bits)), align=16))
             else:
                 vals.append(self.read(a, "u64"))
         vals = [V.resize(b, v, 64, False) for v in vals]
@@ -160,7 +170,8 @@ class CallMixin:
             value = b.load(result, typ=V.vec(I64))
             if isinstance(r, ast.Sym) and r.name in self.symbols and self.symbols[r.name].kind == "lparam":
                 sym = self.symbols[r.name]
-                b.store(V.resize(b, value, 8 * sym.size, False), sym.ptr)
+                value = V.resize(b, value, 8 * sym.size, False)
+                b.store(value, V.typed(b, sym.ptr, value.type), align=16)
             else:
                 self.write(r, value, "u64", mask)
 
@@ -213,14 +224,14 @@ class CallMixin:
     def spill(self) -> None:
         b = self.b
         for slot, t, off in self.frame_layout():
-            b.store(b.load(slot, typ=t), b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8))
+            b.store(b.load(slot, typ=t), b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), align=16)
 
     def _emit_resume(self) -> None:
         """Reload the registers, deliver bar.red results, and continue at the dispatcher."""
         b = self.b
         b.position_at_end(self.resume_block)
         for slot, t, off in self.frame_layout():
-            b.store(b.load(b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), typ=t), slot)
+            b.store(b.load(b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), typ=t, align=16), slot)
         after = self.llfn.append_basic_block("resumed")
         sw = b.switch(self.resume, after)
         for site, inst, dst in self.resume_sites:
@@ -252,4 +263,15 @@ class CallMixin:
             self.write(dst, V.splat(b, b.icmp_unsigned("!=", popc, ir.Constant(I64, 0))), "pred", mask)
 
     def lower_brx(self, inst: ast.Instruction, lanes: ir.Value) -> None:
-        raise unsupported(inst, "brx.idx")
+        """brx.idx: each lane goes to the label its index selects in the .branchtargets list."""
+        b = self.b
+        index, table = inst.operands[0], inst.operands[1]
+        d = self.body.table("branchtargets", table.name) if isinstance(table, ast.Sym) else None
+        if d is None:
+            raise unsupported(inst, "branch target list not found")
+        idx = self.read(index, "u32")
+        pcv = b.load(self.pc, typ=V.vec(I32))
+        for k, target in enumerate(d.args[1:]):
+            hit = b.and_(lanes, b.icmp_unsigned("==", idx, V.splat_const(I32, k)))
+            pcv = b.select(hit, V.splat_const(I32, self.body.labels[target.name]), pcv)
+        b.store(pcv, self.pc)

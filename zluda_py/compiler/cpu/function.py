@@ -167,7 +167,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
                 self.symbols[p.name] = Symbol("regparam", ptr=arg, size=_var_size(p))
                 if p not in self.fn.returns:
                     slot, bits = self.regs[p.name]
-                    self.b.store(self.b.load(arg, typ=V.vec(ir.IntType(bits))), slot)
+                    self.b.store(self.b.load(arg, typ=V.vec(ir.IntType(bits)), align=16), slot)
             else:
                 self.symbols[p.name] = Symbol("lparam", ptr=arg, size=_var_size(p))
 
@@ -205,6 +205,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
             self._set_frame_i32(Frame.LIVE, ir.Constant(I32, 0))
             b.ret(ir.Constant(I32, 0))
         else:
+            for p in self.fn.returns:  # .reg return values go back through the caller's buffer
+                if p.space == "reg":
+                    slot, bits = self.regs[p.name]
+                    t = V.vec(ir.IntType(bits))
+                    b.store(b.load(slot, typ=t), self.symbols[p.name].ptr, align=16)
             b.ret(b.load(self.exited, typ=I32))
 
     def goto(self, lanes: ir.Value, target: int | None) -> None:
@@ -269,7 +274,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
     def lower_inst(self, inst: ast.Instruction) -> None:
         op = inst.opcode
         if op in REFUSED or (op == "cp" and inst.has("bulk")):
-            raise unsupported(inst, "textures, surfaces and tensor-core instructions are not supported")
+            raise unsupported(inst)
         if op in NO_OPS:
             return
         mask = self.guarded(inst, self.cur_mask)
@@ -317,7 +322,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
                 acc = self.b.or_(acc, self.b.shl(piece, V.splat_const(ir.IntType(bits), part * i)))
             self.write(dst, acc, t, mask)
             return
-        self.write(dst, self.read(src, t), t, mask)
+        self.lower_semantic(inst, mask)  # a plain value: the one definition of mov
 
     # ------------------------------------------------------------------ operands
     def read_reg(self, name: str, bits: int | None = None, signed: bool = False) -> ir.Value:

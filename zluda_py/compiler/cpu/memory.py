@@ -319,6 +319,8 @@ ATOMIC_OPS = {"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "ca
 def _rmw_op(op: str, t: str) -> tuple[str, ir.Type]:
     """LLVM atomicrmw operation and value type for PTX op on type t."""
     bits = ptx_bits(t)
+    if op == "cas":
+        return "cas", ir.IntType(bits)
     if t in ("f32", "f64", "f16"):
         fty = FLOATS[t]
         return {"add": "fadd", "min": "fmin", "max": "fmax", "exch": "xchg"}.get(op, op), \

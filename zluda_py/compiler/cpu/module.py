@@ -33,20 +33,22 @@ class ModuleLowering:
         self.functions: dict[str, ast.Function] = {}
         self.llfns: dict[str, ir.Function] = {}
         self.defined: set[str] = set()
-        self.prototypes: dict[str, ast.Function] = {}
         self.shared_size = 0
         self.globals_meta: dict[str, dict] = {}
         self.kernels_meta: dict[str, dict] = {}
         self._dynamic_shared: list[str] = []
+        self._initializers: list[tuple[ast.Variable, ir.GlobalVariable]] = []
 
     # ------------------------------------------------------------------ top level
     def lower(self) -> dict:
+        for f in self.ast.functions():
+            self._declare(f)
         for v in self.ast.variables():
             self.symbols[v.name] = self._variable(v, v.name)
         for name in self._dynamic_shared:  # extern .shared arrays: the dynamic part after the static
             self.symbols[name] = Symbol("shared", _align(self.shared_size, DYN_SHARED_ALIGN))
-        for f in self.ast.functions():
-            self._declare(f)
+        for v, g in self._initializers:  # after every symbol exists: initializers may hold addresses
+            g.initializer = self._initializer(v, g.value_type)
         for f in self.ast.functions():
             if f.body is not None:
                 self._define(f)
@@ -58,9 +60,15 @@ class ModuleLowering:
 
     def function_variable(self, fn: ast.Function, v: ast.Variable) -> Symbol:
         """A .shared/.global/.const variable declared inside a function body."""
-        return self._variable(v, f"{fn.name}.{v.name}")
+        sym = self._variable(v, f"{fn.name}.{v.name}")
+        if self._initializers and self._initializers[-1][0] is v:  # module symbols all exist by now
+            _, g = self._initializers.pop()
+            g.initializer = self._initializer(v, g.value_type)
+        return sym
 
     def _variable(self, v: ast.Variable, name: str) -> Symbol:
+        if v.type in ("texref", "surfref", "samplerref"):
+            return Symbol("handle")  # only texture/surface instructions use these, and they are refused
         if v.space == "shared":
             if v.linkage == "extern" or (v.array and v.array[-1] is None):
                 self._dynamic_shared.append(v.name)
@@ -74,34 +82,65 @@ class ModuleLowering:
             size = _var_size(v)
             if v.linkage == "extern" and v.init is None:
                 raise UnsupportedError(f"unresolved .extern variable {v.name}", v.pos)
-            g = ir.GlobalVariable(self.ir, _init_type(size), name=name)
+            scalars, relocs = self._init_items(v)
+            g = ir.GlobalVariable(self.ir, _init_layout(size, relocs), name=name)
             g.align = max(v.align or 1, _type_size(v.type), 16 if size >= 16 else 1)
-            g.initializer = self._initializer(v, size)
-            g.linkage = "external"
+            self._initializers.append((v, g))
             self.globals_meta[v.name] = {"symbol": name, "size": size}
             return Symbol(v.space, ptr=g, size=size)
         raise UnsupportedError(f"module variable in .{v.space}", v.pos)
 
-    def _initializer(self, v: ast.Variable, size: int) -> ir.Constant:
+    def _init_items(self, v: ast.Variable) -> tuple[list[ast.Initializer], list[int]]:
+        """The flattened initializer and the byte offsets of its address items."""
+        if v.init is None:
+            return [], []
+        scalars = _flatten_init(v.init)
+        elem = _type_size(v.type)
+        relocs = [i * elem for i, item in enumerate(scalars) if isinstance(item.value, ast.Sym)]
+        if relocs and elem != 8:
+            raise UnsupportedError(f"address in the initializer of {elem}-byte elements of {v.name}", v.pos)
+        return scalars, relocs
+
+    def _initializer(self, v: ast.Variable, layout: ir.Type) -> ir.Constant:
+        """Bytes, with 64-bit address items (`fn`, `var`, `generic(var)+4`) as constant expressions."""
+        scalars, relocs = self._init_items(v)
+        size = _var_size(v)
         data = bytearray(size)
-        if v.init is not None:
-            scalars = _flatten_init(v.init)
-            elem = _type_size(v.type)
-            for i, item in enumerate(scalars):
-                if item.value is None or not isinstance(item.value, ast.Imm):
-                    raise UnsupportedError(f"initializer with addresses for {v.name}", v.pos)
+        elem = _type_size(v.type)
+        addresses = {}
+        for i, item in enumerate(scalars):
+            if isinstance(item.value, ast.Imm):
                 bits = immediate_bits(item.value, v.type if v.type != "pred" else "u8")
                 data[i * elem:(i + 1) * elem] = (bits & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
-        return ir.Constant(_init_type(size), bytearray(data))
+            elif isinstance(item.value, ast.Sym):
+                sym = self.symbols.get(item.value.name)
+                if sym is None or sym.kind not in ("global", "const", "func"):
+                    raise UnsupportedError(f"address of {item.value.name} in an initializer", v.pos)
+                base = sym.ptr.bitcast(V.I8.as_pointer())
+                addresses[i * elem] = base.gep([ir.Constant(I64, item.offset)]).ptrtoint(I64)
+        if not relocs:
+            return ir.Constant(layout, bytearray(data))
+        fields, pos = [], 0
+        for off in relocs:
+            if off > pos:
+                fields.append(ir.Constant(ir.ArrayType(V.I8, off - pos), bytearray(data[pos:off])))
+            fields.append(addresses[off])
+            pos = off + 8
+        if pos < size:
+            fields.append(ir.Constant(ir.ArrayType(V.I8, size - pos), bytearray(data[pos:])))
+        return ir.Constant(layout, fields)
 
     def _declare(self, f: ast.Function) -> None:
         if f.kind == "entry":
             return
-        self.functions[f.name] = f
         if f.body is None:
+            if any(g.name == f.name and g.body is not None for g in self.ast.functions()):
+                return  # a forward declaration of a function defined in this module
+            self.functions[f.name] = f
             if f.name in SYSCALLS:
                 return
             raise UnsupportedError(f"unresolved .extern .func {f.name} (link the module that defines it)", f.pos)
+        self.functions[f.name] = f
         nparams = len(f.returns) + len(f.params)
         fnty = ir.FunctionType(I32, [PTR, I32, I64, V.MASK, *([PTR] * nparams)])
         llfn = ir.Function(self.ir, fnty, name=f.name)
@@ -277,8 +316,19 @@ def _for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value):
     b.position_at_end(end)
 
 
-def _init_type(size: int) -> ir.Type:
-    return ir.ArrayType(V.I8, max(size, 1))
+def _init_layout(size: int, relocs: list[int]) -> ir.Type:
+    """A byte array, or a packed struct of byte runs and i64 address fields."""
+    if not relocs:
+        return ir.ArrayType(V.I8, max(size, 1))
+    fields, pos = [], 0
+    for off in relocs:
+        if off > pos:
+            fields.append(ir.ArrayType(V.I8, off - pos))
+        fields.append(I64)
+        pos = off + 8
+    if pos < size:
+        fields.append(ir.ArrayType(V.I8, size - pos))
+    return ir.LiteralStructType(fields, packed=True)
 
 
 def _flatten_init(init: ast.Initializer) -> list[ast.Initializer]:

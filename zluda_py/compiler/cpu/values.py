@@ -84,3 +84,10 @@ def entry_alloca(b: ir.IRBuilder, t: ir.Type) -> ir.Value:
     with b.goto_block(entry):
         b.position_at_start(entry)
         return b.alloca(t)
+
+
+def typed(b: ir.IRBuilder, ptr: ir.Value, t: ir.Type) -> ir.Value:
+    """`ptr` usable to load/store a `t` (llvmlite checks the pointee of typed allocas)."""
+    if ptr.type.is_opaque or ptr.type.pointee == t:
+        return ptr
+    return b.bitcast(ptr, t.as_pointer())

@@ -15,7 +15,8 @@ from llvmlite import ir
 from zluda_py.compiler.lanes import F32, F64, I64, Lanes
 from zluda_py.compiler.semantics.base import OperandTypes, Semantic, form, register, unsupported
 from zluda_py.compiler.semantics.rounding import (BF16_FMT, F16_FMT, F32_FMT, F64_FMT, Fmt, directed_f64,
-                                                  narrow, odd_f64, two_sum, widen)
+                                                  error_signs, narrow, odd_f64, round_pack, two_sum,
+                                                  widen)
 from zluda_py.ptx import ast
 
 FMT = {"f32": F32_FMT, "f64": F64_FMT, "f16": F16_FMT, "bf16": BF16_FMT, "f16x2": F16_FMT, "bf16x2": BF16_FMT}
@@ -93,8 +94,8 @@ def is_pos_zero(L: Lanes, x: ir.Value) -> ir.Value:
 def exact_op(L: Lanes, op: str, xs: list[ir.Value], mode: str) -> tuple[ir.Value, ir.Value, ir.Value]:
     """(s, err, overflow) on f64 lanes: s = RN(op(xs)) (with rm's zero sign), sign(err) = sign(exact - s).
 
-    Exact for operands of any format up to f64, except fma on f64 operands, whose error is
-    estimated in double-double (its sign is right unless the result cancels catastrophically).
+    Exact for operands of any format up to f64 (fma on f64 operands: barring underflow of the
+    error terms, i.e. results near the subnormal range).
     overflow marks an infinite s from finite operands (the exact value is finite).
     """
     b = L.b
@@ -113,11 +114,22 @@ def exact_op(L: Lanes, op: str, xs: list[ir.Value], mode: str) -> tuple[ir.Value
     elif op in ("fma", "mad"):
         x, y, z = xs
         s = L.intrinsic("fma", x.type, [x, y, z])
-        p = b.fmul(x, y)
-        pl = L.intrinsic("fma", x.type, [x, y, b.fneg(p)])
-        s1, e1 = two_sum(L, p, z)
-        err = b.fadd(b.fsub(s1, s), b.fadd(e1, pl))
-        addends = (p, z)
+        # Boldo-Muller ErrFma: x*y + z = s + r2 + r3 exactly, |r3| <= ulp(r2)/2.
+        u1 = b.fmul(x, y)
+        u2 = L.intrinsic("fma", x.type, [x, y, b.fneg(u1)])
+        a1, z1 = two_sum(L, z, u2)
+        b1, b2 = two_sum(L, u1, a1)
+        gamma = b.fadd(b.fsub(b1, s), b2)
+        r2, r3 = two_sum(L, gamma, z1)
+        err = b.select(b.fcmp_ordered("==", r2, zero), r3, r2)
+        # A nonzero product that underflowed away entirely still decides the direction.
+        lost = b.and_(b.and_(b.fcmp_ordered("==", u1, zero), b.fcmp_ordered("==", u2, zero)),
+                      b.and_(b.fcmp_ordered("!=", x, zero), b.fcmp_ordered("!=", y, zero)))
+        lost = b.and_(lost, b.and_(is_finite(L, x), is_finite(L, y)))
+        sign_p = b.fmul(L.intrinsic("copysign", x.type, [L.like(x, 1.0), x]),
+                        L.intrinsic("copysign", x.type, [L.like(x, 1.0), y]))
+        err = b.select(b.and_(lost, b.fcmp_ordered("==", err, zero)), sign_p, err)
+        addends = (u1, z)
     elif op in ("div", "rcp"):
         x, y = (L.like(xs[0], 1.0), xs[0]) if op == "rcp" else xs
         s = b.fdiv(x, y)
@@ -172,6 +184,8 @@ def arith(L: Lanes, op: str, t: str, mode: str, ftz: bool, srcs: list[ir.Value])
         srcs = [flush(L, s, fmt) for s in srcs]
     if fmt is F32_FMT and mode == "rn":
         r = b.bitcast(_native_f32(L, op, [as_float(L, s, fmt) for s in srcs]), srcs[0].type)
+    elif fmt is F64_FMT and mode != "rn" and op in ("mul", "div", "rcp", "sqrt"):
+        r = _f64_scaled(L, op, [as_float(L, x, fmt) for x in srcs], mode)
     elif fmt is F64_FMT:
         s, err, ovf = exact_op(L, op, [as_float(L, x, fmt) for x in srcs], mode)
         r = b.bitcast(directed_f64(L, s, err, mode, ovf), srcs[0].type)
@@ -180,6 +194,69 @@ def arith(L: Lanes, op: str, t: str, mode: str, ftz: bool, srcs: list[ir.Value])
         r = narrow(L, odd_f64(L, s, err), fmt, mode)
     r = canonical_nan(L, r, fmt)
     return flush(L, r, fmt) if ftz else r
+
+
+def _split_f64(L: Lanes, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """|x| = m * 2^e with m in [2^52, 2^53) for finite nonzero x (subnormals normalized); and sign."""
+    b = L.b
+    bits = b.bitcast(x, L.retype(x, I64))
+    c = lambda v: L.like(bits, v)  # noqa: E731
+    sign = b.trunc(b.lshr(bits, c(63)), L.retype(bits, ir.IntType(1)))
+    ef = b.and_(b.lshr(bits, c(52)), c(0x7FF))
+    frac = b.and_(bits, c((1 << 52) - 1))
+    lz = b.sub(L.intrinsic("ctlz", frac.type, [frac, ir.Constant(ir.IntType(1), 0)]), c(11))
+    sub = b.icmp_unsigned("==", ef, c(0))
+    m = b.select(sub, b.shl(frac, b.select(sub, lz, c(0))), b.or_(frac, c(1 << 52)))
+    e = b.select(sub, b.sub(c(-1074), lz), b.sub(ef, c(1075)))
+    return sign, m, e
+
+
+def _unit(L: Lanes, m: ir.Value) -> ir.Value:
+    """m * 2^-52 as f64 (m < 2^54): a value in [1, 4)."""
+    b = L.b
+    return b.fmul(b.uitofp(m, L.retype(m, F64)), L.like(m, 2.0 ** -52, F64))
+
+
+def _f64_scaled(L: Lanes, op: str, xs: list[ir.Value], mode: str) -> ir.Value:
+    """Directed f64 mul/div/rcp/sqrt, exact also for subnormal and overflowing results.
+
+    The operands are normalized to [1, 4), where the operation cannot underflow and its error
+    is exact; the result, widened to 54 bits with a sticky bit, then goes through `round_pack`
+    with the true exponent.
+    """
+    b = L.b
+    if op == "rcp":
+        op, xs = "div", [L.like(xs[0], 1.0), xs[0]]
+    plain = b.bitcast(exact_op(L, op, xs, mode)[0], L.retype(xs[0], I64))
+    parts = [_split_f64(L, x) for x in xs]
+    units = [_unit(L, p[1]) for p in parts]
+    if op == "sqrt":
+        sign, m, e = parts[0]
+        odd = b.trunc(e, L.retype(e, ir.IntType(1)))
+        m = b.select(odd, b.shl(m, L.like(m, 1)), m)
+        e = b.select(odd, b.sub(e, L.like(e, 1)), e)
+        s, err, _ = exact_op(L, "sqrt", [_unit(L, m)], mode)
+        scale = b.ashr(b.add(e, L.like(e, 52)), L.like(e, 1))
+    else:
+        s, err, _ = exact_op(L, op, units, mode)
+        (sa, _, ea), (sb, _, eb) = parts
+        sign = b.xor(sa, sb)
+        scale = b.add(b.add(ea, eb), L.like(ea, 104)) if op == "mul" else b.sub(ea, eb)
+    # A stand-in for the exact value: s -+ ulp(s)/4 when it lies below / above s. Both lie
+    # strictly between the same neighbours of every coarser grid, so directed rounding agrees.
+    nz, opposite, _ = error_signs(L, s, err)
+    _, qm, qe = _split_f64(L, s)
+    adj = b.select(nz, b.select(opposite, L.like(qm, -1), L.like(qm, 1)), L.like(qm, 0))
+    m2 = b.add(b.shl(qm, L.like(qm, 2)), adj)
+    r = round_pack(L, sign, m2, b.add(b.sub(qe, L.like(qe, 2)), scale), F64_FMT, mode)
+    # Zeros, infinities and NaNs (in or out of range of the scaling) are exact in plain RN.
+    special = L.like(r, 0, ir.IntType(1))
+    for x in xs:
+        finite_nonzero = b.and_(is_finite(L, x), b.fcmp_ordered("!=", x, L.like(x, 0.0)))
+        special = b.or_(special, b.not_(finite_nonzero))
+    if op == "sqrt":
+        special = b.or_(special, sign)
+    return b.select(special, plain, r)
 
 
 def _elem(t: str) -> str:

@@ -115,7 +115,7 @@ def round_pack(L: Lanes, sign: ir.Value, m: ir.Value, e: ir.Value, fmt: Fmt, mod
     base = b.add(t, c(fmt.bias - 1))
     res = b.add(b.shl(base, c(fmt.mbits)), k)
     res = b.select(zero, c(0), res)
-    over = b.icmp_signed(">", res, c(fmt.max_bits))
+    over = b.or_(b.icmp_signed(">", t, c(fmt.bias)), b.icmp_unsigned(">", res, c(fmt.max_bits)))
     if satfinite:
         huge = c(fmt.max_bits)
     else:
@@ -214,7 +214,7 @@ def _step(L: Lanes, s: ir.Value, toward_zero: ir.Value, away: ir.Value) -> ir.Va
     return b.bitcast(bits, s.type)
 
 
-def _signs(L: Lanes, s: ir.Value, err: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+def error_signs(L: Lanes, s: ir.Value, err: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
     """(error nonzero, error opposite to s, s negative) for a finite s."""
     b = L.b
     zero = L.like(err, 0.0)
@@ -227,7 +227,7 @@ def _signs(L: Lanes, s: ir.Value, err: ir.Value) -> tuple[ir.Value, ir.Value, ir
 def odd_f64(L: Lanes, s: ir.Value, err: ir.Value) -> ir.Value:
     """Round-to-odd from s = RN(exact) and err = exact - s (only its sign matters)."""
     b = L.b
-    nz, opposite, _ = _signs(L, s, err)
+    nz, opposite, _ = error_signs(L, s, err)
     t = _step(L, s, opposite, L.like(nz, 0))
     bits = b.bitcast(t, L.retype(t, I64))
     bits = b.select(nz, b.or_(bits, L.like(bits, 1, I64)), bits)
@@ -243,7 +243,7 @@ def directed_f64(L: Lanes, s: ir.Value, err: ir.Value, mode: str, overflow: ir.V
     if mode in ("rn", None):
         return s
     b = L.b
-    nz, opposite, s_neg = _signs(L, s, err)
+    nz, opposite, s_neg = error_signs(L, s, err)
     if overflow is not None:
         opposite = b.or_(opposite, overflow)
         nz = b.or_(nz, overflow)

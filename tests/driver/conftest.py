@@ -1,0 +1,48 @@
+"""The driver tested through its real ABI: libcuda.so.1 loaded with ctypes into the test
+process (the 'host is already Python' case of the cffi embedding)."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def shim_path(tmp_factory=None) -> Path:
+    """The installed shim (pip install -e .), else one built for the test session."""
+    installed = ROOT / "zluda_py" / "_shim" / "libcuda.so.1"
+    if installed.exists():
+        return installed
+    sys.path.insert(0, str(ROOT / "libcuda_shim"))
+    import build_shim
+
+    return build_shim.build(tmp_factory.mktemp("shim"))
+
+
+class Driver:
+    """ctypes access to the shim; attribute access returns the C function, `ok` checks."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+
+    def __getattr__(self, name):
+        return getattr(self.lib, name)
+
+    def ok(self, rc: int) -> None:
+        assert rc == 0, f"CUresult {rc}"
+
+
+@pytest.fixture(scope="session")
+def cu(tmp_path_factory) -> Driver:
+    lib = ctypes.CDLL(str(shim_path(tmp_path_factory)))
+    d = Driver(lib)
+    d.ok(lib.cuInit(0))
+    ctx = ctypes.c_void_p()
+    d.ok(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0))
+    d.ok(lib.cuCtxSetCurrent(ctx))
+    d.ctx = ctx
+    return d

@@ -1,0 +1,56 @@
+"""10,000 seeded mutations of corpus files: the parser raises PtxError or returns a module,
+never another exception, and never hangs."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+
+from zluda_py import ptx
+
+from .corpus import HAND_WRITTEN
+
+MUTATIONS = 10_000
+_TOKENS = re.compile(r"\s+|[\w.%$:]+|.", re.S)
+
+
+def mutate(rng: random.Random, text: str) -> str:
+    kind = rng.randrange(4)
+    if kind == 0:  # truncation
+        return text[: rng.randrange(len(text))]
+    if kind == 1:  # byte flips
+        chars = list(text)
+        for _ in range(rng.randint(1, 4)):
+            chars[rng.randrange(len(chars))] = chr(rng.choice([rng.randrange(32, 127), rng.randrange(0, 256)]))
+        return "".join(chars)
+    tokens = _TOKENS.findall(text)
+    k = rng.randrange(len(tokens))
+    if kind == 2:  # token deletion
+        del tokens[k : k + rng.randint(1, 3)]
+    else:  # token duplication
+        tokens[k:k] = tokens[k : k + rng.randint(1, 3)]
+    return "".join(tokens)
+
+
+def test_mutations_raise_only_ptx_error(nvcc):
+    seeds = [nvcc(["vector_add.cu"], ["-ptx", "-arch=sm_80"], ".ptx").read_text()]
+    seeds += [p.read_text() for p in HAND_WRITTEN]
+    rng = random.Random(20240613)
+    outcomes = {"ok": 0, "error": 0}
+    slowest = 0.0
+    for n in range(MUTATIONS):
+        text = mutate(rng, seeds[n % len(seeds)])
+        start = time.perf_counter()
+        try:
+            ptx.parse(text, "fuzz.ptx")
+            outcomes["ok"] += 1
+        except ptx.PtxError as e:
+            assert e.line >= 1 and e.col >= 1, (str(e), text)
+            outcomes["error"] += 1
+        except Exception as e:  # pragma: no cover - the failure being tested for
+            raise AssertionError(f"mutation {n} raised {type(e).__name__}: {e}\n{text}") from e
+        slowest = max(slowest, time.perf_counter() - start)
+    assert slowest < 1.0, f"a mutation took {slowest:.2f}s to parse"
+    # Both outcomes must occur, or the mutations are not exercising the parser.
+    assert outcomes["ok"] > 100 and outcomes["error"] > 1000, outcomes

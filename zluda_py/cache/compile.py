@@ -1,0 +1,64 @@
+"""Compiling through the cache: look the module up, else compile it and store the result."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from . import events
+from .key import TargetUnavailable, build_id, cache_key
+from .settings import Settings, from_environment
+from .store import store_for
+
+
+@dataclass
+class Built:
+    """Ready-to-load code for one module and where it came from."""
+
+    key: str
+    object_code: bytes
+    metadata: dict
+    cached: bool  # True: taken from the cache; False: compiled now
+    ir_text: str | None = None  # only when compiled now
+
+
+def _label(metadata: dict) -> str:
+    names = sorted(metadata.get("kernels", ()))
+    return names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "") if names else "(no kernels)"
+
+
+def build(ptx: list[str], target: str = "cpu", settings: Settings | None = None) -> Built:
+    """The object code and metadata for PTX text(s) (linked in order), from the cache or
+    compiled now and stored. Raises the compiler's errors, and TargetUnavailable."""
+    from zluda_py.compiler.pipeline import compile_object
+
+    settings = settings or from_environment()
+    for problem in settings.problems:
+        events.warn_once(problem)
+    key = cache_key(ptx, target)
+    store = store_for(settings) if settings.enabled else None
+    found = store.get(key) if store is not None else None
+    if found is not None:
+        events.record(events.HIT, f"{key[:16]} {_label(found[1])}")
+        return Built(key, found[0], found[1], True)
+    start = time.perf_counter()
+    ir_text, object_code, metadata = compile_object(ptx, target)
+    events.record(events.COMPILED, f"{key[:16]} {_label(metadata)} in {time.perf_counter() - start:.3f} s")
+    if store is not None:
+        store.put(key, build_id(target), _label(metadata), object_code, metadata, settings.max_size)
+    return Built(key, object_code, metadata, False, ir_text)
+
+
+def compile_cached(ptx: "str | list[str]", target: str = "cpu"):
+    """zluda_py.compiler.compile, through the persistent cache: a hit is loaded without
+    running LLVM at all."""
+    from zluda_py.compiler import compile, load
+
+    texts = ptx if isinstance(ptx, list) else [ptx]
+    if not all(isinstance(t, str) for t in texts):
+        return compile(ptx, target)  # ASTs have no stable text to key on
+    try:
+        built = build(texts, target)
+    except TargetUnavailable:
+        return compile(ptx, target)  # the compiler reports the target in its own words
+    return load(built.object_code, built.metadata)

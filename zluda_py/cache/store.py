@@ -1,0 +1,305 @@
+"""The on-disk cache: one SQLite database (WAL mode) of checksummed entries, shared by processes.
+
+Every failure here degrades to "no cache" (or "no new entries") with one warning: a cache
+problem must never fail or corrupt a CUDA program. A damaged database is deleted and rebuilt;
+a damaged entry is deleted and reported as a miss, so its bytes never reach the loader.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import events
+from .settings import DB_NAME, Settings
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 60.0  # writers queue on SQLite's lock; a compile takes longer than any write
+
+# SQLite primary result codes (sqlite3.h)
+SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
+SQLITE_BUSY, SQLITE_LOCKED = 5, 6
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    key       TEXT PRIMARY KEY,   -- zluda_py.cache.key.cache_key
+    build     TEXT NOT NULL,      -- key.build_id: compiler + target, for `zluda cache info`
+    label     TEXT NOT NULL,      -- a readable name (first kernel), for listings only
+    kernels   INTEGER NOT NULL,
+    object    BLOB NOT NULL,      -- native object code, loaded as is
+    metadata  TEXT NOT NULL,      -- the pipeline's metadata as JSON
+    checksum  TEXT NOT NULL,      -- sha256 over key, object and metadata
+    size      INTEGER NOT NULL,   -- bytes counted against CUDA_CACHE_MAXSIZE
+    created   INTEGER NOT NULL,
+    last_used INTEGER NOT NULL    -- ns since the epoch: least recently used is evicted first
+);
+CREATE INDEX IF NOT EXISTS entries_lru ON entries(last_used);
+"""
+
+
+def checksum(key: str, object_code: bytes, metadata_json: str) -> str:
+    h = hashlib.sha256(key.encode())
+    h.update(len(object_code).to_bytes(8, "little") + object_code)
+    h.update(metadata_json.encode())
+    return h.hexdigest()
+
+
+@dataclass
+class Row:
+    key: str
+    build: str
+    label: str
+    kernels: int
+    size: int
+    last_used: int
+
+
+class Store:
+    """The cache database in one directory. Thread-safe; after a fork the child reconnects."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / DB_NAME
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        self.usable = True  # False: no cache at all (reported once)
+        self.writable = True  # False: existing entries are read, nothing is written
+        self.rebuilds = 0  # damaged databases replaced by this process
+
+    # ------------------------------------------------------------------ connection
+    def _connection(self) -> sqlite3.Connection | None:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        self._conn = None
+        if not self.usable:
+            return None
+        self._pid = os.getpid()
+        try:
+            self._conn = self._open_writable()
+        except OSError as e:
+            if e.errno == errno.EROFS and self.path.is_file():
+                self._conn = self._open_read_only()
+            else:
+                self._give_up(f"cannot use {self.directory}: {e.strerror or e}")
+        return self._conn
+
+    def _open_writable(self) -> sqlite3.Connection:
+        if not self.directory.is_dir():
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))  # SQLite's -wal/-shm copy this mode
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                conn.execute("BEGIN IMMEDIATE")
+                if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # not upgraded meanwhile
+                    conn.execute("DROP TABLE IF EXISTS entries")  # another layout: its entries are useless
+                    for statement in filter(str.strip, _SCHEMA.split(";")):  # executescript would commit
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_read_only(self) -> sqlite3.Connection | None:
+        """A cache baked into a read-only image (a container layer): serve its entries."""
+        events.warn_once(f"compiled-code cache {self.directory} is on a read-only file system: "
+                         f"using its entries, new compiles are not saved")
+        self.writable = False
+        try:
+            conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+            conn.execute("SELECT count(*) FROM entries").fetchone()
+            return conn
+        except sqlite3.DatabaseError as e:
+            self._give_up(f"cannot read {self.path}: {e}")
+            return None
+
+    def _give_up(self, reason: str) -> None:
+        self.usable = False
+        self._close()
+        events.warn_once(f"compiled-code cache disabled: {reason}")
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+        self._conn = None
+
+    def _rebuild(self, error: sqlite3.DatabaseError) -> None:
+        """The database is damaged: delete it (the entries are only a cache) and start again."""
+        self._close()
+        self.rebuilds += 1
+        events.warn_once(f"compiled-code cache {self.path} was damaged ({error}); rebuilding it")
+        events.record(events.REBUILT, str(self.path))
+        if not self.writable:
+            self.usable = False
+            return
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(f"{self.path}{suffix}")
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                self._give_up(f"cannot delete the damaged {self.path}{suffix}: {e.strerror}")
+                return
+
+    def _run(self, op, default, write: bool = False):
+        """op(conn) under the lock; SQLite trouble becomes a warning and `default`."""
+        if write and not self.writable:
+            return default
+        with self._lock:
+            for attempt in range(2):
+                conn = None
+                try:
+                    conn = self._connection()  # opening may find the damage too
+                    if conn is None:
+                        return default
+                    return op(conn)
+                except sqlite3.DatabaseError as e:
+                    if conn is not None and conn.in_transaction:
+                        try:
+                            conn.rollback()
+                        except sqlite3.Error:
+                            pass
+                    code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+                    if code in (SQLITE_CORRUPT, SQLITE_NOTADB) and attempt == 0:
+                        self._rebuild(e)
+                        continue
+                    if code in (SQLITE_BUSY, SQLITE_LOCKED):
+                        events.warn_once(f"compiled-code cache {self.path} stayed locked for {BUSY_TIMEOUT_S:.0f} s; "
+                                         f"continuing without it for this module")
+                        return default
+                    self._give_up(f"{self.path}: {e}")
+                    return default
+            return default
+
+    # ------------------------------------------------------------------ entries
+    def get(self, key: str) -> tuple[bytes, dict] | None:
+        """The entry's (object code, metadata) if present and intact; a damaged one is dropped."""
+
+        def op(conn: sqlite3.Connection):
+            row = conn.execute("SELECT object, metadata, checksum FROM entries WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            obj, meta, stored_sum = row
+            try:
+                if not (isinstance(obj, bytes) and isinstance(meta, str) and checksum(key, obj, meta) == stored_sum):
+                    raise ValueError("checksum mismatch")
+                metadata = json.loads(meta)
+            except ValueError as e:
+                events.record(events.CORRUPT, f"{key[:16]} ({e}); dropped")
+                if self.writable:
+                    conn.execute("DELETE FROM entries WHERE key = ? AND checksum IS ?", (key, stored_sum))
+                return None
+            if self.writable:
+                conn.execute("UPDATE entries SET last_used = ? WHERE key = ?", (time.time_ns(), key))
+            return obj, metadata
+
+        return self._run(op, None)
+
+    def put(self, key: str, build: str, label: str, object_code: bytes, metadata: dict, max_size: int) -> bool:
+        """Store an entry, then evict least recently used ones beyond max_size. False: not stored."""
+        meta = json.dumps(metadata, sort_keys=True)
+        size = len(object_code) + len(meta)
+        if size > max_size:
+            return False  # as NVIDIA's cache: code larger than the whole cache is not cached
+
+        def op(conn: sqlite3.Connection) -> bool:
+            now = time.time_ns()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (key, build, label, len(metadata.get("kernels", ())), object_code, meta,
+                          checksum(key, object_code, meta), size, now, now))
+            total = conn.execute("SELECT total(size) FROM entries").fetchone()[0]
+            if total > max_size:
+                victims = []
+                for victim, vsize in conn.execute(
+                        "SELECT key, size FROM entries WHERE key != ? ORDER BY last_used, rowid", (key,)):
+                    if total <= max_size:
+                        break
+                    victims.append((victim,))
+                    total -= vsize
+                conn.executemany("DELETE FROM entries WHERE key = ?", victims)
+                events.record(events.EVICTED, f"{len(victims)} entries for {key[:16]}", len(victims))
+            conn.execute("COMMIT")
+            return True
+
+        stored = self._run(op, False, write=True)
+        if stored:
+            events.record(events.STORED, f"{key[:16]} {label} ({size} bytes)")
+        return stored
+
+    # ------------------------------------------------------------------ maintenance
+    def rows(self) -> list[Row]:
+        return self._run(lambda conn: [Row(*r) for r in conn.execute(
+            "SELECT key, build, label, kernels, size, last_used FROM entries ORDER BY last_used")], [])
+
+    def clear(self, builds_to_keep: set[str] | None = None) -> int:
+        """Delete every entry (or those whose build is not in builds_to_keep); the count deleted."""
+
+        def op(conn: sqlite3.Connection) -> int:
+            if builds_to_keep is None:
+                n = conn.execute("DELETE FROM entries").rowcount
+            else:
+                marks = ",".join("?" * len(builds_to_keep))
+                n = conn.execute(f"DELETE FROM entries WHERE build NOT IN ({marks})", tuple(builds_to_keep)).rowcount
+            conn.execute("VACUUM")
+            return n
+
+        return self._run(op, 0, write=True)
+
+    def verify(self) -> list[str]:
+        """SQLite's integrity check plus every entry's checksum; damaged entries are dropped.
+        The problems found, one line each (empty: all is well)."""
+
+        def op(conn: sqlite3.Connection) -> list[str]:
+            problems = [r[0] for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
+            bad = []
+            for key, obj, meta, stored_sum in conn.execute("SELECT key, object, metadata, checksum FROM entries"):
+                ok = isinstance(obj, bytes) and isinstance(meta, str) and checksum(key, obj, meta) == stored_sum
+                if ok:
+                    try:
+                        json.loads(meta)
+                    except ValueError:
+                        ok = False
+                if not ok:
+                    bad.append(key)
+                    problems.append(f"entry {key[:16]}: checksum mismatch; dropped")
+            if bad and self.writable:
+                conn.executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in bad])
+            return problems
+
+        rebuilds = self.rebuilds
+        problems = self._run(op, [f"{self.path}: cache not usable"])
+        if self.rebuilds != rebuilds:
+            problems.insert(0, f"{self.path}: the database was damaged; it was deleted and recreated empty")
+        return problems
+
+    def file_bytes(self) -> int:
+        return sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+
+
+_stores: dict[Path, Store] = {}
+_stores_lock = threading.Lock()
+
+
+def store_for(settings: Settings) -> Store:
+    """One Store per directory per process (so a problem is reported, and a connection kept, once)."""
+    with _stores_lock:
+        s = _stores.get(settings.directory)
+        if s is None:
+            s = _stores[settings.directory] = Store(settings.directory)
+        return s

@@ -1,0 +1,384 @@
+"""Lowering of one PTX function for AMDGPU: one LLVM thread per PTX thread (W=1).
+
+The GPU handles divergence in hardware, so the PTX control-flow graph becomes an ordinary
+LLVM CFG; a guarded instruction is a branch around it. Every register is a private alloca of
+its declared width, promoted to SSA by LLVM. Instruction meaning comes from the shared
+semantics through `Lanes` of width 1; this file adds what is target-specific: operands,
+special registers, calls and the block terminators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from zluda_py.compiler import cfg
+from zluda_py.compiler.amdgpu.ir_extras import PrivateAlloca, insert
+from zluda_py.compiler.amdgpu.memory import MemoryMixin
+from zluda_py.compiler.amdgpu.printf import PrintfMixin
+from zluda_py.compiler.amdgpu.warp import WarpMixin
+from zluda_py.compiler.cpu.function import _type_size, _var_size, immediate_bits
+from zluda_py.compiler.errors import UnsupportedError, unsupported
+from zluda_py.compiler.lanes import Lanes, ptx_bits
+from zluda_py.compiler.semantics import SEMANTICS
+from zluda_py.ptx import ast
+
+if TYPE_CHECKING:
+    from zluda_py.compiler.amdgpu.module import ModuleLowering
+
+I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+CONST_AS = 4
+
+# No effect on this target, or only a performance hint.
+NO_OPS = {"prefetch", "prefetchu", "pmevent", "discard", "applypriority", "createpolicy", "griddepcontrol",
+          "setmaxnreg", "nanosleep", "brkpt"}
+# Refused until a later issue adds them: textures, surfaces and the tensor cores.
+REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma", "wmma", "wgmma",
+           "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "cp.async.bulk", "tensormap"}
+SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
+# v5 implicit kernel arguments (offsets from llvm.amdgcn.implicitarg.ptr).
+IMPLICIT_BLOCK_COUNT = 0  # u32 x3
+IMPLICIT_GROUP_SIZE = 12  # u16 x3
+IMPLICIT_DYNAMIC_LDS = 120  # u32
+
+
+@dataclass
+class Symbol:
+    """What a name used as an operand refers to; `ptr` is its address in its own space.
+
+    kind: kparam (kernarg, constant space), pbuf (a .param buffer in private memory), local,
+    shared, global, const, func.
+    """
+
+    kind: str
+    ptr: ir.Value
+    size: int = 0
+
+
+class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
+    def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
+        self.mod = mod
+        self.fn = fn
+        self.llfn = llfn
+        self.is_kernel = fn.kind == "entry"
+        self.wave = mod.target.wave
+        self.body = cfg.build(fn.body or [])
+        self.allocas = ir.IRBuilder(llfn.append_basic_block("entry"))
+        self.b = ir.IRBuilder(llfn.append_basic_block("start"))
+        self.lanes = Lanes(self.b, 1)
+        self.regs: dict[str, tuple[ir.Value, int]] = {}
+        self.symbols: dict[str, Symbol] = {}
+        self.reg_returns: list[tuple[ast.Variable, ir.Value]] = []
+
+    # ------------------------------------------------------------------ setup
+    def lower(self) -> None:
+        self._declare_variables()
+        self._declare_params()
+        if self.is_kernel and self.mod.uses_bar_red(self.fn):
+            self.init_bar_red()
+        blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{blk.label}" if blk.label else ""))
+                  for i, blk in enumerate(self.body.blocks)]
+        self.blocks = blocks
+        self.b.branch(blocks[0]) if blocks else self._return()
+        for blk, llb in zip(self.body.blocks, blocks):
+            self.b.position_at_end(llb)
+            self._lower_block(blk)
+        self.allocas.branch(self.llfn.blocks[1])
+
+    def alloca(self, ty: ir.Type, align: int, name: str = "") -> ir.Value:
+        """A private alloca in the entry block (allocas elsewhere would grow the stack in loops)."""
+        return insert(self.allocas, PrivateAlloca(self.allocas.block, ty, align, name))
+
+    def _declare_variables(self) -> None:
+        for v in self.body.variables:
+            if v.space == "reg":
+                if v.vector is not None:
+                    raise UnsupportedError(f"vector register .v{v.vector}", v.pos)
+                self.new_reg(v.name, ptx_bits(v.type))
+            elif v.space in ("local", "param"):
+                size = max(_var_size(v), 1)
+                align = max(v.align or 1, _type_size(v.type), 4)
+                slot = self.alloca(ir.ArrayType(I8, size), align, v.name.lstrip("%$"))
+                self.symbols[v.name] = Symbol("local" if v.space == "local" else "pbuf", slot, size)
+            elif v.space in ("shared", "global", "const"):
+                self.symbols[v.name] = self.mod.function_variable(self.fn, v)
+            else:
+                raise UnsupportedError(f".{v.space} variable {v.name}", v.pos)
+        self.new_reg("%cc", 1)  # the carry flag of add.cc/addc and friends
+
+    def new_reg(self, name: str, bits: int) -> None:
+        t = ir.IntType(bits)
+        slot = self.alloca(t, max(bits // 8, 1), name.lstrip("%"))
+        self.allocas.store(ir.Constant(t, 0), slot)
+        self.regs[name] = (slot, bits)
+
+    def _declare_params(self) -> None:
+        args = list(self.llfn.args)
+        if self.is_kernel:
+            for p, arg in zip(self.fn.params, args):
+                self.symbols[p.name] = Symbol("kparam", arg, _var_size(p))
+            return
+        for p, arg in zip([*self.fn.returns, *self.fn.params], args):
+            self.symbols[p.name] = Symbol("pbuf", arg, _var_size(p))
+            if p.space == "reg":
+                self.new_reg(p.name, ptx_bits(p.type))
+                if p in self.fn.returns:
+                    self.reg_returns.append((p, arg))
+                else:
+                    slot, bits = self.regs[p.name]
+                    self.allocas.store(self.allocas.load(arg, typ=ir.IntType(bits)), slot)
+
+    # ------------------------------------------------------------------ control flow
+    def _lower_block(self, blk: cfg.BasicBlock) -> None:
+        insts = blk.insts
+        term = insts[-1] if insts and cfg.is_terminator(insts[-1]) else None
+        for inst in insts if term is None else insts[:-1]:
+            self.lower_inst(inst)
+        b = self.b
+        fall = self.blocks[blk.fallthrough] if blk.fallthrough is not None else None
+        if term is None:
+            self._goto(fall)
+            return
+        if cfg.is_block_barrier(term):
+            self.guarded(term, lambda: self.lower_barrier(term))
+            self._goto(fall)
+            return
+        if term.opcode in ("brx",):
+            raise unsupported(term, "brx.idx")
+        if term.opcode == "exit" and not self.is_kernel:
+            raise unsupported(term, "exit inside a .func")
+        if term.opcode == "bra":
+            target = next(o for o in term.operands if isinstance(o, ast.Sym))
+            dest = self.blocks[self.body.labels[target.name]]
+        else:
+            dest = self.llfn.append_basic_block("trap" if term.opcode == "trap" else "ret")
+        if term.guard is None:
+            b.branch(dest)
+        else:
+            if fall is None:
+                fall = self.llfn.append_basic_block("end")
+                with b.goto_block(fall):
+                    self._return()
+            b.cbranch(self.guard_value(term), dest, fall)
+        if term.opcode != "bra":
+            b.position_at_end(dest)
+            if term.opcode == "trap":
+                self.call_intrinsic("llvm.trap", ir.VoidType(), [])
+                b.unreachable()
+            else:
+                self._return()
+
+    def _goto(self, block: ir.Block | None) -> None:
+        if block is None:
+            self._return()
+        else:
+            self.b.branch(block)
+
+    def _return(self) -> None:
+        for p, ptr in self.reg_returns:
+            slot, bits = self.regs[p.name]
+            self.b.store(self.b.load(slot, typ=ir.IntType(bits)), ptr)
+        self.b.ret_void()
+
+    def guard_value(self, inst: ast.Instruction) -> ir.Value:
+        p = self.read_reg(inst.guard.reg, 1)
+        return self.b.not_(p) if inst.guard.negated else p
+
+    def guarded(self, inst: ast.Instruction, body) -> None:
+        """Run `body` (which emits the instruction) only where the guard predicate holds."""
+        if inst.guard is None:
+            body()
+            return
+        with self.b.if_then(self.guard_value(inst)):
+            body()
+
+    # ------------------------------------------------------------------ instructions
+    def lower_inst(self, inst: ast.Instruction) -> None:
+        op = inst.opcode
+        if op in REFUSED or (op == "cp" and inst.has("bulk")):
+            raise unsupported(inst, "textures, surfaces and tensor-core instructions are not supported")
+        if op in NO_OPS:
+            return
+        handler = getattr(self, "op_" + op, None)
+        if handler is not None:
+            self.guarded(inst, lambda: handler(inst))
+        elif op in SEMANTICS:
+            self.guarded(inst, lambda: self.lower_semantic(inst))
+        else:
+            raise unsupported(inst)
+
+    def lower_semantic(self, inst: ast.Instruction) -> None:
+        sem = SEMANTICS[inst.opcode]
+        types = sem.operands(inst)
+        dst_types = [t for t in types.dst if t != "cc"]
+        ops = list(inst.operands)
+        dests: list[ast.Operand] = []
+        while len(dests) < len(dst_types):
+            o = ops.pop(0)
+            dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
+        src_iter = iter(ops)
+        srcs = [self.read(ast.Reg("%cc") if t == "cc" else next(src_iter), t) for t in types.src]
+        results = sem.emit(self.lanes, inst, srcs)
+        dest_iter = iter(dests)
+        for t, value in zip(types.dst, results):
+            self.write(ast.Reg("%cc") if t == "cc" else next(dest_iter), value, t)
+
+    def op_mov(self, inst: ast.Instruction) -> None:
+        t = inst.types[-1]
+        dst, src = inst.operands
+        bits = ptx_bits(t)
+        b = self.b
+        if isinstance(dst, ast.Vec):  # unpack: mov.b64 {%r1,%r2}, %rd1
+            whole = self.read(src, t)
+            part = bits // len(dst.elems)
+            for i, e in enumerate(dst.elems):
+                piece = b.trunc(b.lshr(whole, ir.Constant(whole.type, part * i)), ir.IntType(part))
+                self.write(e, piece, f"b{part}")
+            return
+        if isinstance(src, ast.Vec):  # pack: mov.b64 %rd1, {%r1,%r2}
+            part = bits // len(src.elems)
+            acc: ir.Value = ir.Constant(ir.IntType(bits), 0)
+            for i, e in enumerate(src.elems):
+                piece = b.zext(self.read(e, f"b{part}"), ir.IntType(bits))
+                acc = b.or_(acc, b.shl(piece, ir.Constant(ir.IntType(bits), part * i)))
+            self.write(dst, acc, t)
+            return
+        self.write(dst, self.read(src, t), t)
+
+    # ------------------------------------------------------------------ calls
+    def op_call(self, inst: ast.Instruction) -> None:
+        ops = list(inst.operands)
+        rets: list[ast.Operand] = ops.pop(0).args if ops and isinstance(ops[0], ast.ArgList) else []
+        target = ops.pop(0)
+        args = ops.pop(0).args if ops and isinstance(ops[0], ast.ArgList) else []
+        if not isinstance(target, ast.Sym):
+            raise unsupported(inst, "indirect call")
+        if target.name in SYSCALLS and target.name not in self.mod.llfns:
+            self.syscall(inst, target.name, rets, args)
+            return
+        callee_fn = self.mod.functions.get(target.name)
+        if callee_fn is None:
+            raise UnsupportedError(f"call to undeclared function {target.name}", inst.pos)
+        formals = [*callee_fn.returns, *callee_fn.params]
+        actuals = [*rets, *args]
+        if len(formals) != len(actuals):
+            raise UnsupportedError(f"call to {target.name} with {len(actuals)} arguments for {len(formals)}",
+                                   inst.pos)
+        buffers, copy_back = [], []
+        for i, (formal, actual) in enumerate(zip(formals, actuals)):
+            sym = self.symbols.get(actual.name) if isinstance(actual, ast.Sym) else None
+            if sym is not None and sym.kind == "pbuf":
+                buffers.append(sym.ptr)
+                continue
+            bits = ptx_bits(formal.type)
+            buf = self.alloca(ir.IntType(bits), max(bits // 8, 1))
+            if i >= len(rets):
+                self.b.store(self.read(actual, formal.type), buf)
+            else:
+                copy_back.append((actual, buf, formal.type))
+            buffers.append(buf)
+        self.b.call(self.mod.llfns[target.name], buffers)
+        for actual, buf, t in copy_back:
+            self.write(actual, self.b.load(buf, typ=ir.IntType(ptx_bits(t))), t)
+
+    def syscall(self, inst: ast.Instruction, name: str, rets: list[ast.Operand], args: list[ast.Operand]) -> None:
+        if name == "vprintf":
+            result = self.lower_printf(inst, args)
+        elif name == "__assertfail":  # the kernel stops with a trap; the runtime reports the failure
+            self.lower_assert(inst, args)
+            result = ir.Constant(I32, 0)
+        else:
+            raise unsupported(inst, f"device {name} (no device heap on the AMDGPU target yet)")
+        for r in rets:
+            sym = self.symbols.get(r.name) if isinstance(r, ast.Sym) else None
+            if sym is not None:
+                self.b.store(result, sym.ptr)
+            else:
+                self.write(r, result, "s32")
+
+    def call_intrinsic(self, name: str, ret: ir.Type, args: list[ir.Value], argtys: list[ir.Type] | None = None):
+        fn = self.mod.ir.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.mod.ir, ir.FunctionType(ret, argtys or [a.type for a in args]), name)
+        return self.b.call(fn, args)
+
+    # ------------------------------------------------------------------ operands
+    def read_reg(self, name: str, bits: int | None = None, signed: bool = False) -> ir.Value:
+        if name not in self.regs:
+            return self.special(name, bits or 32)
+        slot, have = self.regs[name]
+        v = self.b.load(slot, typ=ir.IntType(have))
+        return v if bits is None else self.lanes.resize(v, bits, signed)
+
+    def read(self, op: ast.Operand, ptype: str) -> ir.Value:
+        """An operand as an integer of the width of PTX type `ptype`."""
+        bits = ptx_bits(ptype)
+        if isinstance(op, ast.Reg):
+            return self.read_reg(op.name, bits, ptype.startswith("s"))
+        if isinstance(op, ast.Not):
+            return self.b.not_(self.read(op.operand, "pred"))
+        if isinstance(op, ast.Imm):
+            return ir.Constant(ir.IntType(bits), immediate_bits(op, ptype))
+        if isinstance(op, ast.Sym):
+            return self.lanes.resize(self.symbol_value(op.name, op.pos), bits, False)
+        if isinstance(op, ast.Addr) and op.base is None:
+            return ir.Constant(ir.IntType(bits), op.offset)
+        raise UnsupportedError(f"operand {type(op).__name__}", getattr(op, "pos", ast.NOPOS))
+
+    def write(self, op: ast.Operand, value: ir.Value, ptype: str) -> None:
+        if isinstance(op, ast.Sink):
+            return
+        if not isinstance(op, ast.Reg) or op.name not in self.regs:
+            raise UnsupportedError(f"destination {op}", getattr(op, "pos", ast.NOPOS))
+        slot, bits = self.regs[op.name]
+        self.b.store(self.lanes.resize(value, bits, ptype.startswith("s")), slot)
+
+    # ------------------------------------------------------------------ special registers
+    def implicit_arg(self, offset: int, ty: ir.Type) -> ir.Value:
+        ptr = self.call_intrinsic("llvm.amdgcn.implicitarg.ptr", ir.PointerType(addrspace=CONST_AS), [])
+        return self.b.load(self.b.gep(ptr, [ir.Constant(I64, offset)], source_etype=I8), typ=ty)
+
+    def tid(self, axis: int) -> ir.Value:
+        return self.call_intrinsic(f"llvm.amdgcn.workitem.id.{'xyz'[axis]}", I32, [])
+
+    def ntid(self, axis: int) -> ir.Value:
+        return self.b.zext(self.implicit_arg(IMPLICIT_GROUP_SIZE + 2 * axis, I16), I32)
+
+    def flat_tid(self) -> ir.Value:
+        b = self.b
+        return b.add(self.tid(0), b.mul(self.ntid(0), b.add(self.tid(1), b.mul(self.ntid(1), self.tid(2)))))
+
+    def special(self, name: str, bits: int) -> ir.Value:
+        b = self.b
+        base, _, comp = name.partition(".")
+        axis = "xyz".index(comp) if comp in ("x", "y", "z") else 0
+        if base == "%tid":
+            v = self.tid(axis)
+        elif base == "%ntid":
+            v = self.ntid(axis)
+        elif base == "%ctaid":
+            v = self.call_intrinsic(f"llvm.amdgcn.workgroup.id.{'xyz'[axis]}", I32, [])
+        elif base == "%nctaid":
+            v = self.implicit_arg(IMPLICIT_BLOCK_COUNT + 4 * axis, I32)
+        elif base == "%laneid":
+            v = self.lane()
+        elif base == "%warpid":
+            v = b.lshr(self.flat_tid(), ir.Constant(I32, 5))
+        elif base == "%nwarpid":
+            threads = b.mul(b.mul(self.ntid(0), self.ntid(1)), self.ntid(2))
+            v = b.lshr(b.add(threads, ir.Constant(I32, 31)), ir.Constant(I32, 5))
+        elif base.startswith("%lanemask_"):
+            v = self.lanemask(base[len("%lanemask_"):])
+        elif base in ("%clock", "%clock64"):
+            v = self.call_intrinsic("llvm.readcyclecounter", I64, [])
+        elif base == "%globaltimer":  # the steady counter runs at 100 MHz on every supported GPU
+            v = b.mul(self.call_intrinsic("llvm.readsteadycounter", I64, []), ir.Constant(I64, 10))
+        elif base == "%dynamic_smem_size":
+            v = self.implicit_arg(IMPLICIT_DYNAMIC_LDS, I32)
+        elif base in ("%smid", "%gridid"):  # volatile ids: any value in range is a valid answer
+            v = ir.Constant(I32, 0)
+        else:
+            raise UnsupportedError(f"register {name} (not declared)")
+        return self.lanes.resize(v, bits, False)

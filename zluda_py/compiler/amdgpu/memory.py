@@ -1,0 +1,215 @@
+"""Memory on AMDGPU: PTX state spaces as LLVM address spaces, ld/st, atomics, fences, cvta.
+
+generic -> flat (0), global -> 1, shared -> LDS (3, 32-bit offsets), const and kernel
+parameters -> constant (4), local and .param buffers -> private (5, 32-bit). A PTX address in
+a register is an integer in its own space, so shared and local addresses are 32-bit offsets as
+on NVIDIA GPUs, and cvta converts them with addrspacecast.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from zluda_py.compiler.amdgpu.ir_extras import ScopedAtomicRMW, ScopedCmpXchg, insert
+from zluda_py.compiler.cpu.memory import ATOMIC_OPS, _rmw_op, space_of, vector_count
+from zluda_py.compiler.errors import UnsupportedError, unsupported
+from zluda_py.compiler.lanes import ptx_bits
+from zluda_py.ptx import ast
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+ADDRESS_SPACE = {"generic": 0, "global": 1, "shared": 3, "const": 4, "local": 5}
+SYMBOL_SPACE = {"kparam": 4, "pbuf": 5, "local": 5, "shared": 3, "global": 1, "const": 4}
+NARROW = (3, 5)  # address spaces with 32-bit pointers
+# PTX scope -> LLVM AMDGPU sync scope ("" is the system scope).
+SCOPES = {"cta": "workgroup", "cluster": "agent", "gpu": "agent", "sys": ""}
+ORDERINGS = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel",
+             "sc": "seq_cst"}
+
+
+def ptr_ty(space: int) -> ir.PointerType:
+    return ir.PointerType(addrspace=space)
+
+
+class MemoryMixin:
+    # ------------------------------------------------------------------ addresses
+    def symbol(self, name: str, pos: ast.Pos = ast.NOPOS):
+        sym = self.symbols.get(name) or self.mod.symbols.get(name)
+        if sym is None:
+            raise UnsupportedError(f"symbol {name} (not declared)", pos)
+        return sym
+
+    def symbol_value(self, name: str, pos: ast.Pos = ast.NOPOS) -> ir.Value:
+        """A symbol used as a value: its address in its own state space (32-bit for shared/local)."""
+        sym = self.symbol(name, pos)
+        if sym.kind == "func":
+            return self.b.ptrtoint(sym.ptr, I64)
+        return self.b.ptrtoint(sym.ptr, I32 if SYMBOL_SPACE[sym.kind] in NARROW else I64)
+
+    def _param_space(self) -> int:
+        return 4 if self.is_kernel else 5
+
+    def pointer(self, addr: ast.Addr, space: str) -> ir.Value:
+        """An LLVM pointer for a PTX address operand `[base+offset]` accessed in `space`."""
+        b = self.b
+        want = self._param_space() if space == "param" else ADDRESS_SPACE[space]
+        if isinstance(addr.base, ast.Sym):
+            sym = self.symbol(addr.base.name, addr.pos)
+            if sym.kind == "func":
+                raise UnsupportedError(f"memory operand {addr.base.name}", addr.pos)
+            p = b.gep(sym.ptr, [ir.Constant(I64, addr.offset)], source_etype=I8)
+            have = SYMBOL_SPACE[sym.kind]
+            if have != want:
+                if want != 0:
+                    raise UnsupportedError(f"{addr.base.name} accessed as .{space}", addr.pos)
+                p = b.addrspacecast(p, ptr_ty(0))
+            return p
+        width = 32 if want in NARROW else 64
+        if addr.base is None:
+            value: ir.Value = ir.Constant(ir.IntType(width), addr.offset)
+        else:
+            value = self.lanes.resize(self.read_reg(addr.base.name), width, False)
+            if addr.offset:
+                value = b.add(value, ir.Constant(value.type, addr.offset))
+        return b.inttoptr(value, ptr_ty(want))
+
+    def to_generic(self, value: ir.Value, space: int) -> ir.Value:
+        """cvta.<space>: an address in `space` as a generic (flat) address."""
+        b = self.b
+        if space not in NARROW:
+            return self.lanes.resize(value, 64, False)
+        p = b.inttoptr(self.lanes.resize(value, 32, False), ptr_ty(space))
+        return b.ptrtoint(b.addrspacecast(p, ptr_ty(0)), I64)
+
+    def from_generic(self, value: ir.Value, space: int) -> ir.Value:
+        """cvta.to.<space>: a generic address as an address in `space`."""
+        b = self.b
+        if space not in NARROW:
+            return self.lanes.resize(value, 64, False)
+        p = b.inttoptr(self.lanes.resize(value, 64, False), ptr_ty(0))
+        return b.ptrtoint(b.addrspacecast(p, ptr_ty(space)), I32)
+
+    # ------------------------------------------------------------------ ld / st
+    def _mem_type(self, inst: ast.Instruction) -> str:
+        if not inst.types:
+            raise unsupported(inst, "no type")
+        t = inst.types[-1]
+        if ptx_bits(t) > 64:
+            raise unsupported(inst, "128-bit access")
+        return t
+
+    def _elements(self, inst: ast.Instruction, ptr: ir.Value, t: str) -> list[ir.Value]:
+        size = max(ptx_bits(t) // 8, 1)
+        return [self.b.gep(ptr, [ir.Constant(I64, k * size)], source_etype=I8) for k in range(vector_count(inst))]
+
+    def op_ld(self, inst: ast.Instruction) -> None:
+        t = self._mem_type(inst)
+        dst, addr = inst.operands[0], inst.operands[1]
+        bits = ptx_bits(t)
+        dests = dst.elems if isinstance(dst, ast.Vec) else [dst]
+        for d, p in zip(dests, self._elements(inst, self.pointer(addr, space_of(inst)), t)):
+            v = self.b.load(p, typ=ir.IntType(max(bits, 8)), align=max(bits // 8, 1))
+            self.write(d, self.lanes.resize(v, bits, False) if bits == 1 else v, t)
+
+    op_ldu = op_ld
+
+    def op_st(self, inst: ast.Instruction) -> None:
+        t = self._mem_type(inst)
+        addr, src = inst.operands[0], inst.operands[1]
+        bits = ptx_bits(t)
+        srcs = src.elems if isinstance(src, ast.Vec) else [src]
+        for s, p in zip(srcs, self._elements(inst, self.pointer(addr, space_of(inst)), t)):
+            self.b.store(self.lanes.resize(self.read(s, t), max(bits, 8), False), p, align=max(bits // 8, 1))
+
+    def op_cvta(self, inst: ast.Instruction) -> None:
+        t = inst.types[-1]
+        dst, src = inst.operands
+        space = space_of(inst)
+        if space == "param":
+            raise unsupported(inst)
+        value = self.read(src, t)
+        space_no = ADDRESS_SPACE[space]
+        self.write(dst, self.from_generic(value, space_no) if inst.has("to") else self.to_generic(value, space_no), t)
+
+    def op_isspacep(self, inst: ast.Instruction) -> None:
+        p, a = inst.operands
+        space = space_of(inst)
+        ptr = self.b.inttoptr(self.read(a, "u64"), ptr_ty(0))
+        shared = self.call_intrinsic("llvm.amdgcn.is.shared", I1, [ptr])
+        private = self.call_intrinsic("llvm.amdgcn.is.private", I1, [ptr])
+        if space == "shared":
+            result = shared
+        elif space == "local":
+            result = private
+        else:  # global, const and param windows are all global memory here
+            result = self.b.not_(self.b.or_(shared, private))
+        self.write(p, result, "pred")
+
+    # ------------------------------------------------------------------ ordering
+    def _scope(self, inst: ast.Instruction) -> str:
+        for m in inst.mods:
+            if m in SCOPES:
+                return SCOPES[m]
+        return SCOPES["gpu"]
+
+    def op_membar(self, inst: ast.Instruction) -> None:
+        scope = {"cta": "workgroup", "gl": "agent", "sys": ""}.get(inst.mods[0] if inst.mods else "gl", "agent")
+        self.b.fence("seq_cst", scope or None)
+
+    def op_fence(self, inst: ast.Instruction) -> None:
+        if inst.has("proxy") or inst.has("mbarrier_init"):
+            return  # proxy fences order async/tensor proxies, which this target does not have
+        ordering = "acq_rel" if inst.has("acq_rel") else "seq_cst"
+        self.b.fence(ordering, self._scope(inst) or None)
+
+    # ------------------------------------------------------------------ atomics
+    def op_atom(self, inst: ast.Instruction) -> None:
+        self._atomic(inst, inst.operands[0], inst.operands[1], inst.operands[2:])
+
+    def op_red(self, inst: ast.Instruction) -> None:
+        self._atomic(inst, None, inst.operands[0], inst.operands[1:])
+
+    def _atomic(self, inst: ast.Instruction, dst, addr, srcs) -> None:
+        b = self.b
+        t = inst.types[-1]
+        ops = [m for m in inst.mods if m in ATOMIC_OPS]
+        if len(ops) != 1 or ptx_bits(t) > 64 or vector_count(inst) > 1:
+            raise unsupported(inst)
+        op = ops[0]
+        ity = ir.IntType(ptx_bits(t))
+        ptr = self.pointer(addr, space_of(inst))
+        vals = [self.read(s, t) for s in srcs]
+        ordering = next((ORDERINGS[m] for m in inst.mods if m in ORDERINGS), "monotonic")
+        scope = self._scope(inst)
+        if op == "cas":
+            fail = "monotonic" if ordering in ("release", "monotonic") else "acquire"
+            if ordering == "seq_cst":
+                fail = "seq_cst"
+            pair = insert(b, ScopedCmpXchg(b.block, ptr, vals[0], vals[1], ordering, fail, scope))
+            old = b.extract_value(pair, 0)
+        else:
+            rmw, vty = _rmw_op(op, t)
+            arg = b.bitcast(vals[0], vty) if vty != ity else vals[0]
+            old = insert(b, ScopedAtomicRMW(b.block, rmw, ptr, arg, ordering, scope))
+            old = b.bitcast(old, ity) if vty != ity else old
+        if dst is not None:
+            self.write(dst, old, t)
+
+    def op_cp(self, inst: ast.Instruction) -> None:
+        """cp.async: the copy completes at once, so commit/wait groups have nothing to wait for."""
+        if not inst.has("async"):
+            raise unsupported(inst)
+        if inst.has("commit_group") or inst.has("wait_group") or inst.has("wait_all"):
+            return
+        dst, src, size = inst.operands[:3]
+        if not isinstance(size, ast.Imm):
+            raise unsupported(inst, "non-constant copy size")
+        b = self.b
+        n = int(size.value)
+        limit = self.read(inst.operands[3], "u32") if len(inst.operands) > 3 and \
+            isinstance(inst.operands[3], (ast.Imm, ast.Reg)) else None
+        sp, dp = self.pointer(src, "global"), self.pointer(dst, "shared")
+        for k in range(n // 4):  # bytes past src-size are zero-filled
+            v = b.load(b.gep(sp, [ir.Constant(I64, 4 * k)], source_etype=I8), typ=I32, align=4)
+            if limit is not None:
+                v = b.select(b.icmp_unsigned(">", limit, ir.Constant(I32, 4 * k)), v, ir.Constant(I32, 0))
+            b.store(v, b.gep(dp, [ir.Constant(I64, 4 * k)], source_etype=I8), align=4)

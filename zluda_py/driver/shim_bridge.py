@@ -1,0 +1,24 @@
+"""Attaches the driver's entry points to the shim's exported symbols (run by the shim's
+embedded init code, once per process). The build writes the list of symbols the library
+exports into exports.txt next to it."""
+
+from __future__ import annotations
+
+import os
+
+from . import api, context
+
+
+def install(ffi, lib) -> None:
+    from . import context_api  # noqa: F401  (the package import registers every entry point)
+
+    context.use_shim(lib)
+    shim = ffi.string(lib.zluda_shim_path()).decode()
+    with open(os.path.join(os.path.dirname(os.path.realpath(shim)), "exports.txt")) as f:
+        symbols = f.read().split()
+    implemented = api.implemented()
+    for symbol in symbols:
+        base = symbol[:-5] if symbol.endswith(("_ptds", "_ptsz")) else symbol
+        if base not in implemented:
+            raise RuntimeError(f"libcuda.so.1 exports {symbol} but zluda_py.driver does not implement {base}")
+        ffi.def_extern(name=symbol)(api.wrapped(symbol))
