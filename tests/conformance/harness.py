@@ -176,6 +176,7 @@ def ptx_kernel(text: str, src_types: list[str], dst_types: list[str], imms: dict
             lines += ["  ld.global.u8 %h, [%p];", "  cvt.u32.u16 %w, %h;", "  add.cc.u32 %w, %w, -1;"]
         elif bits == 1:
             lines += ["  ld.global.u8 %h, [%p];", f"  setp.ne.u16 %s{k}, %h, 0;"]
+            operands.append(f"%s{k}")
         else:
             lines.append(f"  ld.global.u{bits} %s{k}, [%p];")
             operands.append(f"%s{k}")

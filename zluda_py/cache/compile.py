@@ -57,8 +57,12 @@ def compile_cached(ptx: "str | list[str]", target: str = "cpu"):
     texts = ptx if isinstance(ptx, list) else [ptx]
     if not all(isinstance(t, str) for t in texts):
         return compile(ptx, target)  # ASTs have no stable text to key on
+    start = time.perf_counter()
     try:
         built = build(texts, target)
     except TargetUnavailable:
         return compile(ptx, target)  # the compiler reports the target in its own words
-    return load(built.object_code, built.metadata)
+    module = load(built.object_code, built.metadata)
+    events.record(events.LOADED, f"{built.key[:16]} {'from the cache' if built.cached else 'compiled'} "
+                                 f"in {time.perf_counter() - start:.4f} s")
+    return module

@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 
 HIT, COMPILED, STORED, CORRUPT, REBUILT, EVICTED = "hit", "compiled", "stored", "corrupt", "rebuilt", "evicted"
+LOADED = "loaded"  # compile_cached's total for one module: lookup or compile, then load
 
 counts: Counter[str] = Counter()
 _lock = threading.Lock()

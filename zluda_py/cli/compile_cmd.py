@@ -132,11 +132,12 @@ def _dump(job: Job, dump_dir: str, built) -> None:
     import json
 
     ir_text = built.ir_text if built.ir_text is not None else compile_object(job.texts, job.target)[0]
-    stem = Path(dump_dir) / f"{Path(job.file).name}.image{job.image}.{job.target}.{built.key[:12]}"
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".ll").write_text(ir_text)
-    stem.with_suffix(".o").write_bytes(built.object_code)
-    stem.with_suffix(".json").write_text(json.dumps(built.metadata, indent=1, sort_keys=True))
+    out = Path(dump_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{Path(job.file).name}.image{job.image}.{job.target}.{built.key[:12]}"
+    (out / f"{stem}.ll").write_text(ir_text)
+    (out / f"{stem}.o").write_bytes(built.object_code)
+    (out / f"{stem}.json").write_text(json.dumps(built.metadata, indent=1, sort_keys=True))
 
 
 def compile_job(job: Job, cache_dir: str | None, dump_dir: str | None) -> Result:

@@ -8,6 +8,7 @@ Barriers end a block, so a warp can yield to the block scheduler between blocks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from zluda_py.ptx import ast
 
@@ -15,11 +16,12 @@ BARRIER_OPS = {"bar", "barrier"}  # bar.warp.sync is not a block barrier (see is
 
 
 def is_block_barrier(inst: ast.Instruction) -> bool:
-    return inst.opcode in BARRIER_OPS and not inst.has("warp")
+    return inst.opcode in BARRIER_OPS and not inst.has("warp") and not inst.has("cluster")
 
 
 def is_terminator(inst: ast.Instruction) -> bool:
-    return inst.opcode in ("bra", "brx", "ret", "exit", "trap") or is_block_barrier(inst)
+    """Ends a basic block: branches, returns, barriers, and calls (lanes may exit in the callee)."""
+    return inst.opcode in ("bra", "brx", "ret", "exit", "trap", "call") or is_block_barrier(inst)
 
 
 @dataclass
@@ -45,7 +47,17 @@ class FunctionBody:
         return next((d for d in self.directives if d.name == kind and d.args[0] == name), None)
 
 
-def flatten(body: list[ast.Statement]) -> tuple[list[ast.Variable], list[ast.Statement], list[ast.Directive]]:
+def normalize(inst: ast.Instruction, keep: Callable[[str], bool]) -> ast.Instruction:
+    """Split a dotted opcode from the grammar (`brx.idx`, `redux.sync`) into opcode + leading
+    modifiers, unless `keep(opcode)` (a semantics entry keyed by the dotted name)."""
+    if "." not in inst.opcode or keep(inst.opcode):
+        return inst
+    head, *rest = inst.opcode.split(".")
+    return ast.Instruction(head, (*rest, *inst.mods), inst.operands, inst.guard, inst.pos)
+
+
+def flatten(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: False,
+            ) -> tuple[list[ast.Variable], list[ast.Statement], list[ast.Directive]]:
     """Remove nested `{ }` scopes, renaming shadowing declarations so every name is unique."""
     variables: list[ast.Variable] = []
     out: list[ast.Statement] = []
@@ -93,8 +105,8 @@ def flatten(body: list[ast.Statement]) -> tuple[list[ast.Variable], list[ast.Sta
                 guard = s.guard
                 if guard is not None and guard.reg in env:
                     guard = ast.Guard(env[guard.reg], guard.negated)
-                out.append(ast.Instruction(s.opcode, s.mods, [rename(o, env) for o in s.operands],
-                                           guard, s.pos))
+                out.append(normalize(ast.Instruction(s.opcode, s.mods, [rename(o, env) for o in s.operands],
+                                                     guard, s.pos), keep))
             elif isinstance(s, ast.Label):
                 out.append(s)
             elif isinstance(s, ast.Directive):
@@ -108,9 +120,9 @@ def _renamed(name: str, env: dict[str, str]) -> str:
     return env.get(name, name)
 
 
-def build(body: list[ast.Statement]) -> FunctionBody:
+def build(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: False) -> FunctionBody:
     """Flatten scopes, split into basic blocks, and number them in reverse post-order."""
-    variables, stmts, directives = flatten(body)
+    variables, stmts, directives = flatten(body, keep)
     raw: list[BasicBlock] = [BasicBlock(0, None)]
     label_of: dict[str, int] = {}
     for s in stmts:
@@ -143,7 +155,7 @@ def build(body: list[ast.Statement]) -> FunctionBody:
 def _successors(b: BasicBlock, labels: dict[str, int], tables: dict[str, list[str]]) -> list[int]:
     last = b.insts[-1] if b.insts else None
     falls = [b.fallthrough] if b.fallthrough is not None else []
-    if last is None or not is_terminator(last) or is_block_barrier(last):
+    if last is None or not is_terminator(last) or is_block_barrier(last) or last.opcode == "call":
         return falls
     if last.opcode in ("ret", "exit", "trap"):
         return falls if last.guard is not None else []

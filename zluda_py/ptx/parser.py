@@ -275,8 +275,11 @@ class Parser:
 
     # ------------------------------------------------------------------ declarations
 
-    def declaration(self, linkage: str | None, start: int) -> list[Variable]:
-        """`.space [.align N] [.vN] .type name[dims] [= init] (, name ...)* ;`"""
+    def declaration(self, linkage: str | None, start: int, param: bool = False) -> list[Variable]:
+        """`.space [.align N] [.vN] .type name[dims] [= init] (, name ...)* ;`
+
+        With param=True, one parameter of a parameter list: a single name and no ';'.
+        """
         space = None
         align = None
         vector = None
@@ -316,6 +319,8 @@ class Parser:
         out = []
         while True:
             out.append(self.declarator(linkage, space, vtype, align, vector, ptr, start))
+            if param:
+                return out
             if not self.accept(","):
                 break
         self.expect(";", "';' after the declaration")
@@ -463,24 +468,10 @@ class Parser:
             return params
         while True:
             tok = self.peek()
-            params.extend(self.declaration_no_semi(tok[2]))
+            params.extend(self.declaration(None, tok[2], param=True))
             if self.accept(")"):
                 return params
             self.expect(",", "',' or ')' in the parameter list")
-
-    def declaration_no_semi(self, start: int) -> list[Variable]:
-        """One parameter: like a declaration but ended by ',' or ')'."""
-        saved = self.expect
-        # A parameter has a single declarator and no ';': borrow declaration() by
-        # treating the terminator check as satisfied.
-        self.expect = lambda text, what=None: 0 if text == ";" else saved(text, what)
-        accept = self.accept
-        self.accept = lambda text: False if text == "," else accept(text)
-        try:
-            return self.declaration(None, start)
-        finally:
-            self.expect = saved
-            self.accept = accept
 
     # ------------------------------------------------------------------ bodies
 

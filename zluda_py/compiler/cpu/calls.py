@@ -229,6 +229,9 @@ class CallMixin:
     def _emit_resume(self) -> None:
         """Reload the registers, deliver bar.red results, and continue at the dispatcher."""
         b = self.b
+        if not self.resume_sites:  # no barrier: a frame holds only the header
+            self.frame_bytes = FRAME_HEADER
+            return
         b.position_at_end(self.resume_block)
         for slot, t, off in self.frame_layout():
             b.store(b.load(b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), typ=t, align=16), slot)
@@ -244,8 +247,6 @@ class CallMixin:
             b.branch(after)
         b.position_at_end(after)
         b.branch(self.dispatch_block)
-        if not self.resume_sites:
-            self.frame_layout()
 
     def _bar_red_result(self, inst: ast.Instruction, dst: ast.Operand) -> None:
         b = self.b

@@ -62,7 +62,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         self.fn = fn
         self.llfn = llfn
         self.is_kernel = fn.kind == "entry"
-        self.body = cfg.build(fn.body or [])
+        self.body = cfg.build(fn.body or [], keep=lambda op: op in SEMANTICS)
         entry = llfn.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         self.lanes = Lanes(self.b, WARP)
@@ -91,11 +91,12 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         self.dispatch_block = self.llfn.append_basic_block("dispatch")
         self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{blk.label}" if blk.label else ""))
                        for i, blk in enumerate(self.body.blocks)]
+        self.converged_blocks = [self.llfn.append_basic_block(f"all{i}") for i in range(len(self.body.blocks))]
         if self.is_kernel:
             start = self.llfn.append_basic_block("start")
-            self.resume_block = self.llfn.append_basic_block("resume")
-            self.resume_switch = b.switch(self.resume, self.resume_block)
-            self.resume_switch.add_case(ir.Constant(I32, 0), start)
+            has_barriers = any(cfg.is_block_barrier(i) for blk in self.body.blocks for i in blk.insts)
+            self.resume_block = self.llfn.append_basic_block("resume") if has_barriers else start
+            b.switch(self.resume, self.resume_block).add_case(ir.Constant(I32, 0), start)
             b.position_at_end(start)
             b.store(b.select(self._initial_mask(), V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc)
         else:
@@ -103,9 +104,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
             b.store(b.select(entry_mask, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc)
         b.branch(self.dispatch_block)
         self._emit_dispatch()
-        for blk, llb in zip(self.body.blocks, self.blocks):
+        for blk, llb, conv in zip(self.body.blocks, self.blocks, self.converged_blocks):
             b.position_at_end(llb)
-            self._lower_block(blk)
+            self._lower_block(blk, converged=False)
+            b.position_at_end(conv)
+            self._lower_block(blk, converged=True)
         if self.is_kernel:
             self._emit_resume()
 
@@ -197,9 +200,15 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         low = V.reduce(b, "umin", pcv)
         self.mask = b.icmp_unsigned("==", pcv, V.splat(b, low))
         finished = self.llfn.append_basic_block("finished")
-        sw = b.switch(low, finished)
-        for i, llb in enumerate(self.blocks):
-            sw.add_case(ir.Constant(I32, i), llb)
+        general = self.llfn.append_basic_block("dispatch.some")
+        converged = self.llfn.append_basic_block("dispatch.all")
+        full = b.icmp_unsigned("==", V.mask_bits(b, self.mask), ir.Constant(I32, -1))
+        b.cbranch(full, converged, general)
+        for where, targets in ((general, self.blocks), (converged, self.converged_blocks)):
+            b.position_at_end(where)
+            sw = b.switch(low, finished)
+            for i, llb in enumerate(targets):
+                sw.add_case(ir.Constant(I32, i), llb)
         b.position_at_end(finished)
         if self.is_kernel:
             self._set_frame_i32(Frame.LIVE, ir.Constant(I32, 0))
@@ -218,27 +227,34 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         t = ir.Constant(I32, DONE if target is None else target)
         b.store(b.select(lanes, V.splat(b, t), b.load(self.pc, typ=V.vec(I32))), self.pc)
 
-    def _lower_block(self, blk: cfg.BasicBlock) -> None:
-        self.cur_mask = self.mask
+    def _lower_block(self, blk: cfg.BasicBlock, converged: bool) -> None:
+        """Lower one block for the lanes waiting at it; `converged`: all 32 lanes are (mask is a constant,
+        so LLVM drops the selects and masks), and uniform branches jump straight to the next
+        converged block without the dispatcher."""
+        self.cur_mask = V.ALL if converged else self.mask
         insts = blk.insts
         term = insts[-1] if insts and cfg.is_terminator(insts[-1]) else None
         for inst in insts if term is None else insts[:-1]:
             self.lower_inst(inst)
         b = self.b
-        if term is None:
-            self.goto(self.cur_mask, blk.fallthrough)  # off the end of the body: return
-            b.branch(self.dispatch_block)
+        if term is None or term.opcode == "call":
+            if term is not None:
+                self.lower_inst(term)  # calls end a block: lanes may have exited inside
+            self.jump(self.cur_mask, blk.fallthrough, converged)
             return
         mask = self.cur_mask
         taken = self.guarded(term, mask)
-        rest = b.and_(mask, b.not_(taken)) if term.guard is not None else None
-        if rest is not None:
-            self.goto(rest, blk.fallthrough)
         op = term.opcode
         if op == "bra":
-            target = next(o for o in term.operands if isinstance(o, ast.Sym))
-            self.goto(taken, self.body.labels[target.name])
-        elif op == "brx":
+            target = self.body.labels[next(o for o in term.operands if isinstance(o, ast.Sym)).name]
+            if term.guard is None:
+                self.jump(mask, target, converged)
+            else:
+                self.branch(mask, taken, target, blk.fallthrough, converged)
+            return
+        if term.guard is not None:
+            self.goto(b.and_(mask, b.not_(taken)), blk.fallthrough)
+        if op == "brx":
             self.lower_brx(term, taken)
         elif op in ("ret", "exit"):
             if op == "exit" and not self.is_kernel:
@@ -250,6 +266,36 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         else:
             self.lower_barrier(term, taken, blk.fallthrough)
             return
+        b.branch(self.dispatch_block)
+
+    def jump(self, lanes: ir.Value, target: int | None, converged: bool) -> None:
+        """All of `lanes` continue at `target`; a converged warp that stays whole skips the dispatcher."""
+        b = self.b
+        if converged and target is not None:
+            whole = b.icmp_unsigned("==", V.mask_bits(b, lanes), ir.Constant(I32, -1))
+            slow = self.llfn.append_basic_block("leave")
+            b.cbranch(whole, self.converged_blocks[target], slow)
+            b.position_at_end(slow)
+        self.goto(lanes, target)
+        b.branch(self.dispatch_block)
+
+    def branch(self, lanes: ir.Value, taken: ir.Value, target: int, other: int | None, converged: bool) -> None:
+        """A conditional branch; in a converged warp a uniform condition stays on the fast path."""
+        b = self.b
+        if converged and other is not None:
+            bits = V.mask_bits(b, taken)
+            all_taken = self.llfn.append_basic_block("uniform")
+            split = self.llfn.append_basic_block("diverge")
+            none = b.icmp_unsigned("==", bits, ir.Constant(I32, 0))
+            not_none = self.llfn.append_basic_block("some")
+            b.cbranch(none, self.converged_blocks[other], not_none)
+            b.position_at_end(not_none)
+            b.cbranch(b.icmp_unsigned("==", bits, ir.Constant(I32, -1)), all_taken, split)
+            b.position_at_end(all_taken)
+            b.branch(self.converged_blocks[target])
+            b.position_at_end(split)
+        self.goto(b.and_(lanes, b.not_(taken)), other)
+        self.goto(taken, target)
         b.branch(self.dispatch_block)
 
     def fault(self, status: int, lanes: ir.Value, arg: ir.Value | None = None) -> None:

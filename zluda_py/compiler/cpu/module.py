@@ -156,6 +156,7 @@ class ModuleLowering:
             return
         warp = ir.Function(self.ir, ir.FunctionType(I32, [PTR, PTR, I32]), name=f"{f.name}.warp")
         warp.linkage = "internal"
+        warp.attributes.add("noinline")  # one call per warp and barrier; keeps the runner small
         lowering = FunctionLowering(self, f, warp)
         lowering.lower()
         runner = f"zluda_run.{f.name}"

@@ -8,7 +8,8 @@ report.
 
 from __future__ import annotations
 
-from zluda_py.compiler.semantics import bits, compare, extended, floating, integer  # noqa: F401  (registration)
+from zluda_py.compiler.semantics import (bits, compare, convert, extended, floating, integer,  # noqa: F401
+                                         transcendental)
 from zluda_py.compiler.semantics.base import SEMANTICS, OperandTypes, Semantic, UnsupportedError
 from zluda_py.ptx import ast
 

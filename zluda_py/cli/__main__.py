@@ -1,0 +1,1 @@
+import sys; from zluda_py.cli import main; sys.exit(main())

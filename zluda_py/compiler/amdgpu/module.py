@@ -1,0 +1,194 @@
+"""Lowering of a whole PTX module for one AMDGPU target: variables, functions, kernel ABI.
+
+Kernels are `amdgpu_kernel` functions with one `byref` kernarg per PTX parameter, aligned
+as CUDA lays out its parameter buffer, so the kernarg segment is the CUDA parameter buffer
+followed by the v5 hidden arguments. `.func`s take a private buffer pointer per parameter and
+return value. Module `.global`/`.const` variables are exported (protected) symbols in the
+code object, so the runtime finds them by name (cuModuleGetGlobal).
+"""
+
+from __future__ import annotations
+
+import re
+
+from llvmlite import ir
+
+from zluda_py.compiler.amdgpu.codegen import CODE_OBJECT_FLAG
+from zluda_py.compiler.amdgpu.function import SYSCALLS, FunctionLowering, Symbol
+from zluda_py.compiler.amdgpu.ir_extras import ByRefAttributes
+from zluda_py.compiler.amdgpu.printf import BUFFER_SYMBOL
+from zluda_py.compiler.amdgpu.targets import GfxTarget
+from zluda_py.compiler.cpu.function import _align, _type_size, _var_size, immediate_bits
+from zluda_py.compiler.cpu.module import _directive_dims, _flatten_init
+from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.ptx import ast
+
+I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+SPACE_AS = {"global": 1, "const": 4, "shared": 3}
+DYN_SHARED_ALIGN = 16
+
+
+class ModuleLowering:
+    def __init__(self, module: ast.Module, target: GfxTarget, data_layout: str) -> None:
+        self.ast = module
+        self.target = target
+        self.ir = ir.Module(name=module.filename)
+        self.ir.triple = target.triple
+        self.ir.data_layout = data_layout
+        self.symbols: dict[str, Symbol] = {}
+        self.functions: dict[str, ast.Function] = {}
+        self.llfns: dict[str, ir.Function] = {}
+        self.string_globals: dict[str, bytes] = {}
+        self.globals_meta: dict[str, dict] = {}
+        self.kernels_meta: dict[str, dict] = {}
+        self.printf_formats: list[bytes] = []
+        self.kernel_attrs: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ top level
+    def lower(self) -> tuple[str, dict]:
+        for v in self.ast.variables():
+            self.symbols[v.name] = self._variable(v, v.name)
+        defined = {f.name for f in self.ast.functions() if f.body is not None}
+        for f in self.ast.functions():
+            if f.body is not None or f.name not in defined:  # skip forward declarations
+                self._declare(f)
+        for f in self.ast.functions():
+            if f.body is not None:
+                FunctionLowering(self, f, self.llfns[f.name]).lower()
+                if f.kind == "entry":
+                    self._kernel_meta(f)
+        metadata = {"target": self.target.name, "wave": self.target.wave, "kernels": self.kernels_meta,
+                    "globals": self.globals_meta,
+                    "printf_formats": [f.decode("latin-1") for f in self.printf_formats],
+                    "printf_symbol": BUFFER_SYMBOL if self.printf_formats else None}
+        return self._finish(str(self.ir)), metadata
+
+    def _finish(self, text: str) -> str:
+        """Kernel attributes llvmlite cannot spell, and the code object version flag."""
+        groups = []
+        for name, limit in self.kernel_attrs.items():
+            k = len(groups)
+            groups.append(f'attributes #{k} = {{ "amdgpu-flat-work-group-size"="1,{limit}" '
+                          f'"uniform-work-group-size"="true" }}')
+            pattern = re.compile(r'^(define amdgpu_kernel void @"' + re.escape(name) + r'"\(.*\))$', re.M)
+            text = pattern.sub(lambda m: m.group(1) + f" #{k}", text, count=1)
+        return text + "\n" + "\n".join(groups) + CODE_OBJECT_FLAG
+
+    # ------------------------------------------------------------------ variables
+    def function_variable(self, fn: ast.Function, v: ast.Variable) -> Symbol:
+        """A .shared/.global/.const variable declared inside a function body."""
+        return self._variable(v, f"{fn.name}.{v.name}")
+
+    def _variable(self, v: ast.Variable, name: str) -> Symbol:
+        if v.space not in SPACE_AS:
+            raise UnsupportedError(f"module variable in .{v.space}", v.pos)
+        space = SPACE_AS[v.space]
+        size = _var_size(v)
+        align = max(v.align or 1, _type_size(v.type), 16 if size >= 16 else 1)
+        if v.space == "shared":
+            if v.linkage == "extern" or (v.array and v.array[-1] is None):
+                # dynamic shared memory: LLVM places it after the static LDS of each kernel
+                g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, 0), name=name, addrspace=space)
+                g.linkage = "external"
+                g.align = DYN_SHARED_ALIGN
+                return Symbol("shared", g, 0)
+            g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, max(size, 1)), name=name, addrspace=space)
+            g.linkage = "internal"
+            g.initializer = ir.Constant(g.value_type, ir.Undefined)  # LDS has no initial contents
+            g.align = align
+            return Symbol("shared", g, size)
+        if v.linkage == "extern" and v.init is None:
+            raise UnsupportedError(f"unresolved .extern variable {v.name}", v.pos)
+        data = self._initial_bytes(v, size)
+        g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, max(size, 1)), name=name, addrspace=space)
+        g.initializer = ir.Constant(g.value_type, bytearray(data or bytes(1)))
+        g.align = align
+        g.visibility = "protected"
+        if v.type in ("b8", "u8", "s8") and v.init is not None:
+            self.string_globals[v.name] = bytes(data).split(b"\0", 1)[0]
+        self.globals_meta[v.name] = {"symbol": name, "size": size, "space": v.space}
+        return Symbol(v.space, g, size)
+
+    def _initial_bytes(self, v: ast.Variable, size: int) -> bytes:
+        data = bytearray(size)
+        if v.init is not None:
+            elem = _type_size(v.type)
+            for i, item in enumerate(_flatten_init(v.init)):
+                if not isinstance(item.value, ast.Imm):
+                    raise UnsupportedError(f"initializer with addresses for {v.name}", v.pos)
+                bits = immediate_bits(item.value, v.type if v.type != "pred" else "u8")
+                data[i * elem:(i + 1) * elem] = (bits & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
+        return bytes(data)
+
+    def printf_buffer(self) -> ir.GlobalVariable:
+        g = self.ir.globals.get(BUFFER_SYMBOL)
+        if g is None:
+            g = ir.GlobalVariable(self.ir, I64, name=BUFFER_SYMBOL, addrspace=1)
+            g.initializer = ir.Constant(I64, 0)
+            g.visibility = "protected"
+            g.align = 8
+        return g
+
+    def printf_format(self, fmt: bytes) -> int:
+        if fmt not in self.printf_formats:
+            self.printf_formats.append(fmt)
+        return self.printf_formats.index(fmt)
+
+    def bar_red_counter(self) -> ir.GlobalVariable:
+        name = "zluda.bar_red"
+        g = self.ir.globals.get(name)
+        if g is None:
+            g = ir.GlobalVariable(self.ir, I32, name=name, addrspace=3)
+            g.linkage = "internal"
+            g.initializer = ir.Constant(I32, ir.Undefined)
+            g.align = 4
+        return g
+
+    def uses_bar_red(self, fn: ast.Function) -> bool:
+        stack = list(fn.body or [])
+        while stack:
+            s = stack.pop()
+            if isinstance(s, ast.Block):
+                stack.extend(s.body)
+            elif isinstance(s, ast.Instruction) and s.opcode in ("bar", "barrier") and s.has("red"):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ functions
+    def _declare(self, f: ast.Function) -> None:
+        self.functions[f.name] = f
+        if f.body is None:
+            if f.name in SYSCALLS:
+                return
+            raise UnsupportedError(f"unresolved .extern .func {f.name} (link the module that defines it)", f.pos)
+        if f.kind == "entry":
+            params = [ir.PointerType(addrspace=4)] * len(f.params)
+            llfn = ir.Function(self.ir, ir.FunctionType(ir.VoidType(), params), name=f.name)
+            llfn.calling_convention = "amdgpu_kernel"
+            for p, arg in zip(f.params, llfn.args):
+                arg.name = p.name
+                arg.attributes = ByRefAttributes(ir.ArrayType(I8, _var_size(p)), _param_align(p))
+            limit = _directive_dims(f, "reqntid") or _directive_dims(f, "maxntid")
+            self.kernel_attrs[f.name] = limit[0] * limit[1] * limit[2] if limit else 1024
+        else:
+            params = [ir.PointerType(addrspace=5)] * (len(f.returns) + len(f.params))
+            llfn = ir.Function(self.ir, ir.FunctionType(ir.VoidType(), params), name=f.name)
+            llfn.linkage = "internal"
+            self.symbols[f.name] = Symbol("func", llfn)
+        self.llfns[f.name] = llfn
+
+    def _kernel_meta(self, f: ast.Function) -> None:
+        params = []
+        offset = 0
+        for p in f.params:
+            size, align = _var_size(p), _param_align(p)
+            offset = _align(offset, align)
+            params.append({"name": p.name, "offset": offset, "size": size, "align": align})
+            offset += size
+        reqntid = _directive_dims(f, "reqntid")
+        self.kernels_meta[f.name] = {"params": params, "param_size": offset, "symbol": f"{f.name}.kd",
+                                     "max_threads": self.kernel_attrs[f.name], "reqntid": reqntid}
+
+
+def _param_align(p: ast.Variable) -> int:
+    return max(p.align or 1, _type_size(p.type))

@@ -1,0 +1,255 @@
+"""Warp collectives and barriers on AMDGPU, with exact 32-lane CUDA warps on wave64 too.
+
+On wave64 GPUs (CDNA) one hardware wave carries two CUDA warps: hardware lanes 0-31 are one
+warp and 32-63 the next (threads fill lanes in linear thread-id order). So the CUDA lane is
+`hwlane & 31`, shuffles read from lane `(hwlane & 32) | source`, and ballots are the half of
+the 64-bit ballot that holds the lane's warp. On wave32 (RDNA) a wave is a warp.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from zluda_py.compiler.errors import unsupported
+from zluda_py.ptx import ast
+
+I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+WARP = 32
+LDS = 3
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I32, v & 0xFFFFFFFF)
+
+
+class WarpMixin:
+    # ------------------------------------------------------------------ lanes
+    def hw_lane(self) -> ir.Value:
+        """The lane in the hardware wave; mbcnt.lo alone would be wrong for lanes 32-63."""
+        lo = self.call_intrinsic("llvm.amdgcn.mbcnt.lo", I32, [_c(-1), _c(0)])
+        if self.wave == 32:
+            return lo
+        return self.call_intrinsic("llvm.amdgcn.mbcnt.hi", I32, [_c(-1), lo])
+
+    def lane(self) -> ir.Value:
+        return self.hw_lane() if self.wave == 32 else self.b.and_(self.hw_lane(), _c(31))
+
+    def lanemask(self, rel: str) -> ir.Value:
+        b = self.b
+        lane = b.zext(self.lane(), I64)
+        one = ir.Constant(I64, 1)
+        below = b.sub(b.shl(one, lane), one)  # lanes < lane, computed in 64 bits so lane 31 is defined
+        upto = b.sub(b.shl(one, b.add(lane, one)), one)
+        v = {"eq": lambda: b.shl(one, lane), "lt": lambda: below, "le": lambda: upto,
+             "gt": lambda: b.not_(upto), "ge": lambda: b.not_(below)}[rel]()
+        return b.trunc(v, I32)
+
+    def ballot(self, pred: ir.Value) -> ir.Value:
+        """The 32-bit ballot of `pred` over the lane's CUDA warp (inactive lanes give 0)."""
+        b = self.b
+        if self.wave == 32:
+            return self.call_intrinsic("llvm.amdgcn.ballot.i32", I32, [pred])
+        whole = self.call_intrinsic("llvm.amdgcn.ballot.i64", I64, [pred])
+        half = b.zext(b.and_(self.hw_lane(), _c(32)), I64)
+        return b.trunc(b.lshr(whole, half), I32)
+
+    def active_mask(self) -> ir.Value:
+        return self.ballot(ir.Constant(I1, 1))
+
+    def fetch(self, src_lane: ir.Value, value: ir.Value) -> ir.Value:
+        """`value` as held by CUDA lane `src_lane` (0..31) of this lane's warp (ds_bpermute)."""
+        b = self.b
+        hw = src_lane if self.wave == 32 else b.or_(b.and_(self.hw_lane(), _c(32)), src_lane)
+        bits = value.type.width
+        if bits == 64:
+            lo, hi = self.lanes.split2(value, 32)
+            return self.lanes.join2(self.fetch(src_lane, lo), self.fetch(src_lane, hi))
+        wide = self.lanes.resize(value, 32, False)
+        got = self.call_intrinsic("llvm.amdgcn.ds.bpermute", I32, [b.shl(hw, _c(2)), wide])
+        return self.lanes.resize(got, bits, False)
+
+    def member_mask(self, op: ast.Operand | None) -> ir.Value:
+        active = self.active_mask()
+        return active if op is None else self.b.and_(active, self.read(op, "b32"))
+
+    def _over_lanes(self, init: ir.Value, step) -> ir.Value:
+        """acc = step(acc, j) for j in 0..31, as a loop (uniform trip count)."""
+        b = self.b
+        pre = b.block
+        head = b.append_basic_block("lanes")
+        done = b.append_basic_block("lanes.done")
+        b.branch(head)
+        b.position_at_end(head)
+        j = b.phi(I32)
+        acc = b.phi(init.type)
+        j.add_incoming(_c(0), pre)
+        acc.add_incoming(init, pre)
+        new = step(acc, j)
+        nxt = b.add(j, _c(1))
+        j.add_incoming(nxt, b.block)
+        acc.add_incoming(new, b.block)
+        b.cbranch(b.icmp_unsigned("<", nxt, _c(WARP)), head, done)
+        b.position_at_end(done)
+        return new
+
+    def _bit(self, mask: ir.Value, j: ir.Value) -> ir.Value:
+        return self.b.trunc(self.b.lshr(mask, j), I1)
+
+    # ------------------------------------------------------------------ shfl / vote / ...
+    def op_shfl(self, inst: ast.Instruction) -> None:
+        b = self.b
+        mode = next(m for m in inst.mods if m in ("up", "down", "bfly", "idx"))
+        dst, a, bop, cop = inst.operands[:4]
+        d, p = (dst.dest, dst.pred) if isinstance(dst, ast.PredOut) else (dst, None)
+        value = self.read(a, "b32")
+        lane = self.lane()
+        # the PTX ISA's rule; `c` packs the clamp (bits 0-4) and the segment mask (bits 8-12)
+        bv = b.and_(self.read(bop, "b32"), _c(0x1F))
+        cv = self.read(cop, "b32")
+        seg = b.and_(b.lshr(cv, _c(8)), _c(0x1F))
+        notseg = b.xor(seg, _c(0x1F))
+        max_lane = b.or_(b.and_(lane, seg), b.and_(b.and_(cv, _c(0x1F)), notseg))
+        if mode == "up":
+            j = b.sub(lane, bv)
+            ok = b.icmp_signed(">=", j, max_lane)
+        else:
+            j = {"down": lambda: b.add(lane, bv), "bfly": lambda: b.xor(lane, bv),
+                 "idx": lambda: b.or_(b.and_(lane, seg), b.and_(bv, notseg))}[mode]()
+            ok = b.icmp_signed("<=", j, max_lane)
+        src = b.select(ok, j, lane)
+        self.write(d, self.fetch(src, value), "b32")
+        if p is not None:
+            self.write(p, ok, "pred")
+
+    def op_vote(self, inst: ast.Instruction) -> None:
+        b = self.b
+        dst, a = inst.operands[:2]
+        member = self.member_mask(inst.operands[2] if inst.has("sync") and len(inst.operands) > 2 else None)
+        votes = b.and_(self.ballot(self.read(a, "pred")), member)
+        if inst.has("ballot"):
+            self.write(dst, votes, "b32")
+            return
+        if inst.has("all"):
+            r = b.icmp_unsigned("==", votes, member)
+        elif inst.has("any"):
+            r = b.icmp_unsigned("!=", votes, _c(0))
+        elif inst.has("uni"):
+            r = b.or_(b.icmp_unsigned("==", votes, member), b.icmp_unsigned("==", votes, _c(0)))
+        else:
+            raise unsupported(inst)
+        self.write(dst, r, "pred")
+
+    def op_activemask(self, inst: ast.Instruction) -> None:
+        self.write(inst.operands[0], self.active_mask(), "b32")
+
+    def op_elect(self, inst: ast.Instruction) -> None:
+        b = self.b
+        dst = inst.operands[0]
+        d, p = (dst.dest, dst.pred) if isinstance(dst, ast.PredOut) else (dst, None)
+        member = self.member_mask(inst.operands[1])
+        leader = self.call_intrinsic("llvm.cttz.i32", I32, [member, ir.Constant(I1, 0)])
+        self.write(d, leader, "u32")
+        if p is not None:
+            self.write(p, b.icmp_unsigned("==", self.lane(), leader), "pred")
+
+    def op_match(self, inst: ast.Instruction) -> None:
+        b = self.b
+        t = inst.types[-1]
+        dst, a, m = inst.operands[:3]
+        d, p = (dst.dest, dst.pred) if isinstance(dst, ast.PredOut) else (dst, None)
+        member = self.member_mask(m)
+        value = self.read(a, t)
+        if inst.has("any"):
+            def step(acc, j):
+                same = b.icmp_unsigned("==", self.fetch(j, value), value)
+                bit = b.shl(b.zext(b.and_(same, self._bit(member, j)), I32), j)
+                return b.or_(acc, bit)
+            self.write(d, self._over_lanes(_c(0), step), "b32")
+            return
+        leader = self.call_intrinsic("llvm.cttz.i32", I32, [member, ir.Constant(I1, 0)])
+        differ = b.and_(self.ballot(b.icmp_unsigned("!=", value, self.fetch(leader, value))), member)
+        equal = b.icmp_unsigned("==", differ, _c(0))
+        self.write(d, b.select(equal, member, _c(0)), "b32")
+        if p is not None:
+            self.write(p, equal, "pred")
+
+    def op_redux(self, inst: ast.Instruction) -> None:
+        b = self.b
+        t = inst.types[-1]
+        if t not in ("u32", "s32", "b32"):
+            raise unsupported(inst)
+        op = next(m for m in inst.mods if m in ("add", "min", "max", "and", "or", "xor"))
+        dst, a, m = inst.operands[:3]
+        member = self.member_mask(m)
+        value = self.read(a, t)
+        signed = t == "s32"
+        identity = {"add": 0, "and": -1, "or": 0, "xor": 0,
+                    "min": 0x7FFFFFFF if signed else -1, "max": -(1 << 31) if signed else 0}[op]
+
+        def combine(x, y):
+            if op in ("min", "max"):
+                cmp = ("<" if op == "min" else ">")
+                pick = b.icmp_signed(cmp, x, y) if signed else b.icmp_unsigned(cmp, x, y)
+                return b.select(pick, x, y)
+            return {"add": b.add, "and": b.and_, "or": b.or_, "xor": b.xor}[op](x, y)
+
+        def step(acc, j):
+            v = b.select(self._bit(member, j), self.fetch(j, value), _c(identity))
+            return combine(acc, v)
+        self.write(dst, self._over_lanes(_c(identity), step), t)
+
+    def op_bar(self, inst: ast.Instruction) -> None:
+        """Only bar.warp.sync reaches here (block barriers end a basic block)."""
+        if not inst.has("warp"):
+            raise unsupported(inst)
+        self.call_intrinsic("llvm.amdgcn.wave.barrier", ir.VoidType(), [])
+
+    # ------------------------------------------------------------------ block barriers
+    def s_barrier(self) -> None:
+        self.b.fence("release", "workgroup")
+        self.call_intrinsic("llvm.amdgcn.s.barrier", ir.VoidType(), [])
+        self.b.fence("acquire", "workgroup")
+
+    def lower_barrier(self, inst: ast.Instruction) -> None:
+        """bar.sync / barrier.sync / bar.red: the workgroup's one hardware barrier."""
+        if not self.is_kernel:
+            raise unsupported(inst, "barrier inside a .func")
+        if inst.has("arrive"):
+            raise unsupported(inst, "bar.arrive has no AMDGPU equivalent")
+        ops = list(inst.operands)
+        red = inst.has("red")
+        dst = ops.pop(0) if red else None
+        pred = ops.pop() if red else None
+        if len(ops) > 1:
+            raise unsupported(inst, "barrier with a thread count")
+        if not red:
+            self.s_barrier()
+            return
+        self._bar_red(inst, dst, pred)
+
+    def init_bar_red(self) -> None:
+        """Zero the bar.red counter once per block, before the first barrier orders it."""
+        b = self.b
+        with b.if_then(b.icmp_unsigned("==", self.flat_tid(), _c(0))):
+            b.store(_c(0), self.mod.bar_red_counter())
+
+    def _bar_red(self, inst: ast.Instruction, dst: ast.Operand, pred: ast.Operand) -> None:
+        """Count the threads whose predicate holds with an LDS atomic between barriers; the
+        third barrier's reset by thread 0 completes before anyone passes the next bar.red."""
+        b = self.b
+        counter = self.mod.bar_red_counter()
+        p = self.read(pred, "pred")
+        self.s_barrier()
+        b.atomic_rmw("add", counter, b.zext(p, I32), "monotonic")
+        self.s_barrier()
+        popc = b.load(counter, typ=I32)
+        self.s_barrier()
+        with b.if_then(b.icmp_unsigned("==", self.flat_tid(), _c(0))):
+            b.store(_c(0), counter)
+        if inst.has("popc"):
+            self.write(dst, popc, "u32")
+            return
+        threads = b.mul(b.mul(self.ntid(0), self.ntid(1)), self.ntid(2))
+        r = b.icmp_unsigned("==", popc, threads) if inst.has("and") else b.icmp_unsigned("!=", popc, _c(0))
+        self.write(dst, r, "pred")
+
