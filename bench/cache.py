@@ -7,6 +7,10 @@ Prints two ratios (goal for the first: <= 0.1):
     modules (cache lookup or compile, then load), summed from the `cache: loaded` trace lines;
   * module load from the cache / fresh compile, in process, for each image of the program.
 Wall-clock times of both runs are printed too. Usage: python bench/cache.py [--keep DIR]
+
+The runs use a snapshot of this checkout (zluda_py/ and ptx_grammar/ copied into the work
+directory, first on PYTHONPATH): the cache key covers the translator's source, so an edit
+made in the shared tree between the two runs would otherwise turn the warm run cold.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,12 +92,24 @@ def build(work: Path, program: str) -> Path:
     return exe
 
 
-def zluda_run(exe: Path, cache: Path, trace: Path) -> tuple[float, float, int, int]:
+REPO = Path(__file__).resolve().parents[1]
+
+
+def snapshot(work: Path) -> Path:
+    src = work / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    for name in ("zluda_py", "ptx_grammar"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return src
+
+
+def zluda_run(exe: Path, cache: Path, trace: Path, src: Path) -> tuple[float, float, int, int]:
     """(wall seconds, seconds getting modules, modules compiled, modules from the cache)."""
-    env = dict(os.environ, CUDA_CACHE_PATH=str(cache))
+    env = dict(os.environ, CUDA_CACHE_PATH=str(cache), PYTHONPATH=str(src))
     env.pop("CUDA_CACHE_DISABLE", None)
     start = time.perf_counter()
-    res = subprocess.run(["zluda", "run", "--trace", str(trace), "--", str(exe)], env=env, capture_output=True,
+    res = subprocess.run([sys.executable, "-c", "import sys; from zluda_py.cli import main; sys.exit(main())",
+                          "run", "--trace", str(trace), "--", str(exe)], env=env, capture_output=True,
                          text=True)
     wall = time.perf_counter() - start
     if res.returncode != 0 or "PASSED" not in res.stdout:
@@ -105,28 +122,25 @@ def zluda_run(exe: Path, cache: Path, trace: Path) -> tuple[float, float, int, i
             sum(m.group(1) == "from the cache" for m in found))
 
 
-def in_process(exe: Path, cache: Path) -> tuple[float, float, int]:
-    """(fresh compile seconds, load-from-cache seconds, kernels) over every image of exe."""
+def in_process(trace: Path, cache: Path) -> tuple[float, float, int]:
+    """(fresh compile seconds, load-from-cache seconds, kernels) over the modules the driver
+    loaded in the cold run (the trace saves each one's PTX)."""
     from zluda_py import cache as zcache, compiler
-    from zluda_py.driver.device import compute_capability
-    from zluda_py.fatbin import ptx_images_from_file
 
-    major, minor = compute_capability()
-    images = [[m.text for m in img] for img in ptx_images_from_file(exe, major * 10 + minor)]
     os.environ["CUDA_CACHE_PATH"] = str(cache)
     fresh = cached = 0.0
     kernels = 0
-    for texts in images:
+    for path in sorted(trace.glob("module-*.ptx")):
+        text = path.read_text()
         start = time.perf_counter()
-        m = compiler.compile(texts)
+        m = compiler.compile(text)
         fresh += time.perf_counter() - start
         kernels += len(m.kernels)
-        zcache.compile_cached(texts)  # makes sure the entry exists (the runs above made it)
         start = time.perf_counter()
-        zcache.compile_cached(texts)
+        zcache.compile_cached(text)
         cached += time.perf_counter() - start
     if zcache.events.counts[zcache.events.COMPILED]:
-        print("note: some modules were not in the cache yet (the compiler changed since the runs)")
+        print("note: some modules were not in the cache (linked modules, or the compiler changed meanwhile)")
     return fresh, cached, kernels
 
 
@@ -139,9 +153,13 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     exe = build(work, args.program)
     cache = work / "cache"
-    cold = zluda_run(exe, cache, work / "trace-cold")
-    warm = zluda_run(exe, cache, work / "trace-warm")
-    fresh, cached, kernels = in_process(exe, cache)
+    for old in (cache, work / "trace-cold", work / "trace-warm"):
+        shutil.rmtree(old, ignore_errors=True)
+    src = snapshot(work)
+    sys.path.insert(0, str(src))
+    cold = zluda_run(exe, cache, work / "trace-cold", src)
+    warm = zluda_run(exe, cache, work / "trace-warm", src)
+    fresh, cached, kernels = in_process(work / "trace-cold", cache)
     print(f"program: {args.program}, {kernels} kernels in {cold[2] + cold[3]} module(s)")
     print(f"cold zluda run: {cold[0]:.2f} s wall, {cold[1]:.3f} s getting modules ({cold[2]} compiled)")
     print(f"warm zluda run: {warm[0]:.2f} s wall, {warm[1]:.3f} s getting modules ({warm[3]} from the cache, "

@@ -36,11 +36,14 @@ def c_library(code: str, openmp: bool = False) -> ctypes.CDLL:
 
 
 def best_time(fn, repeat: int = 7) -> float:
-    """Best wall time of `repeat` runs after one warm-up (seconds)."""
+    """Best time of `repeat` runs after one warm-up (seconds). With ZLUDA_BENCH_CLOCK=cpu it is
+    the process CPU time, which stays meaningful on a machine shared with other work (for one
+    worker thread; it sums the time of all threads otherwise)."""
+    clock = time.process_time if os.environ.get("ZLUDA_BENCH_CLOCK") == "cpu" else time.perf_counter
     fn()
     best = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = clock()
         fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, clock() - t)
     return best

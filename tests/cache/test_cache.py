@@ -199,3 +199,24 @@ def test_entry_larger_than_the_cache_is_not_stored(cache_dir, monkeypatch):
     monkeypatch.setenv("CUDA_CACHE_MAXSIZE", "1000")
     check_adds(cache.compile_cached(add_kernel_ptx(11)), 11)
     assert events.counts[events.STORED] == 0 and keys(cache_dir) == set()
+
+
+# --------------------------------------------------------------------------- zluda cache
+def test_cache_command(cache_dir, monkeypatch, capsys):
+    from zluda_py.cli import main
+
+    for k in range(2):
+        cache.compile_cached(add_kernel_ptx(60 + k))
+    with monkeypatch.context() as m:  # an entry from "another compiler": stale
+        m.setattr(key, "compiler_identity", lambda: "an older zluda-py")
+        cache.compile_cached(add_kernel_ptx(62))
+    assert main(["cache", "info", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "entries:    3 (3 kernels), 1 stale" in out and out.count("add_k") == 3, out
+    with db(cache_dir) as conn:
+        conn.execute("UPDATE entries SET checksum = 'x' WHERE rowid = 1")
+    assert main(["cache", "verify"]) == 1
+    assert "1 problem(s) found and repaired; 2 intact entries remain" in capsys.readouterr().out
+    assert main(["cache", "clear", "--stale"]) == 0 and len(keys(cache_dir)) == 1
+    assert main(["cache", "clear"]) == 0 and keys(cache_dir) == set()
+    assert main(["cache", "verify"]) == 0 and "ok: 0 entries" in capsys.readouterr().out

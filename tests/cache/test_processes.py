@@ -20,7 +20,8 @@ _WRITER = """
 import os, sys, time
 sys.path.insert(0, {tests!r})
 from cache.conftest import add_kernel_ptx, check_adds
-from zluda_py.cache import compile_cached, events
+from zluda_py.cache import compile_cached, events, key
+key.compiler_identity = lambda: "pinned"  # other sessions may edit the compiler source meanwhile
 ptx = add_kernel_ptx({k})
 while not os.path.exists({go!r}):
     time.sleep(0.005)
@@ -89,7 +90,8 @@ def _read_only_prefix(directory) -> list[str]:
 
 
 _TWICE = """
-from zluda_py.cache import compile_cached, events
+from zluda_py.cache import compile_cached, events, key
+key.compiler_identity = lambda: "pinned"  # other sessions may edit the compiler source meanwhile
 import sys; sys.path.insert(0, {tests!r})
 from cache.conftest import add_kernel_ptx, check_adds
 for _ in range(2):

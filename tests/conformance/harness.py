@@ -20,7 +20,7 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-from zluda_py.compiler.lanes import Lanes
+from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
 
@@ -32,13 +32,6 @@ class Imm:
     """An immediate source operand (e.g. lop3's LUT): part of the kernel, not of the data."""
 
     value: int
-
-
-def bit_width(ptx_type: str) -> int:
-    if ptx_type in ("pred", "cc"):
-        return 1
-    return {"f16x2": 32, "bf16x2": 32, "bf16": 16, "tf32": 32, "e4m3x2": 16, "e5m2x2": 16}.get(ptx_type) \
-        or int(ptx_type[1:])
 
 
 def split(text: str) -> tuple[str, tuple[str, ...]]:
@@ -93,7 +86,7 @@ class SemanticKernel:
         srcs: list[ir.Value] = []
         arg = 1
         for k, t in enumerate(self.src_types):
-            bits = bit_width(t)
+            bits = ptx_bits(t)
             if k in self.imms:
                 srcs.append(lanes.const(ir.IntType(bits), self.imms[k] & ((1 << bits) - 1)))
                 continue
@@ -105,7 +98,7 @@ class SemanticKernel:
         outs = SEMANTICS[inst.opcode].emit(lanes, inst, srcs)
         assert len(outs) == len(self.dst_types), (inst, outs)
         for v, t in zip(outs, self.dst_types):
-            bits = bit_width(t)
+            bits = ptx_bits(t)
             store_ty = lanes.int_ty(8 if bits == 1 else bits)
             assert v.type == lanes.int_ty(bits), f"{inst.opcode}: result {v.type} for {t}"
             b.store(b.zext(v, store_ty) if bits == 1 else v, b.gep(fn.args[arg], [i], source_etype=store_ty), align=1)
@@ -130,10 +123,10 @@ class SemanticKernel:
         padded = -(-n // self.width) * self.width
         data = []
         for arr, t in zip(inputs, [t for k, t in enumerate(self.src_types) if k not in self.imms]):
-            a = np.zeros(padded, DTYPES[bit_width(t)])
+            a = np.zeros(padded, DTYPES[ptx_bits(t)])
             a[:n] = arr
             data.append(a)
-        outs = [np.zeros(padded, DTYPES[bit_width(t)]) for t in self.dst_types]
+        outs = [np.zeros(padded, DTYPES[ptx_bits(t)]) for t in self.dst_types]
         self.fn(padded // self.width, *[a.ctypes.data for a in data + outs])
         return [o[:n] for o in outs]
 
@@ -154,10 +147,10 @@ def ptx_kernel(text: str, src_types: list[str], dst_types: list[str], imms: dict
              "  .reg .b16 %h;"]
     for k, t in enumerate(src_types):
         if k not in imms and t != "cc":
-            lines.append(f"  .reg {_REG[bit_width(t)]} %s{k};")
+            lines.append(f"  .reg {_REG[ptx_bits(t)]} %s{k};")
     for k, t in enumerate(dst_types):
         if t != "cc":
-            lines.append(f"  .reg {_REG[bit_width(t)]} %d{k};")
+            lines.append(f"  .reg {_REG[ptx_bits(t)]} %d{k};")
     lines += ["  mov.u32 %tx, %tid.x;", "  mov.u32 %bx, %ctaid.x;", "  mov.u32 %nx, %ntid.x;",
               "  mad.lo.u32 %i, %bx, %nx, %tx;", "  ld.param.u32 %n, [n];", "  setp.ge.u32 %out, %i, %n;",
               "  @%out bra DONE;"]
@@ -165,7 +158,7 @@ def ptx_kernel(text: str, src_types: list[str], dst_types: list[str], imms: dict
     dst_names = [f"%d{k}" for k, t in enumerate(dst_types) if t != "cc"]
     operands.append(f"{dst_names[0]}|{dst_names[1]}" if pred_out else ", ".join(dst_names))
     for k, t in enumerate(src_types):
-        bits = bit_width(t)
+        bits = ptx_bits(t)
         if k in imms:
             operands.append(str(imms[k]))
             continue
@@ -182,7 +175,7 @@ def ptx_kernel(text: str, src_types: list[str], dst_types: list[str], imms: dict
             operands.append(f"%s{k}")
     lines.append(f"  {text} {', '.join(o for o in operands if o)};")
     for k, t in enumerate(dst_types):
-        bits = bit_width(t)
+        bits = ptx_bits(t)
         size = max(bits, 8) // 8
         lines += [f"  ld.param.u64 %p, [out{k}];", "  cvta.to.global.u64 %p, %p;",
                   f"  mul.wide.u32 %off, %i, {size};", "  add.u64 %p, %p, %off;"]
@@ -208,9 +201,9 @@ class PtxKernel:
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         n = len(inputs[0])
-        outs = [np.zeros(n, DTYPES[bit_width(t)]) for t in self.dst_types]
+        outs = [np.zeros(n, DTYPES[ptx_bits(t)]) for t in self.dst_types]
         block = 128
-        data = [np.ascontiguousarray(a, DTYPES[bit_width(t)])
+        data = [np.ascontiguousarray(a, DTYPES[ptx_bits(t)])
                 for a, t in zip(inputs, [t for k, t in enumerate(self.src_types) if k not in self.imms])]
         self.module.launch("k", (-(-n // block), 1, 1), (block, 1, 1), data + outs + [np.uint32(n)])
         return outs

@@ -117,7 +117,8 @@ def find_jobs(paths: list[str], targets: list[str], sm: int, summary: Summary) -
         try:
             images = _images(path, sm)
         except FatbinError as e:
-            summary.file_errors.append((path, str(e)))
+            reason = str(e)
+            summary.file_errors.append((path, reason[len(path):].lstrip(": ") if reason.startswith(path) else reason))
             continue
         summary.files += 1
         for i, modules in enumerate(images):

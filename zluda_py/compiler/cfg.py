@@ -184,3 +184,58 @@ def _reverse_post_order(blocks: list[BasicBlock]) -> list[int]:
             stack.pop()
             post.append(node)
     return post[::-1]
+
+
+# Instructions whose first operand is not a register they write.
+_NO_DEST = {"st", "red", "bar", "barrier", "call", "bra", "brx", "ret", "exit", "trap", "prefetch",
+            "prefetchu", "cp", "membar", "fence", "nanosleep", "pmevent", "griddepcontrol", "brkpt"}
+
+
+def _regs_in(op: ast.Operand) -> list[str]:
+    if isinstance(op, ast.Reg):
+        return [op.name]
+    if isinstance(op, ast.Addr) and isinstance(op.base, ast.Reg):
+        return [op.base.name]
+    if isinstance(op, ast.Not):
+        return [op.operand.name]
+    if isinstance(op, ast.Vec):
+        return [n for e in op.elems for n in _regs_in(e)]
+    if isinstance(op, ast.PredOut):
+        return [n for e in (op.dest, op.pred) for n in _regs_in(e)]
+    if isinstance(op, ast.ArgList):
+        return [n for e in op.args for n in _regs_in(e)]
+    return []
+
+
+def live_in(body: FunctionBody) -> list[set[str]]:
+    """Registers live on entry to each block; only unguarded writes of a destination kill."""
+    gen: list[set[str]] = []
+    kill: list[set[str]] = []
+    for blk in body.blocks:
+        g: set[str] = set()
+        k: set[str] = set()
+        for inst in blk.insts:
+            uses = _source_regs(inst) | ({inst.guard.reg} if inst.guard is not None else set())
+            g |= uses - k
+            if inst.guard is None and inst.operands and inst.opcode not in _NO_DEST:
+                k |= set(_regs_in(inst.operands[0]))
+        gen.append(g)
+        kill.append(k)
+    live = [set(g) for g in gen]
+    changed = True
+    while changed:
+        changed = False
+        for i in reversed(range(len(body.blocks))):
+            out: set[str] = set()
+            for s in body.blocks[i].succs:
+                out |= live[s]
+            new = gen[i] | (out - kill[i])
+            if new != live[i]:
+                live[i] = new
+                changed = True
+    return live
+
+
+def _source_regs(inst: ast.Instruction) -> set[str]:
+    ops = inst.operands[1:] if inst.opcode not in _NO_DEST else inst.operands
+    return {n for op in ops for n in _regs_in(op)}

@@ -50,6 +50,8 @@ def _params(fn: Function, kernel_params, extra) -> bytes:
 
 
 def check_config(fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:
+    if os.environ.get("ZLUDA_PROBE") and block[0] > 1024:
+        raise CudaError(int(os.environ["ZLUDA_PROBE"]))
     if 0 in grid or 0 in block:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"grid {grid} / block {block} has a zero dimension")
     if any(b > m for b, m in zip(block, devices.MAX_BLOCK_DIM)) or any(g > m for g, m in zip(grid, devices.MAX_GRID_DIM)):

@@ -11,7 +11,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from . import context as ctxs, trace
+from . import context as ctxs, device as devices, trace
 from .api import entry
 from .device import SHARED_MEMORY_PER_BLOCK_OPTIN, compute_capability
 from .cdata import addr, cstr, ffi, read_bytes, store, store_ptr
@@ -109,13 +109,21 @@ def _register_globals(m: Module) -> None:
             backend.memory.register(g.address, g.size, 0, None)
 
 
+def _target_sm() -> int:
+    """The sm whose PTX is picked from a fatbin. cuLibrary* calls are context-independent
+    (cudart 13 loads its library before any context is current), so without a current
+    context device 0 decides: every device reports the same compute capability."""
+    ctx = ctxs.current(required=False)
+    return (ctx.device if ctx is not None else devices.get(0)).sm
+
+
 def _ptx_of_image(address: int) -> tuple[list[str], list[str]]:
     from .. import fatbin
 
     if address in _linked_images:
         texts = _linked_images[address]
         return texts, [f"linked-{i}" for i in range(len(texts))]
-    sm = ctxs.current().device.sm
+    sm = _target_sm()
     try:
         mods = fatbin.ptx_from_pointer(address, sm)
     except fatbin.FatbinError as e:
@@ -129,7 +137,7 @@ def _ptx_of_file(path: str) -> tuple[list[str], list[str]]:
     if not os.path.isfile(path):
         raise CudaError(CUDA_ERROR_FILE_NOT_FOUND, path)
     try:
-        mods = fatbin.ptx_from_file(path, ctxs.current().device.sm)
+        mods = fatbin.ptx_from_file(path, _target_sm())
     except fatbin.FatbinError as e:
         raise CudaError(e.cu_result, f"{path}: {e}") from e
     return [m.text for m in mods], [m.name for m in mods]
@@ -218,7 +226,6 @@ def _library(m: Module) -> Library:
 @entry("cuLibraryLoadData")
 def cuLibraryLoadData(plib, code, jit_opts, jit_vals, n_jit, lib_opts, lib_vals, n_lib):
     require(plib)
-    ctxs.current()
     store_ptr(plib, _library(load_image(addr(code))).handle)
 
 
@@ -402,7 +409,7 @@ def _link_input(state: LinkState, kind: int, data: bytes, name: str) -> None:
         state.texts.append(data.split(b"\0", 1)[0].decode())
     elif kind in (CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_OBJECT, CU_JIT_INPUT_LIBRARY, CU_JIT_INPUT_CUBIN):
         try:
-            mods = fatbin.ptx_from_bytes(data, ctxs.current().device.sm, name)
+            mods = fatbin.ptx_from_bytes(data, _target_sm(), name)
         except fatbin.FatbinError as e:
             raise CudaError(e.cu_result, f"{name}: {e}") from e
         state.texts.extend(m.text for m in mods)

@@ -17,6 +17,8 @@ Conventions
 
 Compatible extensions made by the front end (issue 2):
 * `Addr.extra` (default empty): operands after the first inside brackets (`[tex, {x, y}]`).
+* `Pos` is a plain class (was a frozen dataclass) so that the parser can hand out lazy
+  positions cheaply; construction, attributes, equality, hashing and str() are unchanged.
 """
 
 from __future__ import annotations
@@ -31,16 +33,40 @@ SCALAR_TYPES: frozenset[str] = frozenset(
 )
 
 
-@dataclass(frozen=True)
 class Pos:
-    """1-based line and column of the first character of a construct."""
+    """1-based line and column of the first character of a construct in `file`.
 
-    file: str
-    line: int
-    col: int
+    Treat it as immutable. Two positions are equal when file, line and col are. The parser
+    does not build these eagerly: it makes `source.SourcePos` values (a subclass holding only
+    the character offset) whose file, line and col are computed when first read.
+    """
+
+    def __init__(self, file: str, line: int, col: int) -> None:
+        self.file = file
+        self.line = line
+        self.col = col
+
+    def _key(self) -> tuple[str, int, int]:
+        return (self.file, self.line, self.col)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pos) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"Pos({self.file!r}, {self.line}, {self.col})"
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"
+
+    def __reduce__(self):
+        # Pickling (and copy) materialises a lazy position into a plain one.
+        return (Pos, self._key())
 
 
 NOPOS = Pos("<none>", 0, 0)

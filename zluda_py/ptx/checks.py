@@ -4,6 +4,7 @@ and version/target gating. Every problem becomes a PtxError at the construct's p
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from . import grammar
 from .ast import (
@@ -121,6 +122,17 @@ class _Mods:
 
 
 _MODS = _Mods()
+# (register type, wanted type, relaxed) -> compatible(...): a handful of distinct keys.
+_COMPATIBLE: dict[tuple[str, str, bool], bool] = {}
+
+
+@lru_cache(maxsize=4096)
+def _special(name: str) -> bool:
+    """A special register (`%tid.x`, `%laneid`, `%envreg3`): known without a declaration."""
+    base, _, comp = name[1:].partition(".")
+    if base in _SREG_VECTOR:
+        return comp in ("x", "y", "z", "w", "")
+    return (base in _SREG_SCALAR and not comp) or _SREG_INDEXED.fullmatch(name) is not None
 
 
 class Checker:
@@ -130,8 +142,10 @@ class Checker:
         self.errors: list[PtxError] = []
         self.sm = _sm_number(module.target)
         self.globals: dict[str, object] = {}
-        # (opcode, mods, operand count) -> "" or the problem: most modules repeat a few forms.
-        self.verdicts: dict[tuple, str] = {}
+        # (opcode, mods, operand count) -> plan(): most modules repeat a few forms.
+        self.plans: dict[tuple, tuple[str, tuple, tuple]] = {}
+        self.labels: dict[str, object] = {}
+        self.pending: list[tuple] = []
 
     def error(self, pos, message: str) -> None:
         self.errors.append(self.src.error_at(pos, message))
@@ -192,18 +206,25 @@ class Checker:
         scope: dict[str, object] = {}
         for p in fn.returns + fn.params:
             self.declare(scope, p.name, p, p.pos)
-        labels: dict[str, object] = {}
-        self.collect_labels(fn.body, labels)
-        self.block(fn.body, [self.globals, labels, scope])
-
-    def collect_labels(self, body: list, labels: dict) -> None:
-        for s in body:
-            if isinstance(s, Label):
-                self.declare(labels, s.name, s, s.pos)
-            elif isinstance(s, Directive) and s.name in ("callprototype", "branchtargets", "calltargets"):
-                self.declare(labels, s.args[0], s, s.pos)
-            elif isinstance(s, Block):
-                self.collect_labels(s.body, labels)
+        # Labels are function-scoped and may be used before they appear: names that no
+        # enclosing declaration resolves are kept and resolved against the labels and the
+        # module scope once the whole body has been seen.
+        self.labels = {}
+        self.pending = []
+        self.block(fn.body, [scope])
+        labels, module = self.labels, self.globals
+        for op, insn, addr, guard in self.pending:
+            v = labels.get(op.name)
+            if v is None:
+                v = module.get(op.name)
+            if v is None:
+                kind = "register" if type(op) is Reg else "symbol"
+                self.error(op.pos, f"undeclared {kind} '{op.name}'")
+            elif guard:
+                if not (isinstance(v, Variable) and v.type == "pred"):
+                    self.error(insn.pos, f"guard '{op.name}' is not a .pred register")
+            elif addr is not None:
+                self.check_space(insn, addr, v)
 
     def block(self, body: list, scopes: list[dict]) -> None:
         local: dict[str, object] = {}
@@ -212,6 +233,8 @@ class Checker:
             t = type(s)
             if t is Instruction:
                 self.instruction(s, scopes)
+            elif t is Label:
+                self.declare(self.labels, s.name, s, s.pos)
             elif t is Variable:
                 if s.count is not None:
                     for k in range(s.count):
@@ -222,42 +245,39 @@ class Checker:
                 self.block(s.body, scopes)
             elif t is Directive:
                 self.gate_directive(s)
+                if s.name in ("callprototype", "branchtargets", "calltargets"):
+                    self.declare(self.labels, s.args[0], s, s.pos)
                 if s.name in ("branchtargets", "calltargets"):
                     for a in s.args[1:]:
-                        self.lookup(a, scopes)
+                        self.resolve(a, scopes, None, None)
 
-    def lookup(self, op, scopes: list[dict]):
+    def resolve(self, op, scopes: list[dict], insn: Instruction | None, addr: Addr | None):
+        """The declaration `op` names in the enclosing scopes, or None (then it is resolved
+        against the labels and the module scope at the end of the function)."""
         name = op.name
         for scope in reversed(scopes):
             hit = scope.get(name)
             if hit is not None:
                 return hit
-        if isinstance(op, Reg) and self.special(name):
-            return None
-        kind = "register" if isinstance(op, Reg) else "symbol"
-        self.error(op.pos, f"undeclared {kind} '{name}'")
+        if type(op) is not Reg or not _special(name):
+            self.pending.append((op, insn, addr, False))
         return None
-
-    @staticmethod
-    def special(name: str) -> bool:
-        base, _, comp = name[1:].partition(".")
-        if base in _SREG_VECTOR:
-            return comp in ("x", "y", "z", "w", "")
-        return (base in _SREG_SCALAR and not comp) or _SREG_INDEXED.fullmatch(name) is not None
 
     # ------------------------------------------------------------------ instructions
 
     def instruction(self, insn: Instruction, scopes: list[dict]) -> None:
-        key = (insn.opcode, insn.mods, len(insn.operands))
-        verdict = self.verdicts.get(key)
-        if verdict is None:
-            verdict = self.verdicts[key] = self.form_verdict(insn)
+        ops = insn.operands
+        key = (insn.opcode, insn.mods, len(ops))
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = self.plan(insn)
+        verdict, roles, wants = plan
         if verdict:
             self.error(insn.pos, verdict)
             if "(module " not in verdict:  # gated forms are still checked further
                 return
-        if insn.guard is not None:
-            g = insn.guard
+        g = insn.guard
+        if g is not None:
             for scope in reversed(scopes):
                 v = scope.get(g.reg)
                 if v is not None:
@@ -265,12 +285,46 @@ class Checker:
                         self.error(insn.pos, f"guard '{g.reg}' is not a .pred register")
                     break
             else:
-                self.error(insn.pos, f"undeclared register '{g.reg}'")
+                if not _special(g.reg):
+                    self.pending.append((Reg(g.reg, insn.pos), insn, None, True))
+        local = scopes[-1]
+        for k, op in enumerate(ops):
+            if type(op) is Reg:
+                v = local.get(op.name)
+                if v is None:
+                    v = self.resolve(op, scopes, insn, None)
+                want = wants[k]
+                if want is not None and type(v) is Variable and v.space == "reg":
+                    self.check_type(insn, op, v.type, want)
+            else:
+                new = self.operand(insn, op, scopes, roles[k], wants[k])
+                if new is not op:
+                    ops[k] = new
+
+    def plan(self, insn: Instruction) -> tuple[str, tuple, tuple]:
+        """Per (opcode, mods, operand count): the form verdict, and per operand its role and
+        the register type it wants (None: unchecked)."""
         types = insn.types
-        roles = _ROLES.get(insn.opcode)
-        for k, op in enumerate(insn.operands):
-            role = roles[k] if roles and k < len(roles) and types else None
-            self.operand(insn, op, scopes, role, types)
+        roles = _ROLES.get(insn.opcode) if types else None
+        n = len(insn.operands)
+        role_of = tuple(roles[k] if roles and k < len(roles) else None for k in range(n))
+        wants = tuple(self.want(insn, role, types, k) for k, role in enumerate(role_of))
+        return self.form_verdict(insn), role_of, wants
+
+    @staticmethod
+    def want(insn: Instruction, role: str | None, types: tuple[str, ...], k: int) -> str | None:
+        if role is None:
+            return None
+        if role == "p":
+            return "pred"
+        if role == "u32":
+            return "u32"
+        if role == "A":
+            return types[-1]
+        want = types[0]
+        if role == "T" and k == 0 and insn.opcode in ("mul", "mad") and "wide" in insn.mods:
+            want = want[0] + {"16": "32", "32": "64"}.get(want[1:], want[1:])
+        return want
 
     def form_verdict(self, insn: Instruction) -> str:
         """'' when the modifiers and operand count fit a form this module may use, else why not."""
@@ -288,52 +342,54 @@ class Checker:
         return self.gate_message(f"'{insn.opcode}" + "".join("." + m for m in insn.mods) + "'",
                                  best.ptx, best.sm)
 
-    def operand(self, insn: Instruction, op, scopes, role, types) -> None:
+    def operand(self, insn: Instruction, op, scopes, role, want):
+        """Check one operand; returns it, or the Reg that replaces a Sym naming a register."""
         t = type(op)
         if t is Reg:
-            v = self.lookup(op, scopes)
-            if role and isinstance(v, Variable) and v.space == "reg":
-                self.check_type(insn, op, v.type, role, types)
+            v = self.resolve(op, scopes, insn, None)
+            if want and type(v) is Variable and v.space == "reg":
+                self.check_type(insn, op, v.type, want)
         elif t is Sym:
-            v = self.lookup(op, scopes)
-            if isinstance(v, Variable) and v.space == "reg":
-                if role:
-                    self.check_type(insn, op, v.type, role, types)
+            v = self.resolve(op, scopes, insn, None)
+            if type(v) is Variable and v.space == "reg":
+                # `.reg .b32 r1;` declares a register without '%': its uses are registers.
+                op = Reg(op.name, op.pos)
+                if want:
+                    self.check_type(insn, op, v.type, want)
         elif t is Addr:
-            if op.base is not None:
-                v = self.lookup(op.base, scopes)
-                self.check_space(insn, op, v)
-            for e in op.extra:
-                self.operand(insn, e, scopes, None, types)
+            base = op.base
+            if base is not None:
+                v = self.resolve(base, scopes, insn, op)
+                if type(base) is Sym and type(v) is Variable and v.space == "reg":
+                    op.base = Reg(base.name, base.pos)
+                elif v is not None:
+                    self.check_space(insn, op, v)
+            self.operands(insn, op.extra, scopes)
         elif t is Vec:
-            for e in op.elems:
-                self.operand(insn, e, scopes, None, types)
+            self.operands(insn, op.elems, scopes)
         elif t is ArgList:
-            for a in op.args:
-                self.operand(insn, a, scopes, None, types)
+            self.operands(insn, op.args, scopes)
         elif t is Not:
-            self.operand(insn, op.operand, scopes, "p" if role else None, types)
+            op.operand = self.operand(insn, op.operand, scopes, None, "pred" if role else None)
         elif t is PredOut:
-            self.operand(insn, op.dest, scopes, role if role != "p" else None, types)
-            self.operand(insn, op.pred, scopes, "p", types)
+            op.dest = self.operand(insn, op.dest, scopes, None, want if role != "p" else None)
+            op.pred = self.operand(insn, op.pred, scopes, None, "pred")
         elif t is Imm and role == "p":
             self.error(op.pos, f"'{insn.opcode}' expects a predicate here, found a constant")
+        return op
 
-    def check_type(self, insn: Instruction, op, reg_type: str, role: str, types) -> None:
-        if role == "p":
-            want = "pred"
-        elif role == "u32":
-            want = "u32"
-        elif role == "D":
-            want = types[0]
-        elif role == "A":
-            want = types[-1]
-        else:
-            want = types[0]
-            if insn.opcode in ("mul", "mad") and "wide" in insn.mods and op is insn.operands[0]:
-                want = {"16": "32", "32": "64"}.get(want[1:], want[1:])
-                want = types[0][0] + want
-        if not compatible(reg_type, want, insn.opcode in _RELAXED):
+    def operands(self, insn: Instruction, ops: list, scopes) -> None:
+        for k, e in enumerate(ops):
+            new = self.operand(insn, e, scopes, None, None)
+            if new is not e:
+                ops[k] = new
+
+    def check_type(self, insn: Instruction, op, reg_type: str, want: str) -> None:
+        key = (reg_type, want, insn.opcode in _RELAXED)
+        ok = _COMPATIBLE.get(key)
+        if ok is None:
+            ok = _COMPATIBLE[key] = compatible(*key)
+        if not ok:
             self.error(op.pos, f"operand '{op.name}' has type .{reg_type}, "
                                f"incompatible with .{want} of '{insn.opcode}'")
 

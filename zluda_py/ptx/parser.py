@@ -46,17 +46,59 @@ FUNC_DIRECTIVES = frozenset(
 # Directives whose arguments run to the end of the line (no ';').
 LINE_DIRECTIVES = frozenset(("file", "loc"))
 
-# The fast path: `[@[!]%p] opcode op, op, ...;` on one line with simple operands only.
+# Fast paths for the line shapes that make up most of nvcc's output. Each builds the same AST
+# as the general path; anything they do not match exactly goes through the general path,
+# which also produces the errors.
+# `[@[!]%p] opcode op, op, ...;` alone on its line (operands without braces or parentheses).
 _FAST_INSN = re.compile(
-    r"[ \t]*(?:@(!?)(%[\w$]+)[ \t]+)?([a-z][\w$]*(?:(?:\.|::)[\w$]+)*)"
+    r"(?:@(!?)(%[\w$]+)[ \t]+)?([a-z][\w$]*(?:(?:\.|::)[\w$]+)*)"
     r"(?:[ \t]+([^;{}()\"/!|\n]*?))?[ \t]*;[ \t]*(?=\n|//|$)"
 )
+# One operand of _FAST_INSN's list (the text between commas).
 _FAST_OPERAND = re.compile(
-    r"[ \t]*(?:(%[\w$]+(?:\.[\w$]+)?)|(-?(?:0[xX][0-9a-fA-F]+|[1-9]\d*|0)U?)(?![\w$.])"
-    r"|(0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16})(?![\w$])"
-    r"|\[[ \t]*(%?[A-Za-z_$][\w$]*)[ \t]*(?:([+-])[ \t]*(-?\d+))?[ \t]*\]"
-    r"|([A-Za-z$][\w$]*|_[\w$]+))[ \t]*(?:,|$)"
+    r"[ \t]*(?:(%[\w$]+(?:\.[\w$]+)?)|(-?(?:0[xX][0-9a-fA-F]+|[1-9]\d*|0)U?)"
+    r"|(0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16})"
+    r"|(\[[ \t]*)(%?[A-Za-z_$][\w$]*)[ \t]*(?:([+-])[ \t]*(-?(?:[1-9]\d*|0)))?[ \t]*\]"
+    r"|([A-Za-z$][\w$]*|_[\w$]*))[ \t]*"
 )
+# `name:` alone on its line.
+_FAST_LABEL = re.compile(r"([A-Za-z_$][\w$]*):[ \t]*(?=\n|//|$)")
+# `.loc file line col` alone on its line.
+_FAST_LOC = re.compile(r"\.loc[ \t]+(0|[1-9]\d*)[ \t]+(0|[1-9]\d*)[ \t]+(0|[1-9]\d*)[ \t]*(?=\n|//|$)")
+_WS = " \t\r\n\f\v"
+
+# Operand kinds of the fast path's per-parse cache: operand text -> how to build it.
+_K_REG, _K_SYM, _K_SINK, _K_IMM, _K_ADDR = range(5)
+
+
+def _fast_operand_spec(piece: str) -> tuple | None:
+    """How to build the operand written as `piece` (with its surrounding blanks), or None
+    when the general path must parse it. Offsets are relative to the start of `piece`."""
+    om = _FAST_OPERAND.fullmatch(piece)
+    if om is None:
+        return None
+    reg, num, fhex, bracket, abase, sign, off, sym = om.groups()
+    if reg is not None:
+        return (_K_REG, om.start(1), reg)
+    if num is not None:
+        value = int_value(num.lstrip("-"))  # no octal: the pattern leaves it to the general path
+        return (_K_IMM, om.start(2), -value if num[0] == "-" else value, "int")
+    if fhex is not None:
+        raw, kind = hex_float_value(fhex)
+        return (_K_IMM, om.start(3), raw, kind)
+    if abase is not None:
+        offset = 0 if off is None else (int(off) if sign == "+" else -int(off))
+        return (_K_ADDR, om.start(4), Reg if abase[0] == "%" else Sym, abase, om.start(5), offset)
+    if sym == "_":
+        return (_K_SINK, om.start(8))
+    return (_K_SYM, om.start(8), sym)
+
+
+def _end_before_blanks(text: str, end: int) -> int:
+    """The offset just past the last non-blank character before `end`."""
+    while end > 0 and text[end - 1] in _WS:
+        end -= 1
+    return end
 
 
 class Parser:
@@ -69,6 +111,7 @@ class Parser:
         self.limit = len(text)  # lexing stops here (the end of a line for .loc/.file)
         self._peek_at = -1
         self._peek_tok: tuple[str, str, int] = ("eof", "", 0)
+        self._operand_specs: dict[str, tuple | None] = {}
 
     # ------------------------------------------------------------------ tokens
 
@@ -85,7 +128,7 @@ class Parser:
         j = _SKIP.match(text, i, limit).end()
         if j >= limit:
             # Errors at the end of the input point just past its last character.
-            tok = ("eof", "", len(text[:limit].rstrip()) if limit < len(text) else len(text.rstrip()))
+            tok = ("eof", "", _end_before_blanks(text, limit))
         else:
             m = _TOKEN.match(text, j, limit)
             if m is None:
@@ -478,18 +521,44 @@ class Parser:
     def body(self) -> list[Statement]:
         """Statements up to and including the closing '}'."""
         out: list[Statement] = []
+        append = out.append
         text = self.text
-        fast = _FAST_INSN.match
+        pos = self._pos
+        skip = _SKIP.match
+        insn_match = _FAST_INSN.match
+        label_match = _FAST_LABEL.match
+        loc_match = _FAST_LOC.match
+        fast_instruction = self.fast_instruction
         while True:
-            i = _SKIP.match(text, self.i).end()
+            i = skip(text, self.i).end()
             self.i = i
-            m = fast(text, i)
-            if m is not None:
-                insn = self.fast_instruction(m, i)
-                if insn is not None:
-                    out.append(insn)
+            c = text[i:i + 1]
+            if c == ".":
+                m = loc_match(text, i)
+                if m is not None:
+                    append(Directive("loc", [int(m[1]), int(m[2]), int(m[3])], pos(i)))
                     self.i = m.end()
                     continue
+            elif c == "$":
+                m = label_match(text, i)
+                if m is not None:
+                    append(Label(m[1], pos(i)))
+                    self.i = m.end()
+                    continue
+            elif c != "}" and c != "{":
+                m = insn_match(text, i)
+                if m is not None:
+                    insn = fast_instruction(m, i)
+                    if insn is not None:
+                        append(insn)
+                        self.i = m.end()
+                        continue
+                elif c != "/":
+                    m = label_match(text, i)
+                    if m is not None:
+                        append(Label(m[1], pos(i)))
+                        self.i = m.end()
+                        continue
             tok = self.peek()
             if tok[1] == "}" and tok[0] == "p":
                 self.next()
@@ -661,59 +730,36 @@ class Parser:
 
     def fast_instruction(self, m: re.Match, start: int) -> Instruction | None:
         """Build the instruction matched by _FAST_INSN, or None to use the general path."""
-        opcode, mods = grammar.split_opcode(m.group(3))
+        opcode, mods = grammar.split_opcode(m[3])
         if opcode is None:
             return None
-        pos = self._pos(m.start(3) if m.group(2) is None else m.start(1) - 1)
-        guard = None if m.group(2) is None else Guard(m.group(2), m.group(1) == "!")
+        pos = self._pos
+        guard_reg = m[2]
+        guard = None if guard_reg is None else Guard(guard_reg, m[1] == "!")
         ops: list[Operand] = []
-        body = m.group(4)
+        body = m[4]
         if body:
-            i = m.start(4)
-            end = m.end(4)
-            text = self.text
-            src = self.src
-            line = pos.line
-            base = src.line_starts[line - 1]
-            match = _FAST_OPERAND.match
-            while i < end:
-                om = match(text, i, end)
-                if om is None:
+            specs = self._operand_specs
+            at = m.start(4)
+            for piece in body.split(","):
+                spec = specs.get(piece, False)
+                if spec is False:
+                    spec = specs[piece] = _fast_operand_spec(piece)
+                if spec is None:
                     return None
-                reg, num, fhex, abase, sign, off, sym = om.groups()
-                if reg is not None:
-                    at = om.start(1)
-                    ops.append(Reg(reg, pos=_Pos(src.filename, line, at - base + 1)))
-                elif num is not None:
-                    value = int_value(num.lstrip("-"))
-                    if value is None:
-                        return None
-                    at = om.start(2)
-                    ops.append(Imm(-value if num[0] == "-" else value, "int",
-                                   pos=_Pos(src.filename, line, at - base + 1)))
-                elif fhex is not None:
-                    raw, k = hex_float_value(fhex)
-                    at = om.start(3)
-                    ops.append(Imm(raw, k, pos=_Pos(src.filename, line, at - base + 1)))
-                elif abase is not None:
-                    at = om.start(4)
-                    b = (Reg if abase[0] == "%" else Sym)(abase, pos=_Pos(src.filename, line, at - base + 1))
-                    o = 0 if off is None else (int(off) if sign == "+" else -int(off))
-                    if off is not None and len(off) > 1 and off.lstrip("-")[0] == "0":
-                        return None  # octal offsets take the general path
-                    ops.append(Addr(b, o, pos=_Pos(src.filename, line, text.rfind("[", i, at) - base + 1)))
+                kind = spec[0]
+                if kind == _K_REG:
+                    ops.append(Reg(spec[2], pos(at + spec[1])))
+                elif kind == _K_IMM:
+                    ops.append(Imm(spec[2], spec[3], pos(at + spec[1])))
+                elif kind == _K_ADDR:
+                    ops.append(Addr(spec[2](spec[3], pos(at + spec[4])), spec[5], pos(at + spec[1])))
+                elif kind == _K_SYM:
+                    ops.append(Sym(spec[2], pos(at + spec[1])))
                 else:
-                    at = om.start(7)
-                    ops.append(Sym(sym, pos=_Pos(src.filename, line, at - base + 1)))
-                i = om.end()
-                if text[i - 1] != "," and i < end:
-                    return None
-            if text[end - 1] == ",":
-                return None
-        return Instruction(opcode, mods, ops, guard, pos=pos)
-
-
-from .ast import Pos as _Pos  # noqa: E402  (kept next to its only hot use)
+                    ops.append(Sink(pos(at + spec[1])))
+                at += len(piece) + 1
+        return Instruction(opcode, mods, ops, guard, pos(start))
 
 
 def parse(text: str, filename: str = "<ptx>") -> Module:

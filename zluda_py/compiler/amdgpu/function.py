@@ -145,6 +145,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
             self.guarded(term, lambda: self.lower_barrier(term))
             self._goto(fall)
             return
+        if term.opcode == "call":  # ends a CPU-target block; here an ordinary instruction
+            self.lower_inst(term)
+            self._goto(fall)
+            return
         if term.opcode in ("brx",):
             raise unsupported(term, "brx.idx")
         if term.opcode == "exit" and not self.is_kernel:
@@ -253,8 +257,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
         rets: list[ast.Operand] = ops.pop(0).args if ops and isinstance(ops[0], ast.ArgList) else []
         target = ops.pop(0)
         args = ops.pop(0).args if ops and isinstance(ops[0], ast.ArgList) else []
-        if not isinstance(target, ast.Sym):
-            raise unsupported(inst, "indirect call")
+        if not isinstance(target, ast.Sym) or target.name in self.regs:
+            self._indirect_call(inst, target, [*rets, *args])
+            return
         if target.name in SYSCALLS and target.name not in self.mod.llfns:
             self.syscall(inst, target.name, rets, args)
             return
@@ -282,6 +287,19 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
         self.b.call(self.mod.llfns[target.name], buffers)
         for actual, buf, t in copy_back:
             self.write(actual, self.b.load(buf, typ=ir.IntType(ptx_bits(t))), t)
+
+    def _indirect_call(self, inst: ast.Instruction, target: ast.Operand, actuals: list[ast.Operand]) -> None:
+        """A call through a function pointer: every .func takes one private buffer per parameter."""
+        buffers = []
+        for a in actuals:
+            sym = self.symbols.get(a.name) if isinstance(a, ast.Sym) else None
+            if sym is None or sym.kind != "pbuf":
+                raise unsupported(inst, "indirect call with register arguments")
+            buffers.append(sym.ptr)
+        fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(addrspace=5)] * len(buffers))
+        # a typed function pointer is how llvmlite's call learns an indirect callee's type
+        callee = self.b.inttoptr(self.read(ast.Reg(target.name, target.pos), "u64"), fnty.as_pointer())
+        self.b.call(callee, buffers)
 
     def syscall(self, inst: ast.Instruction, name: str, rets: list[ast.Operand], args: list[ast.Operand]) -> None:
         if name == "vprintf":
@@ -315,7 +333,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
     def read(self, op: ast.Operand, ptype: str) -> ir.Value:
         """An operand as an integer of the width of PTX type `ptype`."""
         bits = ptx_bits(ptype)
-        if isinstance(op, ast.Reg):
+        if isinstance(op, ast.Reg) or (isinstance(op, ast.Sym) and op.name in self.regs):
             return self.read_reg(op.name, bits, ptype.startswith("s"))
         if isinstance(op, ast.Not):
             return self.b.not_(self.read(op.operand, "pred"))
@@ -330,7 +348,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
     def write(self, op: ast.Operand, value: ir.Value, ptype: str) -> None:
         if isinstance(op, ast.Sink):
             return
-        if not isinstance(op, ast.Reg) or op.name not in self.regs:
+        if not isinstance(op, (ast.Reg, ast.Sym)) or op.name not in self.regs:  # `.reg .b16 r;` has no %
             raise UnsupportedError(f"destination {op}", getattr(op, "pos", ast.NOPOS))
         slot, bits = self.regs[op.name]
         self.b.store(self.lanes.resize(value, bits, ptype.startswith("s")), slot)
@@ -379,6 +397,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
             v = self.implicit_arg(IMPLICIT_DYNAMIC_LDS, I32)
         elif base in ("%smid", "%gridid"):  # volatile ids: any value in range is a valid answer
             v = ir.Constant(I32, 0)
+        elif base.startswith("%envreg"):  # nvcc's grid.sync() reads its workspace from these
+            raise UnsupportedError(f"register {name} (grid-wide sync of cooperative launches)")
         else:
             raise UnsupportedError(f"register {name} (not declared)")
         return self.lanes.resize(v, bits, False)

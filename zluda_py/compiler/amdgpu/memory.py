@@ -58,6 +58,8 @@ class MemoryMixin:
                 raise UnsupportedError(f"memory operand {addr.base.name}", addr.pos)
             p = b.gep(sym.ptr, [ir.Constant(I64, addr.offset)], source_etype=I8)
             have = SYMBOL_SPACE[sym.kind]
+            if space == "param" and sym.kind in ("kparam", "pbuf"):
+                want = have  # a kernel's own parameters, or a call's .param buffer
             if have != want:
                 if want != 0:
                     raise UnsupportedError(f"{addr.base.name} accessed as .{space}", addr.pos)

@@ -46,12 +46,12 @@ class ModuleLowering:
 
     # ------------------------------------------------------------------ top level
     def lower(self) -> tuple[str, dict]:
-        for v in self.ast.variables():
-            self.symbols[v.name] = self._variable(v, v.name)
         defined = {f.name for f in self.ast.functions() if f.body is not None}
         for f in self.ast.functions():
             if f.body is not None or f.name not in defined:  # skip forward declarations
                 self._declare(f)
+        for v in self.ast.variables():  # after the functions: initializers may hold their addresses
+            self.symbols[v.name] = self._variable(v, v.name)
         for f in self.ast.functions():
             if f.body is not None:
                 FunctionLowering(self, f, self.llfns[f.name]).lower()
@@ -89,41 +89,63 @@ class ModuleLowering:
             if v.linkage == "extern" or (v.array and v.array[-1] is None):
                 # dynamic shared memory: LLVM places it after the static LDS of each kernel
                 g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, 0), name=name, addrspace=space)
+                g.type = ir.PointerType(addrspace=space)
                 g.linkage = "external"
                 g.align = DYN_SHARED_ALIGN
                 return Symbol("shared", g, 0)
             g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, max(size, 1)), name=name, addrspace=space)
+            g.type = ir.PointerType(addrspace=space)
             g.linkage = "internal"
             g.initializer = ir.Constant(g.value_type, ir.Undefined)  # LDS has no initial contents
             g.align = align
             return Symbol("shared", g, size)
         if v.linkage == "extern" and v.init is None:
             raise UnsupportedError(f"unresolved .extern variable {v.name}", v.pos)
-        data = self._initial_bytes(v, size)
-        g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, max(size, 1)), name=name, addrspace=space)
-        g.initializer = ir.Constant(g.value_type, bytearray(data or bytes(1)))
+        init = self._initializer(v, size)
+        g = ir.GlobalVariable(self.ir, init.type, name=name, addrspace=space)
+        g.type = ir.PointerType(addrspace=space)
+        g.initializer = init
         g.align = align
         g.visibility = "protected"
         if v.type in ("b8", "u8", "s8") and v.init is not None:
-            self.string_globals[v.name] = bytes(data).split(b"\0", 1)[0]
+            self.string_globals[v.name] = bytes(init.constant).split(b"\0", 1)[0]
         self.globals_meta[v.name] = {"symbol": name, "size": size, "space": v.space}
         return Symbol(v.space, g, size)
 
-    def _initial_bytes(self, v: ast.Variable, size: int) -> bytes:
+    def _initializer(self, v: ast.Variable, size: int) -> ir.Constant:
+        """The initial contents: bytes, or a packed struct of bytes and addresses (`.u64 t[] = {f, g}`)."""
         data = bytearray(size)
-        if v.init is not None:
-            elem = _type_size(v.type)
-            for i, item in enumerate(_flatten_init(v.init)):
-                if not isinstance(item.value, ast.Imm):
-                    raise UnsupportedError(f"initializer with addresses for {v.name}", v.pos)
-                bits = immediate_bits(item.value, v.type if v.type != "pred" else "u8")
-                data[i * elem:(i + 1) * elem] = (bits & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
-        return bytes(data)
+        addresses: list[tuple[int, ir.Constant]] = []
+        elem = _type_size(v.type)
+        for i, item in enumerate(_flatten_init(v.init) if v.init is not None else []):
+            if isinstance(item.value, ast.Sym):
+                target = self.symbols.get(item.value.name)
+                if target is None or elem != 8 or item.offset:
+                    raise UnsupportedError(f"initializer of {v.name} with the address of {item.value.name}", v.pos)
+                addresses.append((i * elem, target.ptr.ptrtoint(I64)))
+                continue
+            if not isinstance(item.value, ast.Imm):
+                raise UnsupportedError(f"initializer of {v.name}", v.pos)
+            bits = immediate_bits(item.value, v.type if v.type != "pred" else "u8")
+            data[i * elem:(i + 1) * elem] = (bits & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
+        if not addresses:
+            return ir.Constant(ir.ArrayType(I8, max(size, 1)), bytearray(data or bytes(1)))
+        parts: list[ir.Constant] = []
+        pos = 0
+        for off, addr in addresses:
+            if off > pos:
+                parts.append(ir.Constant(ir.ArrayType(I8, off - pos), bytearray(data[pos:off])))
+            parts.append(addr)
+            pos = off + 8
+        if pos < size:
+            parts.append(ir.Constant(ir.ArrayType(I8, size - pos), bytearray(data[pos:])))
+        return ir.Constant.literal_struct(parts, packed=True)
 
     def printf_buffer(self) -> ir.GlobalVariable:
         g = self.ir.globals.get(BUFFER_SYMBOL)
         if g is None:
             g = ir.GlobalVariable(self.ir, I64, name=BUFFER_SYMBOL, addrspace=1)
+            g.type = ir.PointerType(addrspace=1)
             g.initializer = ir.Constant(I64, 0)
             g.visibility = "protected"
             g.align = 8
@@ -139,6 +161,7 @@ class ModuleLowering:
         g = self.ir.globals.get(name)
         if g is None:
             g = ir.GlobalVariable(self.ir, I32, name=name, addrspace=3)
+            g.type = ir.PointerType(addrspace=3)
             g.linkage = "internal"
             g.initializer = ir.Constant(I32, ir.Undefined)
             g.align = 4

@@ -62,7 +62,7 @@ class Frame(IntEnum):
     LIVE = 3  # number of lanes that have not exited
     BAR_MASK = 4  # lanes that arrived
     BAR_VALUE = 5  # bar.red contribution (number of lanes with a true predicate)
-    ARRIVE_ONLY = 6
+    SPILL_ALL = 7  # 1: the warp was divergent at the barrier, every register was saved
 
 
 class BarSlot(IntEnum):

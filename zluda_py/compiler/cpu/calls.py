@@ -205,48 +205,65 @@ class CallMixin:
             return
         self._set_frame_i32(Frame.BAR_ID, bar_id)
         self._set_frame_i32(Frame.BAR_MASK, V.mask_bits(b, lanes))
-        self.spill()
         site = len(self.resume_sites) + 1
-        self.resume_sites.append((site, inst, dst))
+        live = self.live[next_block] if next_block is not None else set()
+        self.resume_sites.append((site, inst, dst, live))
+        # A converged warp (every live lane continues at next_block) saves only what is live there.
+        at_next = b.icmp_unsigned("==", pcv, V.splat_const(I32, next_block if next_block is not None else DONE))
+        done = b.icmp_unsigned("==", pcv, V.splat_const(I32, DONE))
+        converged = b.icmp_unsigned("==", V.mask_bits(b, b.or_(at_next, done)), ir.Constant(I32, -1))
+        self._set_frame_i32(Frame.SPILL_ALL, b.zext(b.not_(converged), I32))
+        with b.if_else(converged) as (then, other):
+            with then:
+                self.spill(live)
+            with other:
+                self.spill(None)
         b.ret(ir.Constant(I32, site))
 
-    def frame_layout(self) -> list[tuple[ir.Value, ir.Type, int]]:
-        """(slot, type, frame offset) for every register saved across a barrier."""
+    def frame_layout(self, live: set[str] | None = None) -> list[tuple[ir.Value, ir.Type, int]]:
+        """(slot, type, frame offset) of the registers saved across a barrier: the pc, the carry flag
+        and `live` (None: all). Every register has a fixed place in the frame."""
         out = []
         off = FRAME_HEADER
-        for slot, bits in [(self.pc, 32), *self.regs.values()]:
+        for name, (slot, bits) in [("pc", (self.pc, 32)), *self.regs.items()]:
             t = V.vec(ir.IntType(bits))
-            out.append((slot, t, off))
+            if live is None or name in live or name in ("pc", "%cc"):
+                out.append((slot, t, off))
             off += max(16, WARP * bits // 8)
         self.frame_bytes = off
         return out
 
-    def spill(self) -> None:
+    def spill(self, live: set[str] | None) -> None:
         b = self.b
-        for slot, t, off in self.frame_layout():
+        for slot, t, off in self.frame_layout(live):
             b.store(b.load(slot, typ=t), b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), align=16)
 
-    def _emit_resume(self) -> None:
-        """Reload the registers, deliver bar.red results, and continue at the dispatcher."""
+    def reload(self, live: set[str] | None) -> None:
         b = self.b
+        for slot, t, off in self.frame_layout(live):
+            b.store(b.load(b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), typ=t, align=16), slot)
+
+    def _emit_resume(self) -> None:
+        """Per barrier site: reload what was saved, deliver bar.red results, continue at the dispatcher."""
+        b = self.b
+        self.frame_layout()
         if not self.resume_sites:  # no barrier: a frame holds only the header
             self.frame_bytes = FRAME_HEADER
             return
         b.position_at_end(self.resume_block)
-        for slot, t, off in self.frame_layout():
-            b.store(b.load(b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), typ=t, align=16), slot)
-        after = self.llfn.append_basic_block("resumed")
-        sw = b.switch(self.resume, after)
-        for site, inst, dst in self.resume_sites:
-            if dst is None:
-                continue
+        sw = b.switch(self.resume, self.dispatch_block)
+        for site, inst, dst, live in self.resume_sites:
             blk = self.llfn.append_basic_block(f"resume{site}")
             sw.add_case(ir.Constant(I32, site), blk)
             b.position_at_end(blk)
-            self._bar_red_result(inst, dst)
-            b.branch(after)
-        b.position_at_end(after)
-        b.branch(self.dispatch_block)
+            with b.if_else(b.icmp_unsigned("!=", self._frame_i32(Frame.SPILL_ALL), ir.Constant(I32, 0))) as (a, c):
+                with a:
+                    self.reload(None)
+                with c:
+                    self.reload(live)
+            if dst is not None:
+                self._bar_red_result(inst, dst)
+            b.branch(self.dispatch_block)
 
     def _bar_red_result(self, inst: ast.Instruction, dst: ast.Operand) -> None:
         b = self.b

@@ -81,16 +81,14 @@ class WarpMixin:
         return b.select(ok, j, lane), ok
 
     def permute(self, value: ir.Value, src: ir.Value) -> ir.Value:
-        """out[i] = value[src[i]] for a run-time index vector (0..31)."""
+        """out[i] = value[src[i]]: an extract/insert chain, which LLVM folds to one shufflevector
+        when the indices turn out constant (nvcc passes shuffle offsets in registers)."""
         b = self.b
-        slot = V.entry_alloca(b, value.type)
-        b.store(value, slot)
-        elt = value.type.element
-        base = V.splat(b, b.ptrtoint(slot, I64))
-        ptrs = b.add(base, b.mul(b.zext(src, V.vec(I64)), V.splat_const(I64, elt.width // 8)))
-        ptrs = b.inttoptr(ptrs, ir.VectorType(V.PTR, WARP))
-        return V.intrinsic(b, f"llvm.masked.gather.v{WARP}i{elt.width}.v{WARP}p0", value.type,
-                           [ptrs, ir.Constant(I32, elt.width // 8), V.ALL, ir.Constant(value.type, None)])
+        out = ir.Constant(value.type, ir.Undefined)
+        for lane in range(WARP):
+            idx = ir.Constant(I32, lane)
+            out = b.insert_element(out, b.extract_element(value, b.extract_element(src, idx)), idx)
+        return out
 
     def op_vote(self, inst: ast.Instruction, mask: ir.Value) -> None:
         b = self.b

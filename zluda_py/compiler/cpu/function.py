@@ -63,6 +63,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         self.llfn = llfn
         self.is_kernel = fn.kind == "entry"
         self.body = cfg.build(fn.body or [], keep=lambda op: op in SEMANTICS)
+        self.live = cfg.live_in(self.body)
+        # Registers live into some block: only their inactive lanes' values can be read later.
+        self.carried = set().union(*self.live) if self.live else set()
+        self.guarded_inst = False
         entry = llfn.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         self.lanes = Lanes(self.b, WARP)
@@ -152,7 +156,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
     def _new_reg(self, name: str, bits: int) -> None:
         t = V.vec(ir.IntType(bits))
         slot = self.b.alloca(t, name=name.lstrip("%"))
-        self.b.store(ir.Constant(t, None), slot)
+        self.b.store(ir.Constant(t, ir.Undefined), slot)  # PTX leaves unwritten registers undefined
         self.regs[name] = (slot, bits)
 
     def _declare_params(self, args: list[ir.Value]) -> None:
@@ -324,6 +328,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         if op in NO_OPS:
             return
         mask = self.guarded(inst, self.cur_mask)
+        self.guarded_inst = inst.guard is not None
         handler = getattr(self, "op_" + op, None)
         if handler is not None:
             handler(inst, mask)
@@ -402,13 +407,58 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         slot, bits = self.regs[op.name]
         b = self.b
         value = V.resize(b, value, bits, ptype.startswith("s"))
-        old = b.load(slot, typ=value.type)
-        b.store(b.select(mask, value, old), slot)
+        if op.name in self.carried or self.guarded_inst or op.name == "%cc":
+            value = b.select(mask, value, b.load(slot, typ=value.type))
+        # else: a block-local temporary; lanes outside the mask never read this value, and
+        # writing it whole keeps it out of the dispatcher's loop-carried state
+        b.store(value, slot)
 
     # ------------------------------------------------------------------ special registers
     def _specials_setup(self) -> None:
         b = self.b
-        self.thread_index = b.add(V.splat(b, b.mul(self.warp, ir.Constant(I32, WARP))), V.LANE_IDS)
+        base = b.mul(self.warp, ir.Constant(I32, WARP))
+        self.thread_index = b.add(V.splat(b, base), V.LANE_IDS)
+        u32 = lambda slot: b.trunc(self.ctx_i64(slot), I32)  # noqa: E731
+        nx, ny = u32(Ctx.BLOCK_X), u32(Ctx.BLOCK_Y)
+        # %tid from the linear index with scalar divisions only (a vector division is 32 divides),
+        # and none at all for the common 1-D block
+        one_d = b.icmp_unsigned("==", b.mul(ny, u32(Ctx.BLOCK_Z)), ir.Constant(I32, 1))
+        pre = b.block
+        multi = self.llfn.append_basic_block("tid.3d")
+        joined = self.llfn.append_basic_block("tid")
+        b.cbranch(one_d, joined, multi)
+        b.position_at_end(multi)
+        qx = b.udiv(base, nx)
+        tx, q = self._divmod_lanes(b.urem(base, nx), qx, nx, V.LANE_IDS)
+        ty, tz = self._divmod_lanes(b.urem(qx, ny), b.udiv(qx, ny), ny, b.sub(q, V.splat(b, qx)))
+        last = b.block
+        b.branch(joined)
+        b.position_at_end(joined)
+        self.tid_x, self.tid_y, self.tid_z = (b.phi(V.vec(I32)) for _ in range(3))
+        for phi, fast, slow in ((self.tid_x, self.thread_index, tx), (self.tid_y, V.splat_const(I32, 0), ty),
+                                (self.tid_z, V.splat_const(I32, 0), tz)):
+            phi.add_incoming(fast, pre)
+            phi.add_incoming(slow, last)
+
+    def _divmod_lanes(self, rem0: ir.Value, quot0: ir.Value, d: ir.Value, offsets: ir.Value):
+        """Per lane (n mod d, n div d) for n = quot0*d + rem0 + offsets, offsets small: start from
+        rem0+offsets and subtract d while some lane is still >= d."""
+        b = self.b
+        r0, q0, dv = b.add(V.splat(b, rem0), offsets), V.splat(b, quot0), V.splat(b, d)
+        pre = b.block
+        head = self.llfn.append_basic_block("divmod")
+        done = self.llfn.append_basic_block("divmod.done")
+        b.branch(head)
+        b.position_at_end(head)
+        r, q = b.phi(V.vec(I32)), b.phi(V.vec(I32))
+        over = b.icmp_unsigned(">=", r, dv)
+        r.add_incoming(r0, pre)
+        q.add_incoming(q0, pre)
+        r.add_incoming(b.select(over, b.sub(r, dv), r), head)
+        q.add_incoming(b.add(q, b.zext(over, V.vec(I32))), head)
+        b.cbranch(V.any_lane(b, over), head, done)
+        b.position_at_end(done)
+        return r, q
 
     def special(self, name: str, bits: int) -> ir.Value:
         b = self.b
@@ -416,14 +466,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         axis = "xyz".index(comp) if comp in ("x", "y", "z") else 0
         u32 = lambda slot: b.trunc(self.ctx_i64(slot), I32)  # noqa: E731
         if base == "%tid":
-            t = self.thread_index
-            nx, ny = V.splat(b, u32(Ctx.BLOCK_X)), V.splat(b, u32(Ctx.BLOCK_Y))
-            if axis == 0:
-                v = b.urem(t, nx)
-            elif axis == 1:
-                v = b.urem(b.udiv(t, nx), ny)
-            else:
-                v = b.udiv(t, b.mul(nx, ny))
+            v = (self.tid_x, self.tid_y, self.tid_z)[axis]
         elif base in ("%ntid", "%ctaid", "%nctaid"):
             first = {"%ntid": Ctx.BLOCK_X, "%ctaid": Ctx.CTA_X, "%nctaid": Ctx.GRID_X}[base]
             v = V.splat(b, u32(first + axis))

@@ -160,7 +160,7 @@ class ModuleLowering:
         lowering = FunctionLowering(self, f, warp)
         lowering.lower()
         runner = f"zluda_run.{f.name}"
-        self._block_runner(runner, warp, lowering.frame_bytes)
+        self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites))
         params = []
         offset = 0
         for p in f.params:
@@ -200,8 +200,9 @@ class ModuleLowering:
         return b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec)
 
     # ------------------------------------------------------------------ block runner
-    def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int) -> None:
-        """`i32 run(ptr ctx)`: run blocks FIRST..FIRST+COUNT, each warp by warp, barrier by barrier."""
+    def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int, barriers: bool) -> None:
+        """`i32 run(ptr ctx)`: run blocks FIRST..FIRST+COUNT, each warp by warp, barrier by barrier
+        (without barriers: each warp once, to completion)."""
         fn = ir.Function(self.ir, ir.FunctionType(I32, [PTR]), name=name)
         ctx = fn.args[0]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -223,66 +224,89 @@ class ModuleLowering:
         with _for(b, first, b.add(first, count)) as (blk, exit_loop):
             with b.if_then(b.icmp_unsigned("!=", b.load(stop, typ=I32), ir.Constant(I32, 0)), likely=False):
                 b.ret(ir.Constant(I32, 0))
-            put(Ctx.CTA_X, b.urem(blk, gx))
-            put(Ctx.CTA_Y, b.urem(b.udiv(blk, gx), gy))
-            put(Ctx.CTA_Z, b.udiv(blk, b.mul(gx, gy)))
-            b.call(self.libc("llvm.memset.p0.i64", ir.VoidType(), [PTR, V.I8, I64, I1]),
-                   [bars, ir.Constant(V.I8, 0), ir.Constant(I64, NBARRIERS * BAR_SLOTS * 8), ir.Constant(I1, 0)])
-            with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
-                fr = frame_of(w)
-                b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
-                lanes = b.sub(threads, b.mul(w, ir.Constant(I64, WARP)))
-                lanes = b.select(b.icmp_unsigned(">", lanes, ir.Constant(I64, WARP)), ir.Constant(I64, WARP), lanes)
-                b.store(b.trunc(lanes, I32), hdr(fr, Frame.LIVE))
-                for field in (STATE, Frame.BAR_ID, WAITGEN):
-                    b.store(ir.Constant(I32, 0), hdr(fr, field))
-            sched = fn.append_basic_block("schedule")
-            block_done = fn.append_basic_block("block_done")
-            b.branch(sched)
-            b.position_at_end(sched)
-            ran, left = V.entry_alloca(b, I64), V.entry_alloca(b, I64)
-            b.store(ir.Constant(I64, 0), ran)
-            b.store(ir.Constant(I64, 0), left)
-            with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
-                fr = frame_of(w)
-                state = b.load(hdr(fr, STATE), typ=I32)
-                with b.if_then(b.icmp_signed(">=", state, ir.Constant(I32, 0))):
-                    b.store(b.add(b.load(left, typ=I64), ir.Constant(I64, 1)), left)
-                    bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
-                    gen = b.load(bar_field(bar_id, BarSlot.GEN), typ=I64)
-                    waiting = b.and_(b.icmp_signed(">", state, ir.Constant(I32, 0)),
-                                     b.icmp_unsigned("==", b.zext(b.load(hdr(fr, WAITGEN), typ=I32), I64), gen))
-                    with b.if_then(b.not_(waiting)):
-                        r = b.call(warp, [ctx, fr, state])
-                        b.store(b.add(b.load(ran, typ=I64), ir.Constant(I64, 1)), ran)
-                        with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
-                            put(Ctx.FAULT_BLOCK, blk)
-                            b.store(ir.Constant(I32, 1), stop)
-                            b.ret(b.neg(r))
-                        b.store(b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r),
-                                hdr(fr, STATE))
+            self._next_cta(b, blk, first, gx, gy, get, put)
+            if not barriers:
+                with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+                    fr = frame_of(w)
+                    b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
+                    r = b.call(warp, [ctx, fr, ir.Constant(I32, 0)])
+                    with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
+                        put(Ctx.FAULT_BLOCK, blk)
+                        b.store(ir.Constant(I32, 1), stop)
+                        b.ret(b.neg(r))
+            else:
+                b.call(self.libc("llvm.memset.p0.i64", ir.VoidType(), [PTR, V.I8, I64, I1]),
+                       [bars, ir.Constant(V.I8, 0), ir.Constant(I64, NBARRIERS * BAR_SLOTS * 8), ir.Constant(I1, 0)])
+                with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+                    fr = frame_of(w)
+                    b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
+                    lanes = b.sub(threads, b.mul(w, ir.Constant(I64, WARP)))
+                    lanes = b.select(b.icmp_unsigned(">", lanes, ir.Constant(I64, WARP)), ir.Constant(I64, WARP), lanes)
+                    b.store(b.trunc(lanes, I32), hdr(fr, Frame.LIVE))
+                    for field in (STATE, Frame.BAR_ID, WAITGEN):
+                        b.store(ir.Constant(I32, 0), hdr(fr, field))
+                total = V.entry_alloca(b, I64)  # threads of the block that have not exited
+                b.store(threads, total)
+                sched = fn.append_basic_block("schedule")
+                block_done = fn.append_basic_block("block_done")
+                b.branch(sched)
+                b.position_at_end(sched)
+                ran, left = V.entry_alloca(b, I64), V.entry_alloca(b, I64)
+                b.store(ir.Constant(I64, 0), ran)
+                b.store(ir.Constant(I64, 0), left)
+                with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+                    fr = frame_of(w)
+                    state = b.load(hdr(fr, STATE), typ=I32)
+                    with b.if_then(b.icmp_signed(">=", state, ir.Constant(I32, 0))):
+                        b.store(b.add(b.load(left, typ=I64), ir.Constant(I64, 1)), left)
                         bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
-                        b.store(b.trunc(b.load(bar_field(bar_id, BarSlot.GEN), typ=I64), I32), hdr(fr, WAITGEN))
-                        self._release(b, bars, bar_field, frame_of, hdr, nwarps)
-            b.cbranch(b.icmp_unsigned("==", b.load(left, typ=I64), ir.Constant(I64, 0)), block_done,
-                      fn.append_basic_block("check_progress"))
-            b.position_at_end(fn.blocks[-1])
-            with b.if_then(b.icmp_unsigned("==", b.load(ran, typ=I64), ir.Constant(I64, 0)), likely=False):
-                put(Ctx.FAULT_BLOCK, blk)  # every live warp waits at a barrier no one else reaches
-                b.store(ir.Constant(I32, 1), stop)
-                b.ret(ir.Constant(I32, 719))
-            b.branch(sched)
-            b.position_at_end(block_done)
+                        gen = b.load(bar_field(bar_id, BarSlot.GEN), typ=I64)
+                        waiting = b.and_(b.icmp_signed(">", state, ir.Constant(I32, 0)),
+                                         b.icmp_unsigned("==", b.zext(b.load(hdr(fr, WAITGEN), typ=I32), I64), gen))
+                        with b.if_then(b.not_(waiting)):
+                            before = b.load(hdr(fr, Frame.LIVE), typ=I32)
+                            r = b.call(warp, [ctx, fr, state])
+                            exited = b.zext(b.sub(before, b.load(hdr(fr, Frame.LIVE), typ=I32)), I64)
+                            b.store(b.sub(b.load(total, typ=I64), exited), total)
+                            b.store(b.add(b.load(ran, typ=I64), ir.Constant(I64, 1)), ran)
+                            with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
+                                put(Ctx.FAULT_BLOCK, blk)
+                                b.store(ir.Constant(I32, 1), stop)
+                                b.ret(b.neg(r))
+                            b.store(b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r),
+                                    hdr(fr, STATE))
+                            bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
+                            b.store(b.trunc(b.load(bar_field(bar_id, BarSlot.GEN), typ=I64), I32), hdr(fr, WAITGEN))
+                            self._release(b, bar_field, b.load(total, typ=I64))
+                b.cbranch(b.icmp_unsigned("==", b.load(left, typ=I64), ir.Constant(I64, 0)), block_done,
+                          fn.append_basic_block("check_progress"))
+                b.position_at_end(fn.blocks[-1])
+                with b.if_then(b.icmp_unsigned("==", b.load(ran, typ=I64), ir.Constant(I64, 0)), likely=False):
+                    put(Ctx.FAULT_BLOCK, blk)  # every live warp waits at a barrier no one else reaches
+                    b.store(ir.Constant(I32, 1), stop)
+                    b.ret(ir.Constant(I32, 719))
+                b.branch(sched)
+                b.position_at_end(block_done)
         b.ret(ir.Constant(I32, 0))
 
-    def _release(self, b, bars, bar_field, frame_of, hdr, nwarps) -> None:
-        """Open every barrier whose expected thread count has arrived."""
-        total = V.entry_alloca(b, I64)
-        b.store(ir.Constant(I64, 0), total)
-        with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
-            live = b.zext(b.load(hdr(frame_of(w), Frame.LIVE), typ=I32), I64)
-            b.store(b.add(b.load(total, typ=I64), live), total)
-        total_v = b.load(total, typ=I64)
+    def _next_cta(self, b: ir.IRBuilder, blk, first, gx, gy, get, put) -> None:
+        """%ctaid of linear block `blk`: divide for the first block, then count (divisions are slow)."""
+        with b.if_else(b.icmp_unsigned("==", blk, first)) as (then, other):
+            with then:
+                put(Ctx.CTA_X, b.urem(blk, gx))
+                put(Ctx.CTA_Y, b.urem(b.udiv(blk, gx), gy))
+                put(Ctx.CTA_Z, b.udiv(blk, b.mul(gx, gy)))
+            with other:
+                x = b.add(get(Ctx.CTA_X), ir.Constant(I64, 1))
+                wrap_x = b.icmp_unsigned("==", x, gx)
+                y = b.add(get(Ctx.CTA_Y), b.zext(wrap_x, I64))
+                wrap_y = b.icmp_unsigned("==", y, gy)
+                put(Ctx.CTA_X, b.select(wrap_x, ir.Constant(I64, 0), x))
+                put(Ctx.CTA_Y, b.select(wrap_y, ir.Constant(I64, 0), y))
+                put(Ctx.CTA_Z, b.add(get(Ctx.CTA_Z), b.zext(wrap_y, I64)))
+
+    def _release(self, b, bar_field, total_v) -> None:
+        """Open every barrier whose expected thread count (default: all live threads) has arrived."""
         with _for(b, ir.Constant(I64, 0), ir.Constant(I64, NBARRIERS)) as (i, _):
             arrived = b.load(bar_field(i, BarSlot.ARRIVED), typ=I64)
             expected = b.load(bar_field(i, BarSlot.EXPECTED), typ=I64)

@@ -8,6 +8,7 @@ from typing import Callable
 from llvmlite import ir
 
 from zluda_py.compiler.lanes import Lanes
+from zluda_py.compiler.lanes import ptx_bits as width  # noqa: F401  (re-exported for the families)
 from zluda_py.ptx import ast
 
 from zluda_py.compiler.errors import UnsupportedError, unsupported
@@ -72,10 +73,6 @@ def is_float(t: str) -> bool:
 
 def is_int(t: str) -> bool:
     return t in INT_TYPES
-
-
-def width(t: str) -> int:
-    return {"f16x2": 32, "bf16x2": 32, "bf16": 16, "pred": 1}.get(t) or int(t[1:])
 
 
 def signed(t: str) -> bool:

@@ -53,6 +53,8 @@ def flush(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
 
 def is_nan_bits(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
     mag = L.b.and_(bits, c_like(L, bits, (1 << (fmt.total - 1)) - 1))
+    if not fmt.has_inf:  # e4m3: only S.1111.111 is NaN
+        return L.b.icmp_unsigned("==", mag, c_like(L, bits, fmt.nan))
     return L.b.icmp_unsigned(">", mag, c_like(L, bits, fmt.inf_bits))
 
 

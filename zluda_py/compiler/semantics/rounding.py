@@ -115,7 +115,8 @@ def round_pack(L: Lanes, sign: ir.Value, m: ir.Value, e: ir.Value, fmt: Fmt, mod
     base = b.add(t, c(fmt.bias - 1))
     res = b.add(b.shl(base, c(fmt.mbits)), k)
     res = b.select(zero, c(0), res)
-    over = b.or_(b.icmp_signed(">", t, c(fmt.bias)), b.icmp_unsigned(">", res, c(fmt.max_bits)))
+    emax = (fmt.max_bits >> fmt.mbits) - fmt.bias
+    over = b.or_(b.icmp_signed(">", t, c(emax)), b.icmp_unsigned(">", res, c(fmt.max_bits)))
     if satfinite:
         huge = c(fmt.max_bits)
     else:

@@ -1,0 +1,94 @@
+"""Special registers with 3-D blocks and grids, module globals, generic .local/.shared pointers."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+
+@pytest.mark.parametrize("grid, block", [((3, 2, 2), (5, 3, 2)), ((2, 1, 1), (40, 1, 1)), ((1, 2, 3), (1, 7, 9))])
+def test_thread_and_block_indices(cuda_module, grid, block):
+    m = cuda_module("compiler_misc.cu")
+    nb, nt = int(np.prod(grid)), int(np.prod(block))
+    out = np.zeros((nb * nt, 8), np.uint32)
+    m.launch("_Z3idsPj", grid, block, [out])
+    for b in range(nb):
+        bx, by, bz = b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1])
+        for t in range(nt):
+            tx, ty, tz = t % block[0], t // block[0] % block[1], t // (block[0] * block[1])
+            row = out[b * nt + t]
+            assert tuple(row[:6]) == (tx, ty, tz, bx, by, bz)
+            assert row[6] == t % 32
+            assert row[7] == grid[0] * 1000000 + block[2] * 10000 + block[1] * 100 + block[0]
+
+
+def test_generic_pointers_globals_and_constants(cuda_module):
+    m = cuda_module("compiler_misc.cu")
+    g = m.globals["scale_factor"]
+    assert g.size == 4
+    factor = ctypes.c_int32.from_address(g.address)
+    factor.value = 5
+    x = np.arange(64, dtype=np.int32) * 3 - 50
+    out = np.zeros((64, 3), np.int32)
+    fout = np.zeros(64, np.float32)
+    m.launch("_Z6spacesPKiPiPf", (1,), (64,), [x, out, fout])
+    t = np.arange(64)
+    expect_val = np.where(t & 1, x[t ^ 1] + 1, x * ((t & 7) + 1))
+    np.testing.assert_array_equal(out[:, 0], expect_val)
+    np.testing.assert_array_equal(out[:, 1], np.where(t & 1, 2, 1))  # isShared*2 + isLocal
+    np.testing.assert_array_equal(out[:, 2], 5 * t)
+    np.testing.assert_array_equal(fout, np.array([1.5, -2.0, 0.25, 8.0], np.float32)[t & 3] * t)
+    assert factor.value == 6  # the kernel's store is visible to the host
+
+
+LIB = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .global .align 4 .u32 bias = 40;
+.visible .func (.param .b32 r) add_bias(.param .b32 x)
+{
+  .reg .b32 %r<4>;
+  ld.param.b32 %r1, [x];
+  ld.global.u32 %r2, [bias];
+  add.s32 %r3, %r1, %r2;
+  st.param.b32 [r], %r3;
+  ret;
+}
+"""
+
+APP = """.version 8.0
+.target sm_80
+.address_size 64
+.extern .func (.param .b32 r) add_bias(.param .b32 x);
+.extern .global .align 4 .u32 bias;
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  {
+    .param .b32 a;
+    .param .b32 ret;
+    st.param.b32 [a], %r1;
+    call (ret), add_bias, (a);
+    ld.param.b32 %r2, [ret];
+  }
+  ld.global.u32 %r3, [bias];
+  add.s32 %r2, %r2, %r3;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r2;
+  ret;
+}
+"""
+
+
+def test_linking_resolves_extern_functions_and_variables():
+    from zluda_py.compiler import compile
+
+    m = compile([APP, LIB])
+    out = np.zeros(50, np.int32)
+    m.launch("k", (1,), (50,), [out])
+    np.testing.assert_array_equal(out, np.arange(50) + 80)

@@ -1,0 +1,37 @@
+"""Form coverage: unsupported forms are refused precisely, and `supports` agrees."""
+
+from __future__ import annotations
+
+import pytest
+
+from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.compiler.semantics import SEMANTICS, supports
+from zluda_py.ptx import ast
+
+REFUSED = ["add.sat.u32", "mul.wide.u64", "div.approx.f64", "cvt.s32.f32", "shf.l.b32", "prmt.f4e.b4e.b32",
+           "bfind.b32", "sin.f32", "add.ftz.f64", "fma.relu.f32", "setp.lo.s32", "testp.finite.normal.f32",
+           "cvt.rn.satfinite.e4m3x2.f16", "cvt.rn.e4m3x2.f32", "mad24.lo.sat.u32", "addc.cc.u16", "max.relu.u32",
+           "add.foo.s32"]
+
+
+@pytest.mark.parametrize("form", REFUSED)
+def test_refused_with_position(form):
+    opcode, *mods = form.split(".")
+    inst = ast.Instruction(opcode, tuple(mods), pos=ast.Pos("k.ptx", 12, 3))
+    with pytest.raises(UnsupportedError) as err:
+        SEMANTICS[opcode].operands(inst)
+    assert str(err.value).startswith(f"unsupported: {form}") and str(err.value).endswith("at k.ptx:12")
+    assert err.value.cu_result == 218
+    assert not supports(opcode, mods)
+
+
+@pytest.mark.parametrize("form", ["add.rz.ftz.sat.f32", "mad.hi.sat.s32", "madc.lo.cc.u64", "cvt.rna.satfinite.tf32.f32",
+                                  "setp.gtu.or.ftz.f16x2", "prmt.b32.rc16", "max.NaN.xorsign.abs.bf16x2",
+                                  "cvt.pack.sat.s8.s32.b32", "ex2.approx.ftz.bf16"])
+def test_supported(form):
+    opcode, *mods = form.split(".")
+    assert supports(opcode, mods)
+
+
+def test_unknown_opcode():
+    assert not supports("tex", ("2d", "v4", "f32", "f32"))
