@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import site
+import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -23,6 +25,7 @@ import cffi
 HERE = Path(__file__).resolve().parent
 MODULE_NAME = "_zluda_shim"
 LIB_NAME = "libcuda.so.1"
+PRELOAD_NAME = "libzluda_preload.so"  # the dlopen interposer `zluda run` preloads (preload.c)
 
 # C helpers in shim.c that the Python side calls through `lib`
 C_HELPERS = """
@@ -143,16 +146,37 @@ def make_ffi() -> cffi.FFI:
     return ffi
 
 
+def _install(built: Path, target: Path) -> None:
+    """Copy into place atomically: a running process keeps its mapping of the old file."""
+    tmp_target = target.with_name(target.name + ".tmp")
+    shutil.copy2(built, tmp_target)
+    os.replace(tmp_target, target)
+
+
+def build_preload(out_dir: Path) -> Path:
+    """The dlopen interposer: a plain C library (no Python), built with the C compiler
+    Python was built with."""
+    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    with tempfile.TemporaryDirectory() as tmp:
+        built = Path(tmp) / PRELOAD_NAME
+        cmd = [*cc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(built), str(HERE / "preload.c"), "-ldl", "-lpthread"]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"building {PRELOAD_NAME} failed: {' '.join(cmd)}\n{res.stderr}")
+        _install(built, out_dir / PRELOAD_NAME)
+    return out_dir / PRELOAD_NAME
+
+
 def build(out_dir: str | os.PathLike) -> Path:
-    """Build libcuda.so.1 (and the libcuda.so link) into out_dir; returns the library's path."""
+    """Build libcuda.so.1 (and the libcuda.so link) and the dlopen interposer into out_dir;
+    returns libcuda.so.1's path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         built = Path(make_ffi().compile(tmpdir=tmp, target=LIB_NAME, verbose=False))
         target = out_dir / LIB_NAME
-        tmp_target = out_dir / (LIB_NAME + ".tmp")
-        shutil.copy2(built, tmp_target)
-        os.replace(tmp_target, target)  # atomic: a running process keeps its mapping
+        _install(built, target)
+    build_preload(out_dir)
     (out_dir / "exports.txt").write_text("\n".join(exported_protos()) + "\n")
     link = out_dir / "libcuda.so"
     if link.is_symlink() or link.exists():

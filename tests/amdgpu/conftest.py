@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -31,7 +32,7 @@ def objdump():
 
 @pytest.fixture(scope="session")
 def corpus(nvcc, lld) -> dict[str, Built]:
-    from zluda_py.compiler.amdgpu import lower
+    from zluda_py.compiler.amdgpu import lower_many
     from zluda_py.compiler.amdgpu.codegen import emit_objects
     from zluda_py.compiler.amdgpu_link import link
 
@@ -44,13 +45,13 @@ def corpus(nvcc, lld) -> dict[str, Built]:
             continue
         built[name] = Built(module, {})
         try:
-            lowered = {gfx: lower(module, gfx) for gfx in TARGETS}
+            lowered = lower_many(module, TARGETS)
         except PtxError as exc:
             built[name].error = exc
             continue
         for gfx, (text, meta) in lowered.items():
             jobs.append((text, gfx))
             owners.append((name, gfx, meta))
-    for (name, gfx, meta), obj in zip(owners, emit_objects(jobs)):
+    for (name, gfx, meta), obj in zip(owners, emit_objects(jobs, workers=os.cpu_count() or 1)):
         built[name].objects[gfx] = (link([obj]), meta)
     return built

@@ -14,7 +14,13 @@ from zluda_py.ptx import ast, parse
 TARGETS = ["gfx90a", "gfx942", "gfx1100"]
 HERE = Path(__file__).parent
 CUDA = HERE.parent / "cuda"
-RDC = ("fatbin_rdc_a.cu", "fatbin_rdc_b.cu")  # built separately and linked, as with -rdc
+# -rdc programs: each group is built separately and linked, as the driver links them
+RDC_GROUPS = [("fatbin_rdc_a.cu", "fatbin_rdc_b.cu"), ("e2e_rdc_main.cu", "e2e_rdc_lib.cu")]
+RDC = {n for group in RDC_GROUPS for n in group}
+
+
+def rdc_name(group: tuple[str, ...]) -> str:
+    return f"{group[0]} (linked)"
 # Sources the compiler core cannot translate yet, for any target; strict, so a fix shows up.
 KNOWN_GAPS = {"corpus_types_cg.cu": "set.eq.f16.f16 has no semantic yet (compiler semantics)",
               "e2e_grid_sync.cu": "grid.sync() needs a cooperative-launch workspace (%envreg) on AMDGPU"}
@@ -36,8 +42,9 @@ def _sources(nvcc) -> dict[str, "ast.Module | Exception"]:
             out[cu.name] = parse(nvcc([cu.name], ["-ptx", "-arch=sm_80"], ".ptx").read_text(), cu.name)
         except PtxError as exc:
             out[cu.name] = exc
-    parts = [parse(nvcc([n], ["-ptx", "-arch=sm_80", "-rdc=true"], ".ptx").read_text(), n) for n in RDC]
-    out["fatbin_rdc (linked)"] = link_ptx(parts)
+    for group in RDC_GROUPS:
+        parts = [parse(nvcc([n], ["-ptx", "-arch=sm_80", "-rdc=true"], ".ptx").read_text(), n) for n in group]
+        out[rdc_name(group)] = link_ptx(parts)
     for p in sorted((HERE / "ptx").glob("*.ptx")):
         out[p.name] = parse(p.read_text(), p.name)
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 
 def collatz_steps(x: int) -> int:
@@ -63,3 +64,22 @@ def test_indirect_calls_through_a_function_table(cuda_module):
     i = np.arange(n)
     expect = np.select([i % 3 == 0, i % 3 == 1], [2 * x, x * x], -x) + 7
     np.testing.assert_array_equal(out, expect)
+
+
+def deep(d: int) -> int:
+    return d + 3 if d == 0 else deep(d - 1) + d + (d & 15)
+
+
+def test_recursion_with_local_frames_and_the_stack_limit(cuda_module):
+    import struct
+
+    from zluda_py.compiler import LaunchError
+
+    m = cuda_module("compiler_control.cu")
+    out = np.zeros(40, np.int32)
+    blob = struct.pack("<Qi", out.ctypes.data, 100)
+    m.launch_raw("_Z7recursePii", (1, 1, 1), (40, 1, 1), blob, stack_size=64 * 1024)
+    np.testing.assert_array_equal(out, [deep(100 + t % 4) for t in range(40)])
+    with pytest.raises(LaunchError) as e:  # 100 frames of 64+ bytes do not fit in 1 KiB
+        m.launch_raw("_Z7recursePii", (1, 1, 1), (40, 1, 1), blob)
+    assert e.value.cu_result == 719

@@ -8,7 +8,8 @@ Targets:
   independently of the framework, and at both widths the targets use.
 
 Values cross as unsigned bit patterns of the operand's PTX width (pred and cc as 0/1 bytes).
-Each distinct instruction (with its immediates) is compiled once per session.
+A kernel holds one or several instructions (`run_many`, `batch`), each over its own buffers,
+and is compiled once per session.
 """
 
 from __future__ import annotations
@@ -64,71 +65,107 @@ def _target_machine() -> llvm.TargetMachine:
                                          opt=2)
 
 
-class SemanticKernel:
-    """`emit` of one instruction inside `void k(i64 nchunks, ptr srcs..., ptr dsts...)`."""
+@dataclass
+class Op:
+    """One instruction of a test kernel: its operand types and its immediates."""
 
-    def __init__(self, inst: ast.Instruction, width: int, imms: dict[int, int]) -> None:
-        types = SEMANTICS[inst.opcode].operands(inst)
-        self.src_types, self.dst_types, self.imms = types.src, types.dst, imms
+    text: str
+    inst: ast.Instruction
+    src_types: list[str]
+    dst_types: list[str]
+    imms: dict[int, int]
+    pred_out: bool
+
+    @property
+    def data_types(self) -> list[str]:
+        return [t for k, t in enumerate(self.src_types) if k not in self.imms]
+
+
+def make_op(text: str, srcs: list, pred_out: bool) -> Op:
+    imms = {k: s.value for k, s in enumerate(srcs) if isinstance(s, Imm)}
+    opcode, mods = split(text)
+    ndst = 2 if pred_out else len(SEMANTICS[opcode].operands(ast.Instruction(opcode, mods)).dst)
+    inst = instruction(text, len(srcs), imms, pred_out, ndst)
+    types = SEMANTICS[opcode].operands(inst)
+    return Op(text, inst, types.src, types.dst, imms, pred_out)
+
+
+class SemanticKernel:
+    """The ops' `emit`s inside `void k(i64 nchunks, ptr srcs..., ptr dsts..., ...)`."""
+
+    def __init__(self, ops: list[Op], width: int) -> None:
+        self.ops, self.width = ops, width
         mod = ir.Module("conformance")
         mod.triple = llvm.get_process_triple()
-        ptr = ir.PointerType()
-        data_src = [i for i in range(len(self.src_types)) if i not in self.imms]
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.IntType(64)] + [ptr] * (len(data_src) + len(self.dst_types))), "k")
+        nptr = sum(len(op.data_types) + len(op.dst_types) for op in ops)
+        i64 = ir.IntType(64)
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [i64] + [ir.PointerType()] * nptr), "k")
         entry, loop, done = fn.append_basic_block("entry"), fn.append_basic_block("loop"), fn.append_basic_block("done")
         b = ir.IRBuilder(entry)
-        nchunks = fn.args[0]
-        b.cbranch(b.icmp_signed(">", nchunks, ir.Constant(ir.IntType(64), 0)), loop, done)
+        b.cbranch(b.icmp_signed(">", fn.args[0], ir.Constant(i64, 0)), loop, done)
         b.position_at_end(loop)
-        i = b.phi(ir.IntType(64))
-        i.add_incoming(ir.Constant(ir.IntType(64), 0), entry)
+        i = b.phi(i64)
+        i.add_incoming(ir.Constant(i64, 0), entry)
         lanes = Lanes(b, width)
-        srcs: list[ir.Value] = []
-        arg = 1
-        for k, t in enumerate(self.src_types):
-            bits = ptx_bits(t)
-            if k in self.imms:
-                srcs.append(lanes.const(ir.IntType(bits), self.imms[k] & ((1 << bits) - 1)))
-                continue
-            store_ty = lanes.int_ty(8 if bits == 1 else bits)
-            p = b.gep(fn.args[arg], [i], source_etype=store_ty)
-            v = b.load(p, typ=store_ty, align=1)
-            srcs.append(b.trunc(v, lanes.int_ty(1)) if bits == 1 else v)
-            arg += 1
-        outs = SEMANTICS[inst.opcode].emit(lanes, inst, srcs)
-        assert len(outs) == len(self.dst_types), (inst, outs)
-        for v, t in zip(outs, self.dst_types):
+        args = iter(fn.args[1:])
+
+        def slot(t: str):
             bits = ptx_bits(t)
             store_ty = lanes.int_ty(8 if bits == 1 else bits)
-            assert v.type == lanes.int_ty(bits), f"{inst.opcode}: result {v.type} for {t}"
-            b.store(b.zext(v, store_ty) if bits == 1 else v, b.gep(fn.args[arg], [i], source_etype=store_ty), align=1)
-            arg += 1
-        nxt = b.add(i, ir.Constant(ir.IntType(64), 1))
+            return bits, store_ty, b.gep(next(args), [i], source_etype=store_ty)
+
+        for op in ops:
+            srcs: list[ir.Value] = []
+            for k, t in enumerate(op.src_types):
+                if k in op.imms:
+                    srcs.append(lanes.const(ir.IntType(ptx_bits(t)), op.imms[k] & ((1 << ptx_bits(t)) - 1)))
+                    continue
+                bits, store_ty, p = slot(t)
+                v = b.load(p, typ=store_ty, align=1)
+                srcs.append(b.trunc(v, lanes.int_ty(1)) if bits == 1 else v)
+            outs = SEMANTICS[op.inst.opcode].emit(lanes, op.inst, srcs)
+            assert len(outs) == len(op.dst_types), (op.text, outs)
+            for v, t in zip(outs, op.dst_types):
+                bits, store_ty, p = slot(t)
+                assert v.type == lanes.int_ty(bits), f"{op.text}: result {v.type} for {t}"
+                b.store(b.zext(v, store_ty) if bits == 1 else v, p, align=1)
+        nxt = b.add(i, ir.Constant(i64, 1))
         i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, nchunks), loop, done)
+        b.cbranch(b.icmp_signed("<", nxt, fn.args[0]), loop, done)
         b.position_at_end(done)
         b.ret_void()
-        self.width = width
         llmod = llvm.parse_assembly(str(mod))
         llmod.verify()
         self.tm = _target_machine()  # the engine borrows it
         self.engine = llvm.create_mcjit_compiler(llmod, self.tm)
         self.engine.finalize_object()
-        nargs = 1 + len(data_src) + len(self.dst_types)
-        self.fn = ctypes.CFUNCTYPE(None, ctypes.c_int64, *[ctypes.c_void_p] * (nargs - 1))(
+        self.fn = ctypes.CFUNCTYPE(None, ctypes.c_int64, *[ctypes.c_void_p] * nptr)(
             self.engine.get_function_address("k"))
 
-    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        n = len(inputs[0]) if inputs else 32
+    def run(self, inputs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+        n = max(len(a) for ins in inputs for a in ins)
         padded = -(-n // self.width) * self.width
-        data = []
-        for arr, t in zip(inputs, [t for k, t in enumerate(self.src_types) if k not in self.imms]):
-            a = np.zeros(padded, DTYPES[ptx_bits(t)])
-            a[:n] = arr
-            data.append(a)
-        outs = [np.zeros(padded, DTYPES[ptx_bits(t)]) for t in self.dst_types]
-        self.fn(padded // self.width, *[a.ctypes.data for a in data + outs])
-        return [o[:n] for o in outs]
+        ptrs, outs = _buffers(self.ops, inputs, padded)
+        self.fn(padded // self.width, *[a.ctypes.data for a in ptrs])
+        return _results(inputs, outs)
+
+
+def _buffers(ops: list[Op], inputs: list[list[np.ndarray]], n: int) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
+    """Zero-padded input copies and fresh outputs, in kernel-argument order."""
+    ptrs, outs = [], []
+    for op, ins in zip(ops, inputs):
+        for arr, t in zip(ins, op.data_types):
+            a = np.zeros(n, DTYPES[ptx_bits(t)])
+            a[: len(arr)] = arr
+            ptrs.append(a)
+        o = [np.zeros(n, DTYPES[ptx_bits(t)]) for t in op.dst_types]
+        ptrs += o
+        outs.append(o)
+    return ptrs, outs
+
+
+def _results(inputs: list[list[np.ndarray]], outs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    return [[o[: len(ins[0]) if ins else 1] for o in op_outs] for ins, op_outs in zip(inputs, outs)]
 
 
 # --------------------------------------------------------------------------- the PTX target
@@ -136,104 +173,114 @@ class SemanticKernel:
 _REG = {1: ".pred", 8: ".b16", 16: ".b16", 32: ".b32", 64: ".b64"}
 
 
-def ptx_kernel(text: str, src_types: list[str], dst_types: list[str], imms: dict[int, int],
-               pred_out: bool) -> str:
-    """A kernel applying `text` to element i of each input buffer, one thread per element."""
-    data = [k for k in range(len(src_types)) if k not in imms]
-    params = [f".param .u64 in{k}" for k in data] + [f".param .u64 out{k}" for k in range(len(dst_types))]
+def ptx_kernel(ops: list[Op]) -> str:
+    """A kernel applying each op to element i of its own buffers, one thread per element."""
+    params, decls, body = [], [], []
+    for j, op in enumerate(ops):
+        for k, t in enumerate(op.src_types):
+            if k not in op.imms:
+                params.append(f".param .u64 in{j}_{k}")
+                if t != "cc":
+                    decls.append(f"  .reg {_REG[ptx_bits(t)]} %s{j}_{k};")
+        for k, t in enumerate(op.dst_types):
+            params.append(f".param .u64 out{j}_{k}")
+            if t != "cc":
+                decls.append(f"  .reg {_REG[ptx_bits(t)]} %d{j}_{k};")
+        body += _op_body(j, op)
     lines = [".version 8.0", ".target sm_90", ".address_size 64", "",
              f".visible .entry k({', '.join(params + ['.param .u32 n'])})", "{",
-             "  .reg .b32 %i, %tx, %bx, %nx, %n, %w;", "  .reg .b64 %p, %off;", "  .reg .pred %out, %cc0;",
-             "  .reg .b16 %h;"]
-    for k, t in enumerate(src_types):
-        if k not in imms and t != "cc":
-            lines.append(f"  .reg {_REG[ptx_bits(t)]} %s{k};")
-    for k, t in enumerate(dst_types):
-        if t != "cc":
-            lines.append(f"  .reg {_REG[ptx_bits(t)]} %d{k};")
-    lines += ["  mov.u32 %tx, %tid.x;", "  mov.u32 %bx, %ctaid.x;", "  mov.u32 %nx, %ntid.x;",
-              "  mad.lo.u32 %i, %bx, %nx, %tx;", "  ld.param.u32 %n, [n];", "  setp.ge.u32 %out, %i, %n;",
-              "  @%out bra DONE;"]
-    operands: list[str] = []
-    dst_names = [f"%d{k}" for k, t in enumerate(dst_types) if t != "cc"]
-    operands.append(f"{dst_names[0]}|{dst_names[1]}" if pred_out else ", ".join(dst_names))
-    for k, t in enumerate(src_types):
-        bits = ptx_bits(t)
-        if k in imms:
-            operands.append(str(imms[k]))
-            continue
-        size = max(bits, 8) // 8
-        lines += [f"  ld.param.u64 %p, [in{k}];", "  cvta.to.global.u64 %p, %p;",
-                  f"  mul.wide.u32 %off, %i, {size};", "  add.u64 %p, %p, %off;"]
-        if t == "cc":
-            lines += ["  ld.global.u8 %h, [%p];", "  cvt.u32.u16 %w, %h;", "  add.cc.u32 %w, %w, -1;"]
-        elif bits == 1:
-            lines += ["  ld.global.u8 %h, [%p];", f"  setp.ne.u16 %s{k}, %h, 0;"]
-            operands.append(f"%s{k}")
-        else:
-            lines.append(f"  ld.global.u{bits} %s{k}, [%p];")
-            operands.append(f"%s{k}")
-    lines.append(f"  {text} {', '.join(o for o in operands if o)};")
-    for k, t in enumerate(dst_types):
-        bits = ptx_bits(t)
-        size = max(bits, 8) // 8
-        lines += [f"  ld.param.u64 %p, [out{k}];", "  cvta.to.global.u64 %p, %p;",
-                  f"  mul.wide.u32 %off, %i, {size};", "  add.u64 %p, %p, %off;"]
-        if t == "cc":
-            lines += ["  addc.u32 %w, 0, 0;", "  cvt.u16.u32 %h, %w;", "  st.global.u8 [%p], %h;"]
-        elif bits == 1:
-            lines += [f"  selp.u16 %h, 1, 0, %d{k};", "  st.global.u8 [%p], %h;"]
-        else:
-            lines.append(f"  st.global.u{bits} [%p], %d{k};")
-    lines += ["DONE:", "  ret;", "}", ""]
+             "  .reg .b32 %i, %tx, %bx, %nx, %n, %w;", "  .reg .b64 %p, %off;", "  .reg .pred %out;",
+             "  .reg .b16 %h;", *decls,
+             "  mov.u32 %tx, %tid.x;", "  mov.u32 %bx, %ctaid.x;", "  mov.u32 %nx, %ntid.x;",
+             "  mad.lo.u32 %i, %bx, %nx, %tx;", "  ld.param.u32 %n, [n];", "  setp.ge.u32 %out, %i, %n;",
+             "  @%out bra DONE;", *body, "DONE:", "  ret;", "}", ""]
     return "\n".join(lines)
 
 
+def _address(param: str, bits: int) -> list[str]:
+    return [f"  ld.param.u64 %p, [{param}];", "  cvta.to.global.u64 %p, %p;",
+            f"  mul.wide.u32 %off, %i, {max(bits, 8) // 8};", "  add.u64 %p, %p, %off;"]
+
+
+def _op_body(j: int, op: Op) -> list[str]:
+    lines: list[str] = []
+    dst_names = [f"%d{j}_{k}" for k, t in enumerate(op.dst_types) if t != "cc"]
+    operands = [f"{dst_names[0]}|{dst_names[1]}" if op.pred_out else ", ".join(dst_names)]
+    for k, t in enumerate(op.src_types):
+        bits = ptx_bits(t)
+        if k in op.imms:
+            operands.append(str(op.imms[k]))
+            continue
+        lines += _address(f"in{j}_{k}", bits)
+        if t == "cc":  # CC = (value != 0): 1 + 0xffffffff carries out, 0 + 0xffffffff does not
+            lines += ["  ld.global.u8 %h, [%p];", "  cvt.u32.u16 %w, %h;", "  add.cc.u32 %w, %w, -1;"]
+            continue
+        if bits == 1:
+            lines += ["  ld.global.u8 %h, [%p];", f"  setp.ne.u16 %s{j}_{k}, %h, 0;"]
+        else:
+            lines.append(f"  ld.global.u{bits} %s{j}_{k}, [%p];")
+        operands.append(f"%s{j}_{k}")
+    lines.append(f"  {op.text} {', '.join(o for o in operands if o)};")
+    for k, t in enumerate(op.dst_types):
+        bits = ptx_bits(t)
+        lines += _address(f"out{j}_{k}", bits)
+        if t == "cc":
+            lines += ["  addc.u32 %w, 0, 0;", "  cvt.u16.u32 %h, %w;", "  st.global.u8 [%p], %h;"]
+        elif bits == 1:
+            lines += [f"  selp.u16 %h, 1, 0, %d{j}_{k};", "  st.global.u8 [%p], %h;"]
+        else:
+            lines.append(f"  st.global.u{bits} [%p], %d{j}_{k};")
+    return lines
+
+
 class PtxKernel:
-    def __init__(self, text: str, inst: ast.Instruction, target: str, imms: dict[int, int],
-                 pred_out: bool) -> None:
+    def __init__(self, ops: list[Op], target: str) -> None:
         from zluda_py.compiler import compile as compile_ptx
 
-        types = SEMANTICS[inst.opcode].operands(inst)
-        self.src_types, self.dst_types, self.imms = types.src, types.dst, imms
-        self.source = ptx_kernel(text, types.src, types.dst, self.imms, pred_out)
+        self.ops = ops
+        self.source = ptx_kernel(ops)
         self.module = compile_ptx(self.source, target=target)
 
-    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        n = len(inputs[0])
-        outs = [np.zeros(n, DTYPES[ptx_bits(t)]) for t in self.dst_types]
+    def run(self, inputs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+        n = max(len(a) for ins in inputs for a in ins)
+        ptrs, outs = _buffers(self.ops, inputs, n)
         block = 128
-        data = [np.ascontiguousarray(a, DTYPES[ptx_bits(t)])
-                for a, t in zip(inputs, [t for k, t in enumerate(self.src_types) if k not in self.imms])]
-        self.module.launch("k", (-(-n // block), 1, 1), (block, 1, 1), data + outs + [np.uint32(n)])
-        return outs
+        self.module.launch("k", (-(-n // block), 1, 1), (block, 1, 1), ptrs + [np.uint32(n)])
+        return _results(inputs, outs)
 
 
-_KERNELS: dict[tuple, object] = {}
+_KERNELS: dict[tuple, SemanticKernel | PtxKernel] = {}
 
 
 class Runner:
-    """Runs instructions on one target; kernels are built once per (instruction, immediates)."""
+    """Runs instructions on one target; each kernel is built once per session."""
 
     def __init__(self, target: str) -> None:
         self.target = target
 
-    def types(self, text: str) -> tuple[list[str], list[str]]:
-        opcode, mods = split(text)
-        t = SEMANTICS[opcode].operands(ast.Instruction(opcode, mods))
-        return t.src, t.dst
-
     def run(self, text: str, srcs: list, pred_out: bool = False) -> list[np.ndarray]:
-        imms = {k: s.value for k, s in enumerate(srcs) if isinstance(s, Imm)}
-        ndst = 2 if pred_out else len(self.types(text)[1])
-        inst = instruction(text, len(srcs), imms, pred_out, ndst)
-        key = (self.target, text, tuple(sorted(imms.items())), pred_out)
+        """Outputs of one instruction over the input arrays (Imm entries are immediates)."""
+        return self.run_many([(text, srcs, pred_out)])[0]
+
+    def run_many(self, items: list[tuple[str, list, bool]]) -> list[list[np.ndarray]]:
+        """Several instructions in one kernel (one compilation), each over its own inputs."""
+        ops = [make_op(text, srcs, pred_out) for text, srcs, pred_out in items]
+        key = (self.target, tuple((op.text, tuple(sorted(op.imms.items())), op.pred_out) for op in ops))
         kernel = _KERNELS.get(key)
         if kernel is None:
             if self.target.startswith("semantics"):
-                kernel = SemanticKernel(inst, 1 if self.target == "semantics1" else 32, imms)
+                kernel = SemanticKernel(ops, 1 if self.target == "semantics1" else 32)
             else:
-                kernel = PtxKernel(text, inst, self.target, imms, pred_out)
+                kernel = PtxKernel(ops, self.target)
             _KERNELS[key] = kernel
-        data = [np.asarray(s) for s in srcs if not isinstance(s, Imm)]
-        return kernel.run(data)
+        return kernel.run([[np.asarray(s) for s in srcs if not isinstance(s, Imm)] for _, srcs, _ in items])
+
+    def batch(self, cases: dict, group: int = 24) -> dict:
+        """{key: (text, srcs[, pred_out])} -> {key: outputs}, compiling `group` cases per kernel."""
+        keys = list(cases)
+        out = {}
+        for lo in range(0, len(keys), group):
+            chunk = keys[lo: lo + group]
+            items = [(cases[k][0], cases[k][1], cases[k][2] if len(cases[k]) > 2 else False) for k in chunk]
+            out.update(zip(chunk, self.run_many(items)))
+        return out

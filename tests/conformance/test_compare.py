@@ -30,31 +30,49 @@ def float_cmp(op: str, x, y) -> bool:
     return INT_OPS[op.rstrip("u") if op != "neu" else "ne"](vx, vy)
 
 
-@pytest.mark.parametrize("op,t", [(op, t) for t in ("s16", "s32", "s64", "u16", "u32", "u64", "b32") for op in INT_OPS]
-                         + [(op, t) for t in ("u32", "u64", "b16") for op in UNSIGNED_OPS])
-def test_setp_int(run, op, t):
+SETP_INT = [(op, t) for t in ("s16", "s32", "s64", "u16", "u32", "u64", "b32") for op in INT_OPS] + \
+    [(op, t) for t in ("u32", "u64", "b16") for op in UNSIGNED_OPS]
+SETP_FLOAT = [(op, t, ftz) for op in FLOAT_OPS for t, ftz in (("f32", False), ("f32", True), ("f64", False),
+                                                              ("f16", False), ("bf16", False), ("f16", True))]
+
+
+@pytest.fixture(scope="module")
+def setp_int(run):
+    cases = {(op, t): (f"setp.{op}.{t}", list(pairs(int(t[1:]))), True) for op, t in SETP_INT}
+    return cases, run.batch(cases)
+
+
+@pytest.mark.parametrize("op,t", SETP_INT)
+def test_setp_int(setp_int, op, t):
+    cases, outs = setp_int
+    _, (a, b), _ = cases[(op, t)]
+    p, q = outs[(op, t)]
     n = int(t[1:])
-    a, b = pairs(n)
-    p, q = run.run(f"setp.{op}.{t}", [a, b], pred_out=True)
     f = {**INT_OPS, **UNSIGNED_OPS}[op]
     exp = [int(f(x, y)) for x, y in zip(as_ints(a, n, t[0] == "s"), as_ints(b, n, t[0] == "s"))]
     check(p, exp, [a, b], f"setp.{op}.{t}")
     check(q, [1 - e for e in exp], [a, b], f"setp.{op}.{t} q")
 
 
-@pytest.mark.parametrize("op", FLOAT_OPS)
-@pytest.mark.parametrize("t,ftz", [("f32", False), ("f32", True), ("f64", False), ("f16", False), ("bf16", False),
-                                   ("f16", True)])
-def test_setp_float(run, op, t, ftz):
+@pytest.fixture(scope="module")
+def setp_float(run):
+    cases = {(op, t, ftz): (f"setp.{op}{'.ftz' if ftz else ''}.{t}", operand_sets(FORMATS[t], 2, n=1500, seed=9))
+             for op, t, ftz in SETP_FLOAT}
+    return cases, run.batch(cases)
+
+
+@pytest.mark.parametrize("op,t,ftz", SETP_FLOAT)
+def test_setp_float(setp_float, op, t, ftz):
+    cases, outs = setp_float
+    text, (a, b) = cases[(op, t, ftz)]
+    (p,) = outs[(op, t, ftz)]
     f = FORMATS[t]
-    a, b = operand_sets(f, 2, n=1500, seed=9)
-    (p,) = run.run(f"setp.{op}{'.ftz' if ftz else ''}.{t}", [a, b])
     exp = []
     for x, y in zip(a.tolist(), b.tolist()):
         if ftz:
             x, y = flush(x, f), flush(y, f)
         exp.append(int(float_cmp(op, decode(x, f), decode(y, f))))
-    check(p, exp, [a, b], f"setp.{op}.{t}")
+    check(p, exp, [a, b], text)
 
 
 @pytest.mark.parametrize("boolop", ["and", "or", "xor"])

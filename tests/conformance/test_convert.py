@@ -27,19 +27,28 @@ def int_range(t: str) -> tuple[int, int]:
     return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if t[0] == "s" else (0, (1 << n) - 1)
 
 
-@pytest.mark.parametrize("dst", INTS)
-@pytest.mark.parametrize("src", INTS)
-@pytest.mark.parametrize("sat", [False, True])
-def test_int_int(run, dst, src, sat):
-    a, _ = pairs(nbits(src), n=500)
-    (d,) = run.run(f"cvt{'.sat' if sat else ''}.{dst}.{src}", [a])
+INT_INT = [(d, s, sat) for d in INTS for s in INTS for sat in (False, True)]
+
+
+@pytest.fixture(scope="module")
+def int_int(run):
+    cases = {(d, s, sat): (f"cvt{'.sat' if sat else ''}.{d}.{s}", [pairs(nbits(s), n=500)[0]])
+             for d, s, sat in INT_INT}
+    return cases, run.batch(cases)
+
+
+@pytest.mark.parametrize("dst,src,sat", INT_INT)
+def test_int_int(int_int, dst, src, sat):
+    cases, outs = int_int
+    text, (a,) = cases[(dst, src, sat)]
+    (d,) = outs[(dst, src, sat)]
     lo, hi = int_range(dst)
     exp = []
     for x in as_ints(a, nbits(src), src[0] == "s"):
         if sat:
             x = min(max(x, lo), hi)
         exp.append(x & ((1 << nbits(dst)) - 1))
-    check(d, exp, [a], f"cvt.{dst}.{src}")
+    check(d, exp, [a], text)
 
 
 def round_int(v: Fraction, mode: str) -> int:
@@ -68,12 +77,23 @@ F2I = [(s, d, "rzi") for s in ("f16", "bf16", "f32", "f64") for d in INTS] + \
        for m in ("rni", "rmi", "rpi")]
 
 
+@pytest.fixture(scope="module")
+def f2i(run):
+    cases = {}
+    for src, dst, mode in F2I:
+        f = FORMATS[src]
+        a = ALL16 if f.total == 16 else operand_sets(f, 1, n=3000, seed=20)[0]
+        cases[(src, dst, mode)] = (f"cvt.{mode}.{dst}.{src}", [a])
+    return cases, run.batch(cases, group=12)
+
+
 @pytest.mark.parametrize("src,dst,mode", F2I)
-def test_float_int(run, src, dst, mode):
+def test_float_int(f2i, src, dst, mode):
+    cases, outs = f2i
+    text, (a,) = cases[(src, dst, mode)]
+    (d,) = outs[(src, dst, mode)]
     f = FORMATS[src]
-    a = ALL16 if f.total == 16 else operand_sets(f, 1, n=3000, seed=20)[0]
-    (d,) = run.run(f"cvt.{mode}.{dst}.{src}", [a])
-    check(d, [f2i_ref(decode(int(x), f), dst, mode) for x in a.tolist()], [a], f"cvt.{mode}.{dst}.{src}")
+    check(d, [f2i_ref(decode(int(x), f), dst, mode) for x in a.tolist()], [a], text)
 
 
 def test_float_int_ftz(run):
@@ -87,13 +107,20 @@ I2F = [(s, d, "rn") for s in INTS for d in ("f16", "bf16", "f32", "f64")] + \
                               ("u16", "f16")) for m in ("rz", "rm", "rp")]
 
 
+@pytest.fixture(scope="module")
+def i2f(run):
+    cases = {(s, d, m): (f"cvt.{m}.{d}.{s}", [pairs(nbits(s), n=2000)[0]]) for s, d, m in I2F}
+    return cases, run.batch(cases)
+
+
 @pytest.mark.parametrize("src,dst,mode", I2F)
-def test_int_float(run, src, dst, mode):
-    a, _ = pairs(nbits(src), n=2000)
-    (d,) = run.run(f"cvt.{mode}.{dst}.{src}", [a])
+def test_int_float(i2f, src, dst, mode):
+    cases, outs = i2f
+    text, (a,) = cases[(src, dst, mode)]
+    (d,) = outs[(src, dst, mode)]
     f = FORMATS[dst]
     exp = [encode(fin(Fraction(x)), f, mode) for x in as_ints(a, nbits(src), src[0] == "s")]
-    check(d, exp, [a], f"cvt.{mode}.{dst}.{src}")
+    check(d, exp, [a], text)
 
 
 def test_int_float_sat(run):
@@ -125,12 +152,19 @@ NARROW = [(s, d, m) for s, d in (("f64", "f32"), ("f64", "f16"), ("f64", "bf16")
                                   ("f16", "bf16"), ("bf16", "f16")) for m in ("rn", "rz", "rm", "rp")]
 
 
+@pytest.fixture(scope="module")
+def narrowed(run):
+    cases = {(s, d, m): (f"cvt.{m}.{d}.{s}", [sources(s)]) for s, d, m in NARROW}
+    return cases, run.batch(cases, group=8)
+
+
 @pytest.mark.parametrize("src,dst,mode", NARROW)
-def test_float_narrow(run, src, dst, mode):
-    a = sources(src)
-    (d,) = run.run(f"cvt.{mode}.{dst}.{src}", [a])
+def test_float_narrow(narrowed, src, dst, mode):
+    cases, outs = narrowed
+    text, (a,) = cases[(src, dst, mode)]
+    (d,) = outs[(src, dst, mode)]
     sf, df = FORMATS[src], FORMATS[dst]
-    check(d, [f2f_ref(int(x), sf, df, mode) for x in a.tolist()], [a], f"cvt.{mode}.{dst}.{src}")
+    check(d, [f2f_ref(int(x), sf, df, mode) for x in a.tolist()], [a], text)
 
 
 @pytest.mark.parametrize("src,dst", [("f16", "f32"), ("bf16", "f32"), ("f16", "f64"), ("bf16", "f64"), ("f32", "f64")])
@@ -220,7 +254,7 @@ def test_f16x2_from_fp8(run, t):
 @pytest.mark.parametrize("text,dst,mode,relu", [("cvt.rn.f16x2.f32", "f16", "rn", False),
                                                 ("cvt.rz.relu.f16x2.f32", "f16", "rz", True),
                                                 ("cvt.rn.bf16x2.f32", "bf16", "rn", False),
-                                                ("cvt.rm.relu.bf16x2.f32", "bf16", "rm", True)])
+                                                ("cvt.rz.relu.bf16x2.f32", "bf16", "rz", True)])
 def test_packed_halves(run, text, dst, mode, relu):
     a, b = operand_sets(F32, 2, n=2000, seed=25)
     (d,) = run.run(text, [a, b])

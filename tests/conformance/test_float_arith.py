@@ -55,7 +55,9 @@ def run_and_check(run, text: str, op: str, t: str, mode: str, ftz: bool = False,
         check(d, exp, cols, text)
 
 
-CASES = [(op, t, mode) for op in ("add", "sub", "mul", "fma") for t in ("f32", "f64", "f16", "bf16") for mode in MODES]
+# f16/bf16 arithmetic exists with .rn only (their directed rounding is covered through cvt).
+CASES = [(op, t, mode) for op in ("add", "sub", "mul", "fma") for t in ("f32", "f64", "f16", "bf16") for mode in MODES
+         if t in ("f32", "f64") or mode == "rn"]
 
 
 @pytest.mark.parametrize("op,t,mode", CASES)
@@ -77,7 +79,8 @@ def test_f32_ftz(run, op, mode):
 @pytest.mark.parametrize("op,t", [(op, t) for op in ("add", "sub", "mul", "fma") for t in ("f32", "f16")])
 def test_sat(run, op, t):
     run_and_check(run, f"{op}.rn.sat.{t}", op, t, "rn", sat=True)
-    run_and_check(run, f"{op}.rz.ftz.sat.{t}", op, t, "rz", ftz=True, sat=True)
+    mode = "rz" if t == "f32" else "rn"
+    run_and_check(run, f"{op}.{mode}.ftz.sat.{t}", op, t, mode, ftz=True, sat=True)
 
 
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "mad"])
@@ -89,3 +92,37 @@ def test_default_rounding_is_rn(run, op):
 
 def test_div_full_f32(run):
     run_and_check(run, "div.full.f32", "div", "f32", "rn")
+
+
+PACKED = [("add.rn.f16x2", "add", "f16", {}), ("sub.f16x2", "sub", "f16", {}), ("mul.rn.bf16x2", "mul", "bf16", {}),
+          ("fma.rn.f16x2", "fma", "f16", {}), ("fma.rn.relu.bf16x2", "fma", "bf16", {"relu": True}),
+          ("add.rn.ftz.sat.f16x2", "add", "f16", {"ftz": True, "sat": True}), ("fma.rn.relu.f16", "fma", "f16",
+                                                                                {"relu": True})]
+
+
+@pytest.mark.parametrize("text,op,e,kw", PACKED)
+def test_packed_and_relu(run, text, op, e, kw):
+    """x2 types apply the scalar operation to each 16-bit half; .relu maps negatives to +0."""
+    f = FORMATS[e]
+    cols = operand_sets(f, ARITY[op], n=2000, seed=31)
+    if text.endswith("x2"):
+        srcs = [c.astype(np.uint32) | (c[::-1].astype(np.uint32) << 16) for c in cols]
+    else:
+        srcs = cols
+    (d,) = run.run(text, srcs)
+
+    def one(xs):
+        r = reference(op, xs, f, "rn", kw.get("ftz", False))
+        if kw.get("sat"):
+            r = saturate(r, f)
+        if kw.get("relu") and r >> 15 and r != f.nan:
+            r = 0
+        return r
+
+    exp = []
+    for xs in zip(*[s.tolist() for s in srcs]):
+        if text.endswith("x2"):
+            exp.append(one([x & 0xFFFF for x in xs]) | (one([x >> 16 for x in xs]) << 16))
+        else:
+            exp.append(one(list(xs)))
+    check(d, exp, srcs, text)

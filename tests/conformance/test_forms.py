@@ -11,7 +11,7 @@ from zluda_py.ptx import ast
 REFUSED = ["add.sat.u32", "mul.wide.u64", "div.approx.f64", "cvt.s32.f32", "shf.l.b32", "prmt.f4e.b4e.b32",
            "bfind.b32", "sin.f32", "add.ftz.f64", "fma.relu.f32", "setp.lo.s32", "testp.finite.normal.f32",
            "cvt.rn.satfinite.e4m3x2.f16", "cvt.rn.e4m3x2.f32", "mad24.lo.sat.u32", "addc.cc.u16", "max.relu.u32",
-           "add.foo.s32"]
+           "add.foo.s32", "add.rz.f16", "ex2.approx.bf16", "cvt.rm.f16x2.f32"]
 
 
 @pytest.mark.parametrize("form", REFUSED)

@@ -74,14 +74,25 @@ def test_tanh_f32(run):
         assert abs(y - math.tanh(x)) <= 2.0 ** -10.987 * max(abs(math.tanh(x)), 2.0 ** -126), (x, y)
 
 
-@pytest.mark.parametrize("fn,t", [("ex2", "f16"), ("ex2", "bf16"), ("tanh", "f16"), ("tanh", "bf16")])
+@pytest.mark.parametrize("fn,t", [("ex2", "f16"), ("ex2.ftz", "bf16"), ("tanh", "f16"), ("tanh", "bf16"),
+                                  ("ex2", "f16x2"), ("tanh", "bf16x2")])
 def test_16bit_exhaustive(run, fn, t):
     """All 65,536 inputs: within 2 ulp of the format (the documented f16 ex2/tanh bounds are
-    relative errors of 2^-9.9 and 2^-10.7), with exact specials."""
-    f = F16 if t == "f16" else BF16
-    (d,) = run.run(f"{fn}.approx.{t}", [ALL16])
+    relative errors of 2^-9.9 and 2^-10.7), with exact specials; .ftz results below the
+    smallest normal may be zero. Packed forms carry the inputs in both halves."""
+    f = F16 if t.startswith("f16") else BF16
+    ftz = fn.endswith(".ftz")
+    fn = fn.split(".")[0]
+    if t.endswith("x2"):
+        packed = ALL16.astype(np.uint32) | (ALL16[::-1].astype(np.uint32) << 16)
+        (d,) = run.run(f"{fn}.approx{'.ftz' if ftz else ''}.{t}", [packed])
+        xs = np.concatenate([ALL16, ALL16[::-1]])
+        ys = np.concatenate([(d & 0xFFFF).astype(np.uint16), (d >> 16).astype(np.uint16)])
+    else:
+        (d,) = run.run(f"{fn}.approx{'.ftz' if ftz else ''}.{t}", [ALL16])
+        xs, ys = ALL16, d
     ref = (lambda x: 2.0 ** x) if fn == "ex2" else math.tanh
-    for x, y in zip(values(ALL16, f), values(d, f)):
+    for x, y in zip(values(xs, f), values(ys, f)):
         if math.isnan(x):
             assert math.isnan(y)
             continue
@@ -92,6 +103,8 @@ def test_16bit_exhaustive(run, fn, t):
         top = to_float(f.max_finite, f)
         if exact > top:
             assert y == math.inf or y >= top, (x, y)
+            continue
+        if ftz and abs(exact) < 2.0 ** (1 - f.bias) and y == 0:
             continue
         step = 2.0 ** (math.floor(math.log2(abs(exact))) - f.mbits) if exact else 0
         tiny = 2.0 ** (1 - f.bias - f.mbits)
@@ -123,3 +136,32 @@ def test_ftz(run):
     assert int(d[0]) == 0
     (d,) = run.run("ex2.approx.f32", [np.array([-130.0], np.float32).view(np.uint32)])
     assert decode(int(d[0]), F32).v == Fraction(2) ** -130
+
+
+@pytest.mark.parametrize("text,fn,ulps", [("rcp.approx.f32", lambda x: 1 / x, 1), ("rcp.approx.ftz.f32", lambda x: 1 / x, 1),
+                                          ("sqrt.approx.f32", math.sqrt, 1), ("sqrt.approx.ftz.f32", math.sqrt, 1)])
+def test_rcp_sqrt_approx(run, text, fn, ulps):
+    a = np.concatenate([f32_in(1e-30, 1e30, seed=7), f32_in(0.5, 4.0, seed=8)])
+    (d,) = run.run(text, [a])
+    for x, y in zip(values(a, F32), values(d, F32)):
+        assert abs(y - fn(x)) <= ulps * ulp32(fn(x)), (text, x, y)
+
+
+def test_rcp_approx_f64(run):
+    b = np.random.default_rng(9).uniform(1e-200, 1e200, 2000).view(np.uint64)
+    (d,) = run.run("rcp.approx.ftz.f64", [b])
+    for x, y in zip(values(b, F64), values(d, F64)):
+        assert abs(y - 1 / x) <= 2.0 ** -50 / x, (x, y)
+
+
+def test_div_approx_f32(run):
+    """div.approx.f32: at most 2 ulp for |b| in [2^-126, 2^126]."""
+    g = np.random.default_rng(10)
+    a = f32_in(-1e30, 1e30, seed=11)
+    b = (g.uniform(1, 2, len(a)) * 2.0 ** g.integers(-126, 126, len(a))).astype(np.float32).view(np.uint32)
+    for text in ("div.approx.f32", "div.approx.ftz.f32"):
+        (d,) = run.run(text, [a, b])
+        for x, y, q in zip(values(a, F32), values(b, F32), values(d, F32)):
+            exact = x / y
+            if 2.0 ** -126 <= abs(exact) <= 3.4e38:  # outside, the result is 0 or inf
+                assert abs(q - exact) <= 2 * ulp32(exact), (text, x, y, q)

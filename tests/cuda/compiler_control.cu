@@ -69,3 +69,12 @@ __global__ void indirect(const int* in, int* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = table[i % 3](in[i]) + counter_ptr[2];
 }
+
+// Recursion whose frames live in .local memory: overflows the default 1 KiB per-thread stack.
+__device__ __noinline__ int deep(int d) {
+    volatile int buf[16];
+    for (int k = 0; k < 16; k++) buf[k] = d + k;
+    return d == 0 ? buf[3] : deep(d - 1) + buf[d & 15];
+}
+
+__global__ void recurse(int* out, int depth) { out[threadIdx.x] = deep(depth + threadIdx.x % 4); }

@@ -161,7 +161,9 @@ static void host_threads() {
     for (auto& th : threads) th.join();
 }
 
-static void error_paths() {
+// Launch configurations the device cannot run: NVIDIA's runtime reports them as
+// cudaErrorInvalidConfiguration, not sticky, and the context keeps working.
+static void bad_launches() {
     const int n = 256;
     int* d;
     OK(cudaMalloc(&d, n * sizeof(int)));
@@ -170,6 +172,25 @@ static void error_paths() {
     EXPECT(cudaGetLastError() == cudaSuccess);  // not sticky
     fill_index<<<dim3(1, 1, 1), dim3(8, 8, 128)>>>(d, n, 0);  // z above 64
     EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    fill_index<<<dim3(1, 70000, 1), 32>>>(d, n, 0);  // grid y above 65535
+    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    fill_index<<<2, 128>>>(d, n, 9);
+    OK(cudaGetLastError());
+    int h[n];
+    OK(cudaMemcpy(h, d, n * sizeof(int), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++) EXPECT(h[i] == i * 3 + 9);
+    OK(cudaFree(d));
+}
+
+// Rejected launches, a bogus free, out-of-range copies, invalid devices: each fails and the
+// context keeps working.
+static void error_paths() {
+    const int n = 256;
+    int* d;
+    OK(cudaMalloc(&d, n * sizeof(int)));
+    fill_index<<<1, 2048>>>(d, n, 0);
+    EXPECT(cudaGetLastError() != cudaSuccess);
+    EXPECT(cudaGetLastError() == cudaSuccess);  // not sticky
     fill_index<<<1, 32, 1 << 20>>>(d, n, 0);  // 1 MiB of dynamic shared memory
     EXPECT(cudaGetLastError() != cudaSuccess);
     EXPECT(cudaFree((void*)0xdead000) == cudaErrorInvalidValue);
@@ -191,7 +212,8 @@ static void error_paths() {
 
 int main(int argc, char** argv) {
     struct { const char* name; void (*run)(); } sections[] = {
-        {"streams", streams_and_events}, {"managed", managed_memory}, {"threads", host_threads}, {"errors", error_paths}};
+        {"streams", streams_and_events}, {"managed", managed_memory}, {"threads", host_threads},
+        {"errors", error_paths}, {"bad-launch", bad_launches}};
     for (int i = 1; i < argc; i++) {
         bool known = false;
         for (auto& s : sections) known |= !strcmp(argv[i], s.name);

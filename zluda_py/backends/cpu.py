@@ -12,6 +12,13 @@ from dataclasses import dataclass
 from ..driver.cdata import addr, ffi, libc
 
 ALIGNMENT = 256  # cudaMalloc's documented minimum alignment
+# Device and pinned host memory is resident from the moment it is allocated, as on NVIDIA's
+# driver; large blocks are mapped with MAP_POPULATE, so that the first copy into them runs at
+# memory bandwidth instead of taking a page fault per 4 KiB (~10 us each in a VM). Managed
+# memory stays demand-paged, as it is on NVIDIA's driver.
+POPULATE_MIN = 1 << 20
+_PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, _MAP_POPULATE = 0x3, 0x22, 0x8000
+_MAP_FAILED = (1 << 64) - 1
 
 
 @dataclass
@@ -22,6 +29,7 @@ class Allocation:
     flags: int
     owner: object  # the context it belongs to
     buffer_id: int
+    mapped: bool = False  # mmap'ed (released with munmap) rather than from the C heap
 
 
 class Memory:
@@ -34,6 +42,11 @@ class Memory:
         self._next_id = 1
 
     def allocate(self, size: int, kind: str, flags: int, owner: object) -> Allocation:
+        if size >= POPULATE_MIN and kind in ("device", "host"):
+            base = addr(libc.mmap(ffi.NULL, size, _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS | _MAP_POPULATE, -1, 0))
+            if base == _MAP_FAILED:
+                raise MemoryError(size)
+            return self._track(base, size, kind, flags, owner, mapped=True)
         out = ffi.new("void **")
         if libc.posix_memalign(out, ALIGNMENT, max(size, 1)) != 0:
             raise MemoryError(size)
@@ -42,9 +55,9 @@ class Memory:
     def register(self, base: int, size: int, flags: int, owner: object) -> Allocation:
         return self._track(base, size, "registered", flags, owner)
 
-    def _track(self, base: int, size: int, kind: str, flags: int, owner: object) -> Allocation:
+    def _track(self, base: int, size: int, kind: str, flags: int, owner: object, mapped: bool = False) -> Allocation:
         with self._lock:
-            a = Allocation(base, size, kind, flags, owner, self._next_id)
+            a = Allocation(base, size, kind, flags, owner, self._next_id, mapped)
             self._next_id += 1
             bisect.insort(self._bases, base)
             self._by_base[base] = a
@@ -57,7 +70,9 @@ class Memory:
             if a is None:
                 return None
             del self._bases[bisect.bisect_left(self._bases, base)]
-        if a.kind != "registered":
+        if a.mapped:
+            libc.munmap(ffi.cast("void *", base), a.size)
+        elif a.kind != "registered":
             libc.free(ffi.cast("void *", base))
         return a
 
@@ -84,6 +99,11 @@ class Memory:
 
 
 memory = Memory()
+
+
+def available() -> bool:
+    """The host CPU is always there."""
+    return True
 
 _compiled: dict[str, object] = {}
 _compile_lock = threading.Lock()

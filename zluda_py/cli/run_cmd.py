@@ -1,7 +1,8 @@
 """`zluda run [--backend cpu|hip|auto] [--trace DIR] -- PROGRAM ARGS...`: run a CUDA program
 on our driver. Our libcuda.so.1 goes first on LD_LIBRARY_PATH (programs that dlopen
 "libcuda.so.1", as cudart does) and into LD_PRELOAD (programs linked against libcuda with an
-RPATH: the loader then reuses the preloaded library, whose soname matches)."""
+RPATH: the loader then reuses the preloaded library, whose soname matches), after the dlopen
+interposer libzluda_preload.so (programs that dlopen libcuda by an absolute path)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ import shutil
 import sys
 from pathlib import Path
 
+from .. import backends
+
 SHIM_DIR = Path(__file__).resolve().parent.parent / "_shim"
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("run", help="run a CUDA program on zluda-py's driver",
                               description="Run an unmodified CUDA program with zluda-py's libcuda.so.1.")
-    p.add_argument("--backend", choices=("cpu", "hip", "auto"), default=os.environ.get("ZLUDA_BACKEND", "cpu"),
-                   help="where kernels run (default: cpu)")
+    p.add_argument("--backend", choices=backends.CHOICES, default=os.environ.get("ZLUDA_BACKEND", "cpu"),
+                   help="where kernels run: cpu, hip (AMD GPUs through ROCm) or auto (hip when usable, else cpu); "
+                        "default: $ZLUDA_BACKEND or cpu")
     p.add_argument("--trace", metavar="DIR", help="log every driver call and save each module's PTX in DIR")
     p.add_argument("program", nargs=argparse.REMAINDER, help="the program and its arguments (after --)")
     p.set_defaults(func=run)
@@ -44,9 +48,9 @@ def _uses_cuda(path: str) -> bool:
 
 def environment(backend: str, trace: str | None, base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
-    shim = SHIM_DIR / "libcuda.so.1"
+    preload = [str(SHIM_DIR / name) for name in ("libzluda_preload.so", "libcuda.so.1")]
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(SHIM_DIR), env.get("LD_LIBRARY_PATH")) if p)
-    env["LD_PRELOAD"] = " ".join(p for p in (str(shim), env.get("LD_PRELOAD")) if p)
+    env["LD_PRELOAD"] = " ".join(p for p in (*preload, env.get("LD_PRELOAD")) if p)
     env["ZLUDA_BACKEND"] = backend
     if trace:
         env["ZLUDA_TRACE"] = os.path.abspath(trace)
@@ -59,8 +63,10 @@ def run(args: argparse.Namespace) -> int:
         print("zluda run: no program given; usage: zluda run [--backend B] [--trace DIR] -- PROGRAM ARGS...",
               file=sys.stderr)
         return 2
-    if not (SHIM_DIR / "libcuda.so.1").exists():
-        print(f"zluda run: {SHIM_DIR / 'libcuda.so.1'} is missing; reinstall zluda-py (pip install .)", file=sys.stderr)
+    missing = [name for name in ("libcuda.so.1", "libzluda_preload.so") if not (SHIM_DIR / name).exists()]
+    if missing:
+        print(f"zluda run: {', '.join(str(SHIM_DIR / m) for m in missing)} missing; reinstall zluda-py (pip install .)",
+              file=sys.stderr)
         return 2
     path = program[0] if os.sep in program[0] else shutil.which(program[0])
     if path is None or not os.path.exists(path):
@@ -69,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
     if not os.access(path, os.X_OK) or os.path.isdir(path):
         print(f"zluda run: {program[0]}: not an executable file", file=sys.stderr)
         return 126
+    try:
+        backends.choose(args.backend)
+    except backends.BackendUnavailable as e:
+        print(f"zluda run: --backend {args.backend}: {e}; the program will see CUDA_ERROR_NO_DEVICE",
+              file=sys.stderr)
     if not _uses_cuda(path):
         print(f"zluda run: warning: {program[0]} does not look like a CUDA program (no device code, does not "
               f"use libcuda or libcudart); running it anyway", file=sys.stderr)

@@ -24,9 +24,13 @@ def compile(ptx: "str | ast.Module | list[str | ast.Module]", target: str = "cpu
 def compile_object(ptx: "str | ast.Module | list[str | ast.Module]", target: str = "cpu") -> tuple[str, bytes, dict]:
     """`compile` without the final `load`: (LLVM IR text, object code, metadata), for the
     compiled-code cache and `zluda-compile --dump`."""
+    modules = ptx if isinstance(ptx, list) else [ptx]
+    if target.startswith("gfx"):  # AMDGPU: the object is a linked HSA code object
+        from zluda_py.compiler import amdgpu
+
+        return amdgpu.compile_object(link([_parse(m) for m in modules]), target)
     if target != "cpu":
         raise UnsupportedError(f"target {target!r}")
-    modules = ptx if isinstance(ptx, list) else [ptx]
     ir_text, metadata = lower(link([_parse(m) for m in modules]))
     return ir_text, emit_object(ir_text), metadata
 

@@ -32,6 +32,8 @@ void *memset(void *s, int c, size_t n);
 int posix_memalign(void **memptr, size_t alignment, size_t size);
 void free(void *ptr);
 void *malloc(size_t size);
+void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset);
+int munmap(void *addr, size_t length);
 """)
 libc = ffi.dlopen(None)
 

@@ -50,9 +50,10 @@ class Context:
         with self.lock:
             return [self.legacy, *self.streams, *self._per_thread.values()]
 
-    def submit(self, stream: Stream, fn: Callable[[], None], extra_deps: list[Op] = ()) -> Op:
+    def submit(self, stream: Stream, fn: Callable[[], None], extra_deps: list[Op] = (), inline: bool = False) -> Op:
         """Queue fn on stream after the work it must wait for: the legacy stream waits for
-        every blocking stream, and a blocking stream waits for the legacy stream."""
+        every blocking stream, and a blocking stream waits for the legacy stream. `inline`:
+        see Stream.submit."""
         with self.lock:
             deps = [op for op in extra_deps if not op.done.is_set()]
             if stream.kind == "legacy":
@@ -60,7 +61,7 @@ class Context:
                 deps += [s.last for s in others if s.blocking and not s.idle()]
             elif stream.blocking and not self.legacy.idle():
                 deps.append(self.legacy.last)
-            return stream.submit(fn, deps)
+            return stream.submit(fn, deps, inline)
 
     def synchronize(self) -> None:
         for s in self.all_streams():

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
 from . import api, device as devices
+from .. import backends
 from .api import entry
 from .cdata import cstr, ffi, store
 from .errors import (CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NO_DEVICE, CudaError,
@@ -35,7 +38,22 @@ def cuInit(flags):
     if not devices.devices():
         raise CudaError(CUDA_ERROR_NO_DEVICE, "CUDA_VISIBLE_DEVICES hides the CPU device")
     devices.compute_capability()  # reject a malformed ZLUDA_COMPUTE_CAPABILITY up front
+    try:
+        backends.select()
+    except backends.BackendUnavailable as e:
+        _report_once(f"zluda: {e}; cuInit returns CUDA_ERROR_NO_DEVICE (ZLUDA_BACKEND=cpu runs on the CPU)")
+        raise CudaError(CUDA_ERROR_NO_DEVICE, str(e)) from None
     api.set_initialized()
+
+
+_reported: set[str] = set()
+
+
+def _report_once(message: str) -> None:
+    """Programs often retry cuInit; say why it fails once, on stderr."""
+    if message not in _reported:
+        _reported.add(message)
+        print(message, file=sys.stderr, flush=True)
 
 
 @entry("cuDriverGetVersion", needs_init=False)

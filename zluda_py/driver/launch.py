@@ -14,7 +14,7 @@ from .cdata import addr, ffi, read_bytes, store
 from .errors import (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_INVALID_VALUE, CudaError)
 from .init_device import require
 from .module import Function, function_of
-from ..backends import cpu as backend
+from .. import backends
 
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
@@ -50,8 +50,6 @@ def _params(fn: Function, kernel_params, extra) -> bytes:
 
 
 def check_config(fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:
-    if os.environ.get("ZLUDA_PROBE") and block[0] > 1024:
-        raise CudaError(int(os.environ["ZLUDA_PROBE"]))
     if 0 in grid or 0 in block:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"grid {grid} / block {block} has a zero dimension")
     if any(b > m for b, m in zip(block, devices.MAX_BLOCK_DIM)) or any(g > m for g, m in zip(grid, devices.MAX_GRID_DIM)):
@@ -77,7 +75,7 @@ def launch(handle: int, grid, block, shared: int, stream_handle: int, kernel_par
     params = _params(fn, kernel_params, extra)
     stream = ctxs.resolve_stream(stream_handle)
     compiled = fn.module.compiled
-    op = stream.ctx.submit(stream, lambda: backend.launch(compiled, fn.name, grid, block, params, shared))
+    op = stream.ctx.submit(stream, lambda: backends.select().launch(compiled, fn.name, grid, block, params, shared))
     if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
         op.done.wait()
         stream.raise_error()

@@ -7,7 +7,7 @@ and sets run on a stream, the synchronous ones on the default stream, then wait)
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -17,7 +17,15 @@ from .cdata import addr, ffi, memmove, memset, store, store_ptr
 from .errors import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
                      CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
 from .init_device import require
-from ..backends.cpu import Allocation, memory
+from .. import backends
+
+if TYPE_CHECKING:
+    from ..backends.cpu import Allocation
+
+
+def _memory():
+    """The selected backend's allocation tracker."""
+    return backends.select().memory
 
 CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_ARRAY, CU_MEMORYTYPE_UNIFIED = 1, 2, 3, 4
 CU_MEMHOSTALLOC_FLAGS = 0x7  # PORTABLE | DEVICEMAP | WRITECOMBINED
@@ -31,7 +39,7 @@ def _allocate(size: int, kind: str, flags: int) -> Allocation:
     if size == 0:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "allocation of 0 bytes")
     try:
-        return memory.allocate(size, kind, flags, ctx)
+        return _memory().allocate(size, kind, flags, ctx)
     except MemoryError:
         raise CudaError(CUDA_ERROR_OUT_OF_MEMORY, f"cannot allocate {size} bytes") from None
 
@@ -68,10 +76,10 @@ def cuMemAllocAsync(dptr, size, stream):
 
 
 def _free_device(ptr: int) -> None:
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None or a.base != ptr or a.kind not in ("device", "managed"):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a device allocation")
-    memory.release(ptr)
+    _memory().release(ptr)
 
 
 @entry("cuMemFree_v2")
@@ -85,7 +93,7 @@ def cuMemFree(ptr):
 @entry("cuMemFreeAsync")
 def cuMemFreeAsync(ptr, stream):
     s = ctxs.resolve_stream(addr(stream))
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None or a.base != ptr:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a device allocation")
     s.ctx.submit(s, lambda: _free_device(ptr))
@@ -95,7 +103,7 @@ def cuMemFreeAsync(ptr, stream):
 def cuMemGetInfo(free, total):
     require(free, total)
     dev = ctxs.current().device
-    used = sum(a.size for a in memory.owned_by(ctxs.current()) if a.kind in ("device", "managed"))
+    used = sum(a.size for a in _memory().owned_by(ctxs.current()) if a.kind in ("device", "managed"))
     store(total, dev.total_mem)
     store(free, max(dev.total_mem - used, 0))
 
@@ -103,7 +111,7 @@ def cuMemGetInfo(free, total):
 @entry("cuMemGetAddressRange_v2")
 def cuMemGetAddressRange(pbase, psize, ptr):
     ctxs.current()
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None:
         raise CudaError(CUDA_ERROR_NOT_FOUND, f"{ptr:#x} is not inside an allocation")
     if pbase:
@@ -129,11 +137,11 @@ def cuMemHostAlloc(pp, size, flags):
 @entry("cuMemFreeHost")
 def cuMemFreeHost(p):
     ptr = addr(p)
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None or a.base != ptr or a.kind != "host":
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} was not allocated by cuMemHostAlloc")
     ctxs.current().synchronize()
-    memory.release(ptr)
+    _memory().release(ptr)
 
 
 @entry("cuMemHostGetDevicePointer_v2")
@@ -142,7 +150,7 @@ def cuMemHostGetDevicePointer(pdptr, p, flags):
     if flags != 0:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "flags must be 0")
     ptr = addr(p)
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None or a.kind not in ("host", "registered"):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not page-locked host memory")
     store(pdptr, ptr)
@@ -151,7 +159,7 @@ def cuMemHostGetDevicePointer(pdptr, p, flags):
 @entry("cuMemHostGetFlags")
 def cuMemHostGetFlags(pflags, p):
     require(pflags)
-    a = memory.find(addr(p))
+    a = _memory().find(addr(p))
     if a is None or a.kind not in ("host", "registered"):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{addr(p):#x} is not page-locked host memory")
     store(pflags, a.flags)
@@ -162,24 +170,24 @@ def cuMemHostRegister(p, size, flags):
     ptr = addr(p)
     if not ptr or not size or flags & ~CU_MEMHOSTREGISTER_FLAGS:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"register {ptr:#x}+{size} flags {flags:#x}")
-    if memory.overlapping(ptr, size):
+    if _memory().overlapping(ptr, size):
         raise CudaError(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, f"{ptr:#x}+{size}")
-    memory.register(ptr, size, flags, ctxs.current())
+    _memory().register(ptr, size, flags, ctxs.current())
 
 
 @entry("cuMemHostUnregister")
 def cuMemHostUnregister(p):
     ptr = addr(p)
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None or a.base != ptr or a.kind != "registered":
         raise CudaError(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, f"{ptr:#x}")
-    memory.release(ptr)
+    _memory().release(ptr)
 
 
 def free_context(ctx) -> None:
     """A destroyed context's allocations go with it."""
-    for a in memory.owned_by(ctx):
-        memory.release(a.base)
+    for a in _memory().owned_by(ctx):
+        _memory().release(a.base)
 
 
 # ---- pointer attributes ----
@@ -225,7 +233,7 @@ def _attribute(number: int, a: Allocation | None, ptr: int) -> bytes:
 @entry("cuPointerGetAttribute")
 def cuPointerGetAttribute(data, attribute, ptr):
     require(data)
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a CUDA pointer")
     value = _attribute(attribute, a, ptr)
@@ -235,7 +243,7 @@ def cuPointerGetAttribute(data, attribute, ptr):
 @entry("cuPointerGetAttributes")
 def cuPointerGetAttributes(count, attributes, data, ptr):
     require(attributes, data)
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if trace.enabled():
         trace.note("cuPointerGetAttributes", f"attributes {[attributes[i] for i in range(count)]} of {a}")
     for i in range(count):
@@ -247,7 +255,7 @@ def cuPointerGetAttributes(count, attributes, data, ptr):
 @entry("cuMemRangeGetAttribute")
 def cuMemRangeGetAttribute(data, size, attribute, ptr, count):
     require(data)
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None or a.kind != "managed" or ptr + count > a.base + a.size:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x}+{count} is not managed memory")
     ffi.memmove(data, b"\0" * size, size)  # no advice set, no preferred location: zeros
@@ -277,7 +285,7 @@ def cuMemPrefetchAsync_v2(ptr, count, location, flags, stream):
 
 def _check_managed_hint(ptr: int, count: int) -> None:
     """Hints about managed memory change nothing when host and device memory are one."""
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None or a.kind != "managed" or ptr + count > a.base + a.size:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x}+{count} is not managed memory")
 
@@ -285,24 +293,28 @@ def _check_managed_hint(ptr: int, count: int) -> None:
 # ---- copies ----
 def check_device_range(ptr: int, size: int) -> None:
     """A device-side range must lie inside one allocation (or a module's global)."""
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is None or ptr + size > a.base + a.size:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"device range {ptr:#x}+{size} is outside every allocation")
 
 
 def _check_any_range(ptr: int, size: int) -> None:
     """A unified pointer: if it points into an allocation the whole range must fit."""
-    a = memory.find(ptr)
+    a = _memory().find(ptr)
     if a is not None and ptr + size > a.base + a.size:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"range {ptr:#x}+{size} overruns its allocation")
 
 
 def run(stream_handle: int, fn: Callable[[], None], sync: bool) -> None:
-    """Queue fn on the stream; a synchronous call also waits for it."""
+    """Queue fn on the stream; a synchronous call also waits for it, and runs it itself when
+    the stream has nothing else to do."""
     s = ctxs.resolve_stream(stream_handle)
-    op = s.ctx.submit(s, fn)
+    op = s.ctx.submit(s, fn, inline=sync)
     if sync:
-        op.done.wait()
+        if op.claimed:
+            s.run_claimed(op)
+        else:
+            op.done.wait()
         s.raise_error()
 
 

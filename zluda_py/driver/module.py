@@ -19,7 +19,7 @@ from .errors import (CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_INVALID_HANDLE, CUDA_
                      CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CudaError)
 from .handles import HandleTable
 from .init_device import require
-from ..backends import cpu as backend
+from .. import backends
 
 CU_MODULE_LAZY_LOADING = 0x2
 
@@ -88,7 +88,7 @@ def _compile(texts: list[str], names: list[str]) -> Module:
     for text, name in zip(texts, names):
         trace.save_ptx(text, name)
     try:
-        compiled = backend.load(texts)
+        compiled = backends.select().load(texts)
     except CudaError:
         raise
     except Exception as e:
@@ -105,8 +105,8 @@ def _compile(texts: list[str], names: list[str]) -> Module:
 def _register_globals(m: Module) -> None:
     """Module globals are device memory too: copies to symbols check their ranges."""
     for g in m.compiled.globals.values():
-        if g.size and backend.memory.find(g.address) is None:
-            backend.memory.register(g.address, g.size, 0, None)
+        if g.size and backends.select().memory.find(g.address) is None:
+            backends.select().memory.register(g.address, g.size, 0, None)
 
 
 def _target_sm() -> int:
@@ -154,9 +154,9 @@ def _release(m: Module) -> None:
     for fn in m.functions.values():
         functions.remove(fn.handle)
     for g in m.compiled.globals.values():
-        a = backend.memory.find(g.address)
+        a = backends.select().memory.find(g.address)
         if a is not None and a.owner is None:
-            backend.memory.release(g.address)
+            backends.select().memory.release(g.address)
 
 
 # ---- modules ----

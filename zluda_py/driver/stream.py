@@ -20,15 +20,17 @@ _ids = itertools.count(1)
 
 
 class Op:
-    """One queued operation; `done` is set once it ran, `finished_at` is when (perf_counter)."""
+    """One queued operation; `done` is set once it ran, `finished_at` is when (perf_counter).
+    A `claimed` op is run by the thread that submitted it (see Stream.submit)."""
 
-    __slots__ = ("fn", "deps", "done", "finished_at")
+    __slots__ = ("fn", "deps", "done", "finished_at", "claimed")
 
-    def __init__(self, fn: Callable[[], None], deps: list[Op]) -> None:
+    def __init__(self, fn: Callable[[], None], deps: list[Op], claimed: bool = False) -> None:
         self.fn = fn
         self.deps = deps
         self.done = threading.Event()
         self.finished_at = 0.0
+        self.claimed = claimed
 
 
 class Stream:
@@ -50,9 +52,18 @@ class Stream:
         """Whether it synchronizes with the legacy default stream."""
         return not self.flags & CU_STREAM_NON_BLOCKING
 
-    def submit(self, fn: Callable[[], None], deps: list[Op]) -> Op:
-        op = Op(fn, deps)
+    def submit(self, fn: Callable[[], None], deps: list[Op], inline: bool = False) -> Op:
+        """Queue fn after deps. With `inline`, when nothing is queued and every dependency is
+        done, the op is claimed instead: it holds the stream's place in line while the caller
+        runs it with `run_claimed`. A synchronous call then costs no hand-off to the worker
+        thread (a scheduler time slice when the CPUs are busy)."""
         with self._cv:
+            if inline and not self._queue and all(d.done.is_set() for d in deps):
+                op = Op(fn, [], claimed=True)
+                self._queue.append(op)
+                self.last = op
+                return op
+            op = Op(fn, deps)
             self._queue.append(op)
             self.last = op
             if self._thread is None:
@@ -61,19 +72,28 @@ class Stream:
             self._cv.notify()
         return op
 
+    def run_claimed(self, op: Op) -> None:
+        """Run a claimed op in the calling thread; work queued behind it then proceeds."""
+        self._execute(op)
+        self._finish(op)
+
+    def _finish(self, op: Op) -> None:
+        op.finished_at = time.perf_counter()
+        op.done.set()
+        with self._cv:
+            self._queue.popleft()
+            self._cv.notify()
+
     def _work(self) -> None:
         while True:
             with self._cv:
-                while not self._queue:
+                while not self._queue or self._queue[0].claimed:
                     self._cv.wait()
                 op = self._queue[0]
             for dep in op.deps:
                 dep.done.wait()
             self._execute(op)
-            with self._cv:
-                self._queue.popleft()
-            op.finished_at = time.perf_counter()
-            op.done.set()
+            self._finish(op)
 
     def _execute(self, op: Op) -> None:
         if self.ctx.sticky_error:

@@ -63,23 +63,37 @@ _FAST_OPERAND = re.compile(
 )
 # `name:` alone on its line.
 _FAST_LABEL = re.compile(r"([A-Za-z_$][\w$]*):[ \t]*(?=\n|//|$)")
-# `.loc file line col` alone on its line.
-_FAST_LOC = re.compile(r"\.loc[ \t]+(0|[1-9]\d*)[ \t]+(0|[1-9]\d*)[ \t]+(0|[1-9]\d*)[ \t]*(?=\n|//|$)")
+# `.loc file line col[, function_name label, inlined_at file line col]` alone on its line.
+_DEC = r"(0|[1-9]\d*)"
+_FAST_LOC = re.compile(
+    rf"\.loc[ \t]+{_DEC}[ \t]+{_DEC}[ \t]+{_DEC}"
+    rf"(?:[ \t]*,[ \t]*(function_name)[ \t]+([A-Za-z_$][\w$]*)[ \t]*,"
+    rf"[ \t]*(inlined_at)[ \t]+{_DEC}[ \t]+{_DEC}[ \t]+{_DEC})?[ \t]*(?=\n|//|$)"
+)
+# `.reg .type name;`, `.reg .type %r<N>;`, `.param .type name;` alone on its line.
+_FAST_DECL = re.compile(
+    r"\.(reg|param)[ \t]+\.([a-z]\w*)[ \t]+([A-Za-z_$%][\w$]*)(?:<([1-9]\d*|0)>)?"
+    r"[ \t]*;[ \t]*(?=\n|//|$)"
+)
 _WS = " \t\r\n\f\v"
 
 # Operand kinds of the fast path's per-parse cache: operand text -> how to build it.
-_K_REG, _K_SYM, _K_SINK, _K_IMM, _K_ADDR = range(5)
+_K_NAME, _K_IMM, _K_ADDR, _K_SINK = range(4)
 
 
 def _fast_operand_spec(piece: str) -> tuple | None:
     """How to build the operand written as `piece` (with its surrounding blanks), or None
     when the general path must parse it. Offsets are relative to the start of `piece`."""
+    # Most operands are plain registers (`%r12`, ` %rd3`): no regex needed for them.
+    lead = 1 if piece[:1] == " " else 0
+    if piece[lead:lead + 1] == "%" and piece[lead + 1:].isalnum() and piece.isascii():
+        return (_K_NAME, lead, Reg, piece[lead:])
     om = _FAST_OPERAND.fullmatch(piece)
     if om is None:
         return None
     reg, num, fhex, bracket, abase, sign, off, sym = om.groups()
     if reg is not None:
-        return (_K_REG, om.start(1), reg)
+        return (_K_NAME, om.start(1), Reg, reg)
     if num is not None:
         value = int_value(num.lstrip("-"))  # no octal: the pattern leaves it to the general path
         return (_K_IMM, om.start(2), -value if num[0] == "-" else value, "int")
@@ -91,7 +105,7 @@ def _fast_operand_spec(piece: str) -> tuple | None:
         return (_K_ADDR, om.start(4), Reg if abase[0] == "%" else Sym, abase, om.start(5), offset)
     if sym == "_":
         return (_K_SINK, om.start(8))
-    return (_K_SYM, om.start(8), sym)
+    return (_K_NAME, om.start(8), Sym, sym)
 
 
 def _end_before_blanks(text: str, end: int) -> int:
@@ -111,6 +125,8 @@ class Parser:
         self.limit = len(text)  # lexing stops here (the end of a line for .loc/.file)
         self._peek_at = -1
         self._peek_tok: tuple[str, str, int] = ("eof", "", 0)
+        # Per-parse caches of the fast path: opcode text -> (opcode, mods), operand text -> spec.
+        self._opcodes: dict[str, tuple[str | None, tuple[str, ...]]] = {}
         self._operand_specs: dict[str, tuple | None] = {}
 
     # ------------------------------------------------------------------ tokens
@@ -528,6 +544,7 @@ class Parser:
         insn_match = _FAST_INSN.match
         label_match = _FAST_LABEL.match
         loc_match = _FAST_LOC.match
+        decl_match = _FAST_DECL.match
         fast_instruction = self.fast_instruction
         while True:
             i = skip(text, self.i).end()
@@ -536,7 +553,18 @@ class Parser:
             if c == ".":
                 m = loc_match(text, i)
                 if m is not None:
-                    append(Directive("loc", [int(m[1]), int(m[2]), int(m[3])], pos(i)))
+                    args: list = [int(m[1]), int(m[2]), int(m[3])]
+                    if m[4] is not None:
+                        args += [Sym(m[4], pos(m.start(4))), Sym(m[5], pos(m.start(5))),
+                                 Sym(m[6], pos(m.start(6))), int(m[7]), int(m[8]), int(m[9])]
+                    append(Directive("loc", args, pos(i)))
+                    self.i = m.end()
+                    continue
+                m = decl_match(text, i)
+                if m is not None and m[2] in grammar.TYPES:
+                    count = m[4]
+                    append(Variable(m[3], m[1], m[2], count=None if count is None else int(count),
+                                    pos=pos(m.start(3))))
                     self.i = m.end()
                     continue
             elif c == "$":
@@ -730,7 +758,11 @@ class Parser:
 
     def fast_instruction(self, m: re.Match, start: int) -> Instruction | None:
         """Build the instruction matched by _FAST_INSN, or None to use the general path."""
-        opcode, mods = grammar.split_opcode(m[3])
+        name = m[3]
+        split = self._opcodes.get(name)
+        if split is None:
+            split = self._opcodes[name] = grammar.split_opcode(name)
+        opcode, mods = split
         if opcode is None:
             return None
         pos = self._pos
@@ -739,25 +771,26 @@ class Parser:
         ops: list[Operand] = []
         body = m[4]
         if body:
+            append = ops.append
             specs = self._operand_specs
             at = m.start(4)
             for piece in body.split(","):
                 spec = specs.get(piece, False)
                 if spec is False:
                     spec = specs[piece] = _fast_operand_spec(piece)
-                if spec is None:
-                    return None
+                    if spec is None:
+                        return None
                 kind = spec[0]
-                if kind == _K_REG:
-                    ops.append(Reg(spec[2], pos(at + spec[1])))
+                if kind == _K_NAME:
+                    append(spec[2](spec[3], pos(at + spec[1])))
                 elif kind == _K_IMM:
-                    ops.append(Imm(spec[2], spec[3], pos(at + spec[1])))
+                    append(Imm(spec[2], spec[3], pos(at + spec[1])))
                 elif kind == _K_ADDR:
-                    ops.append(Addr(spec[2](spec[3], pos(at + spec[4])), spec[5], pos(at + spec[1])))
-                elif kind == _K_SYM:
-                    ops.append(Sym(spec[2], pos(at + spec[1])))
+                    append(Addr(spec[2](spec[3], pos(at + spec[4])), spec[5], pos(at + spec[1])))
+                elif spec is None:
+                    return None
                 else:
-                    ops.append(Sink(pos(at + spec[1])))
+                    append(Sink(pos(at + spec[1])))
                 at += len(piece) + 1
         return Instruction(opcode, mods, ops, guard, pos(start))
 

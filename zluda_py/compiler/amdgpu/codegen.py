@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import llvmlite.binding as llvm
 import msgpack
@@ -61,22 +62,27 @@ class CodegenError(UnsupportedError):
         return self.message
 
 
-def emit_objects(jobs: list[tuple[str, str]], isolate: bool = True) -> list[bytes]:
-    """Objects for (ir_text, gfx) jobs, in order. With `isolate`, one child process runs them all;
-    if it dies, each job is retried alone so the error names the job that killed it."""
+def emit_objects(jobs: list[tuple[str, str]], isolate: bool = True, workers: int = 1) -> list[bytes]:
+    """Objects for (ir_text, gfx) jobs, in order. With `isolate`, child processes (up to
+    `workers` at once, each taking every workers-th job) run them; if one dies, each of its jobs
+    is retried alone so the error names the job that killed it."""
     if not isolate:
         return [emit_object(text, gfx) for text, gfx in jobs]
-    results = _run_child(jobs)
-    if results is None:
-        if len(jobs) == 1:
-            raise CodegenError(jobs[0][1], "LLVM aborted (see stderr)")
-        return [emit_objects([job])[0] for job in jobs]
-    out = []
-    for (_, gfx), r in zip(jobs, results):
-        if isinstance(r, str):
-            raise CodegenError(gfx, r)
-        out.append(r)
-    return out
+    n = max(1, min(workers, len(jobs)))
+    shares = [list(range(i, len(jobs), n)) for i in range(n)]
+    with ThreadPoolExecutor(n) as pool:  # threads only wait for the children
+        results = list(pool.map(lambda idx: _run_child([jobs[i] for i in idx]), shares))
+    out: list[bytes | None] = [None] * len(jobs)
+    for idx, res in zip(shares, results):
+        if res is None:
+            if len(idx) == 1:
+                raise CodegenError(jobs[idx[0]][1], "LLVM aborted (see stderr)")
+            res = [emit_objects([jobs[i]])[0] for i in idx]
+        for i, r in zip(idx, res):
+            if isinstance(r, str):
+                raise CodegenError(jobs[i][1], r)
+            out[i] = r
+    return out  # type: ignore[return-value]
 
 
 def _run_child(jobs: list[tuple[str, str]]) -> list[bytes | str] | None:

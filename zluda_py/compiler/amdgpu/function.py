@@ -76,16 +76,16 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
     def lower(self) -> None:
         self._declare_variables()
         self._declare_params()
-        if self.is_kernel and self.mod.uses_bar_red(self.fn):
+        if self.is_kernel and self.mod.has_bar_red:
             self.init_bar_red()
-        blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{blk.label}" if blk.label else ""))
-                  for i, blk in enumerate(self.body.blocks)]
-        self.blocks = blocks
-        self.b.branch(blocks[0]) if blocks else self._return()
-        for blk, llb in zip(self.body.blocks, blocks):
+        self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{blk.label}" if blk.label else ""))
+                       for i, blk in enumerate(self.body.blocks)]
+        start = self.b.block
+        self._goto(self.blocks[0] if self.blocks else None)
+        for blk, llb in zip(self.body.blocks, self.blocks):
             self.b.position_at_end(llb)
             self._lower_block(blk)
-        self.allocas.branch(self.llfn.blocks[1])
+        self.allocas.branch(start)
 
     def alloca(self, ty: ir.Type, align: int, name: str = "") -> ir.Value:
         """A private alloca in the entry block (allocas elsewhere would grow the stack in loops)."""
@@ -206,12 +206,17 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
         if op in NO_OPS:
             return
         handler = getattr(self, "op_" + op, None)
-        if handler is not None:
-            self.guarded(inst, lambda: handler(inst))
-        elif op in SEMANTICS:
-            self.guarded(inst, lambda: self.lower_semantic(inst))
-        else:
-            raise unsupported(inst)
+        try:
+            if handler is not None:
+                self.guarded(inst, lambda: handler(inst))
+            elif op in SEMANTICS:
+                self.guarded(inst, lambda: self.lower_semantic(inst))
+            else:
+                raise unsupported(inst)
+        except UnsupportedError as exc:
+            if exc.line:
+                raise
+            raise UnsupportedError(exc.message.removeprefix("unsupported: "), inst.pos) from None  # name the line
 
     def lower_semantic(self, inst: ast.Instruction) -> None:
         sem = SEMANTICS[inst.opcode]

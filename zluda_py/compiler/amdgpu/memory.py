@@ -9,6 +9,7 @@ on NVIDIA GPUs, and cvta converts them with addrspacecast.
 from __future__ import annotations
 
 from llvmlite import ir
+from llvmlite.ir.instructions import StoreAtomicInstr
 
 from zluda_py.compiler.amdgpu.ir_extras import ScopedAtomicRMW, ScopedCmpXchg, insert
 from zluda_py.compiler.cpu.memory import ATOMIC_OPS, _rmw_op, space_of, vector_count
@@ -108,9 +109,12 @@ class MemoryMixin:
         dst, addr = inst.operands[0], inst.operands[1]
         bits = ptx_bits(t)
         dests = dst.elems if isinstance(dst, ast.Vec) else [dst]
+        ordering = _ordering(inst, "acquire")
         for d, p in zip(dests, self._elements(inst, self.pointer(addr, space_of(inst)), t)):
-            v = self.b.load(p, typ=ir.IntType(max(bits, 8)), align=max(bits // 8, 1))
-            self.write(d, self.lanes.resize(v, bits, False) if bits == 1 else v, t)
+            ty, align = ir.IntType(max(bits, 8)), max(bits // 8, 1)
+            v = self.b.load(p, typ=ty, align=align) if ordering is None else \
+                self.b.load_atomic(p, ordering, align, typ=ty)
+            self.write(d, v, t)
 
     op_ldu = op_ld
 
@@ -119,8 +123,13 @@ class MemoryMixin:
         addr, src = inst.operands[0], inst.operands[1]
         bits = ptx_bits(t)
         srcs = src.elems if isinstance(src, ast.Vec) else [src]
+        ordering = _ordering(inst, "release")
         for s, p in zip(srcs, self._elements(inst, self.pointer(addr, space_of(inst)), t)):
-            self.b.store(self.lanes.resize(self.read(s, t), max(bits, 8), False), p, align=max(bits // 8, 1))
+            v, align = self.lanes.resize(self.read(s, t), max(bits, 8), False), max(bits // 8, 1)
+            if ordering is None:
+                self.b.store(v, p, align=align)
+            else:
+                insert(self.b, StoreAtomicInstr(self.b.block, v, p, ordering, align))  # builder needs typed ptrs
 
     def op_cvta(self, inst: ast.Instruction) -> None:
         t = inst.types[-1]
@@ -215,3 +224,13 @@ class MemoryMixin:
             if limit is not None:
                 v = b.select(b.icmp_unsigned(">", limit, ir.Constant(I32, 4 * k)), v, ir.Constant(I32, 0))
             b.store(v, b.gep(dp, [ir.Constant(I64, 4 * k)], source_etype=I8), align=4)
+
+
+def _ordering(inst: ast.Instruction, strong: str) -> str | None:
+    """Atomic ordering of a ld/st: volatile and relaxed accesses are monotonic atomics (so they
+    are neither hoisted out of spin loops nor merged), acquire/release as written."""
+    if inst.has("acquire") or inst.has("release"):
+        return strong
+    if inst.has("volatile") or inst.has("relaxed"):
+        return "monotonic"
+    return None

@@ -10,6 +10,7 @@ code object, so the runtime finds them by name (cuModuleGetGlobal).
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 from llvmlite import ir
 
@@ -167,8 +168,10 @@ class ModuleLowering:
             g.align = 4
         return g
 
-    def uses_bar_red(self, fn: ast.Function) -> bool:
-        stack = list(fn.body or [])
+    @cached_property
+    def has_bar_red(self) -> bool:
+        """Whether any function uses bar.red (then every kernel zeroes its LDS counter)."""
+        stack = [s for f in self.ast.functions() for s in (f.body or [])]
         while stack:
             s = stack.pop()
             if isinstance(s, ast.Block):

@@ -211,9 +211,8 @@ class WarpMixin:
         self.b.fence("acquire", "workgroup")
 
     def lower_barrier(self, inst: ast.Instruction) -> None:
-        """bar.sync / barrier.sync / bar.red: the workgroup's one hardware barrier."""
-        if not self.is_kernel:
-            raise unsupported(inst, "barrier inside a .func")
+        """bar.sync / barrier.sync / bar.red: the workgroup's one hardware barrier (also valid
+        inside a .func: every thread of the workgroup reaches it through its own call)."""
         if inst.has("arrive"):
             raise unsupported(inst, "bar.arrive has no AMDGPU equivalent")
         ops = list(inst.operands)

@@ -144,25 +144,22 @@ class CallMixin:
         b.store(V.splat_const(I64, 0), result)
         host = self.mod.host_fn()
         libc_malloc, libc_free = self.mod.libc("malloc", I64, [I64]), self.mod.libc("free", ir.VoidType(), [I64])
-        bits = V.mask_bits(b, mask)
-        for lane in range(WARP):  # one call per active lane, in lane order
-            idx = ir.Constant(I32, lane)
-            with b.if_then(b.trunc(b.lshr(bits, ir.Constant(I32, lane)), I1)):
-                a = [b.extract_element(v, idx) for v in vals]
-                if name == "vprintf":
-                    who = b.zext(b.add(b.mul(self.warp, ir.Constant(I32, WARP)), idx), I64)
-                    r = b.call(host, [ir.Constant(I32, HOST_VPRINTF), self.ctx, a[0], a[1], who,
-                                      ir.Constant(I64, 0), ir.Constant(I64, 0)])
-                elif name == "malloc":
-                    r = b.call(libc_malloc, [a[0]])
-                elif name == "free":
-                    b.call(libc_free, [a[0]])
-                    r = ir.Constant(I64, 0)
-                else:  # __assertfail(message, file, line, function, charSize)
-                    who = b.zext(b.add(b.mul(self.warp, ir.Constant(I32, WARP)), idx), I64)
-                    b.call(host, [ir.Constant(I32, HOST_ASSERT), self.ctx, a[0], a[1], a[2], a[3], who])
-                    r = ir.Constant(I64, 0)
-                b.store(b.insert_element(b.load(result, typ=V.vec(I64)), r, idx), result)
+        for idx in V.each_active_lane(b, mask):  # one call per active lane, in lane order
+            a = [b.extract_element(v, idx) for v in vals]
+            if name == "vprintf":
+                who = b.zext(b.add(b.mul(self.warp, ir.Constant(I32, WARP)), idx), I64)
+                r = b.call(host, [ir.Constant(I32, HOST_VPRINTF), self.ctx, a[0], a[1], who,
+                                  ir.Constant(I64, 0), ir.Constant(I64, 0)])
+            elif name == "malloc":
+                r = b.call(libc_malloc, [a[0]])
+            elif name == "free":
+                b.call(libc_free, [a[0]])
+                r = ir.Constant(I64, 0)
+            else:  # __assertfail(message, file, line, function, charSize)
+                who = b.zext(b.add(b.mul(self.warp, ir.Constant(I32, WARP)), idx), I64)
+                b.call(host, [ir.Constant(I32, HOST_ASSERT), self.ctx, a[0], a[1], a[2], a[3], who])
+                r = ir.Constant(I64, 0)
+            b.store(b.insert_element(b.load(result, typ=V.vec(I64)), r, idx), result)
         if name == "__assertfail":
             with b.if_then(V.any_lane(b, mask)):
                 self.fault(CUDA_ERROR_ASSERT, mask)
@@ -213,12 +210,25 @@ class CallMixin:
         done = b.icmp_unsigned("==", pcv, V.splat_const(I32, DONE))
         converged = b.icmp_unsigned("==", V.mask_bits(b, b.or_(at_next, done)), ir.Constant(I32, -1))
         self._set_frame_i32(Frame.SPILL_ALL, b.zext(b.not_(converged), I32))
-        with b.if_else(converged) as (then, other):
-            with then:
-                self.spill(live)
-            with other:
-                self.spill(None)
+        some = self.llfn.append_basic_block(f"spill{site}")
+        b.cbranch(converged, some, self._spill_all_block())
+        self._spill_all_site.add_incoming(ir.Constant(I32, site), b.block)
+        b.position_at_end(some)
+        self.spill(live)
         b.ret(ir.Constant(I32, site))
+
+    def _spill_all_block(self) -> ir.Block:
+        """One shared block that saves every register and returns the site id (code size)."""
+        if getattr(self, "_spill_all", None) is None:
+            b = self.b
+            here = b.block
+            self._spill_all = self.llfn.append_basic_block("spill.all")
+            b.position_at_end(self._spill_all)
+            self._spill_all_site = b.phi(I32)
+            self.spill(None)
+            b.ret(self._spill_all_site)
+            b.position_at_end(here)
+        return self._spill_all
 
     def frame_layout(self, live: set[str] | None = None) -> list[tuple[ir.Value, ir.Type, int]]:
         """(slot, type, frame offset) of the registers saved across a barrier: the pc, the carry flag
@@ -252,15 +262,22 @@ class CallMixin:
             return
         b.position_at_end(self.resume_block)
         sw = b.switch(self.resume, self.dispatch_block)
+        reload_all = self.llfn.append_basic_block("reload.all")
+        b.position_at_end(reload_all)
+        self.reload(None)
+        after_all = b.switch(self.resume, self.dispatch_block)
         for site, inst, dst, live in self.resume_sites:
-            blk = self.llfn.append_basic_block(f"resume{site}")
-            sw.add_case(ir.Constant(I32, site), blk)
-            b.position_at_end(blk)
-            with b.if_else(b.icmp_unsigned("!=", self._frame_i32(Frame.SPILL_ALL), ir.Constant(I32, 0))) as (a, c):
-                with a:
-                    self.reload(None)
-                with c:
-                    self.reload(live)
+            entry = self.llfn.append_basic_block(f"resume{site}")
+            some = self.llfn.append_basic_block(f"reload{site}")
+            after = self.llfn.append_basic_block(f"resumed{site}")
+            sw.add_case(ir.Constant(I32, site), entry)
+            after_all.add_case(ir.Constant(I32, site), after)
+            b.position_at_end(entry)
+            b.cbranch(b.icmp_unsigned("!=", self._frame_i32(Frame.SPILL_ALL), ir.Constant(I32, 0)), reload_all, some)
+            b.position_at_end(some)
+            self.reload(live)
+            b.branch(after)
+            b.position_at_end(after)
             if dst is not None:
                 self._bar_red_result(inst, dst)
             b.branch(self.dispatch_block)

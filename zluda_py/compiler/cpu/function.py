@@ -36,6 +36,7 @@ I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
 # per warp and atomics use seq_cst).
 NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "applypriority",
           "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep", "brkpt"}
+CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
 # Families we refuse by design: textures, surfaces and the tensor cores.
 REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma", "wmma",
            "wgmma", "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "cp.async.bulk", "tensormap"}
@@ -95,7 +96,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         self.dispatch_block = self.llfn.append_basic_block("dispatch")
         self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{blk.label}" if blk.label else ""))
                        for i, blk in enumerate(self.body.blocks)]
-        self.converged_blocks = [self.llfn.append_basic_block(f"all{i}") for i in range(len(self.body.blocks))]
+        # Converged clones double the code; very large functions (cub/thrust) go without them.
+        size = sum(len(blk.insts) for blk in self.body.blocks)
+        self.cloned = size <= CLONE_LIMIT
+        self.converged_blocks = [self.llfn.append_basic_block(f"all{i}") for i in range(len(self.body.blocks))] \
+            if self.cloned else self.blocks
         if self.is_kernel:
             start = self.llfn.append_basic_block("start")
             has_barriers = any(cfg.is_block_barrier(i) for blk in self.body.blocks for i in blk.insts)
@@ -111,8 +116,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         for blk, llb, conv in zip(self.body.blocks, self.blocks, self.converged_blocks):
             b.position_at_end(llb)
             self._lower_block(blk, converged=False)
-            b.position_at_end(conv)
-            self._lower_block(blk, converged=True)
+            if self.cloned:
+                b.position_at_end(conv)
+                self._lower_block(blk, converged=True)
         if self.is_kernel:
             self._emit_resume()
 
@@ -207,7 +213,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         general = self.llfn.append_basic_block("dispatch.some")
         converged = self.llfn.append_basic_block("dispatch.all")
         full = b.icmp_unsigned("==", V.mask_bits(b, self.mask), ir.Constant(I32, -1))
-        b.cbranch(full, converged, general)
+        b.cbranch(full if self.cloned else ir.Constant(I1, 0), converged, general)
         for where, targets in ((general, self.blocks), (converged, self.converged_blocks)):
             b.position_at_end(where)
             sw = b.switch(low, finished)

@@ -103,11 +103,10 @@ class MemoryMixin:
             raise UnsupportedError(f"memory operand {addr.base.name}", addr.pos)
         if addr.base is None:
             value = V.splat_const(I64, addr.offset)
-        else:
-            value = b.add(self.read(addr.base, "u64" if self.reg_bits(addr.base) == 64 else "u32"),
-                          V.splat(b, off)) if addr.offset else \
-                self.read(addr.base, "u64" if self.reg_bits(addr.base) == 64 else "u32")
-            value = V.resize(b, value, 64, False)
+        else:  # a 32-bit address register (shared/local windows) is zero-extended
+            value = V.resize(b, self.read(addr.base, "u64" if self.reg_bits(addr.base) == 64 else "u32"), 64, False)
+            if addr.offset:
+                value = b.add(value, V.splat(b, off))
         base = self.space_base(space)
         return value if base is None else b.add(base, value)
 
@@ -273,21 +272,17 @@ class MemoryMixin:
         rmw, vty = _rmw_op(op, t)
         result = V.entry_alloca(b, V.vec(ity))
         b.store(ir.Constant(V.vec(ity), None), result)
-        bits_mask = V.mask_bits(b, mask)
-        for lane in range(WARP):  # unrolled: LLVM keeps only the active-lane tests
-            idx = ir.Constant(I32, lane)
-            on = b.trunc(b.lshr(bits_mask, ir.Constant(I32, lane)), I1)
-            with b.if_then(on):
-                p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
-                x = b.extract_element(vals[0], idx)
-                if op == "cas":
-                    y = b.extract_element(vals[1], idx)
-                    old = b.extract_value(b.cmpxchg(p, x, y, "seq_cst", "seq_cst"), 0)
-                else:
-                    arg = b.bitcast(x, vty) if vty != ity else x
-                    old = b.atomic_rmw(rmw, p, arg, "seq_cst")
-                    old = b.bitcast(old, ity) if vty != ity else old
-                b.store(b.insert_element(b.load(result, typ=V.vec(ity)), old, idx), result)
+        for idx in V.each_active_lane(b, mask):
+            p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
+            x = b.extract_element(vals[0], idx)
+            if op == "cas":
+                y = b.extract_element(vals[1], idx)
+                old = b.extract_value(b.cmpxchg(p, x, y, "seq_cst", "seq_cst"), 0)
+            else:
+                arg = b.bitcast(x, vty) if vty != ity else x
+                old = b.atomic_rmw(rmw, p, arg, "seq_cst")
+                old = b.bitcast(old, ity) if vty != ity else old
+            b.store(b.insert_element(b.load(result, typ=V.vec(ity)), old, idx), result)
         if dst is not None:
             self.write(dst, b.load(result, typ=V.vec(ity)), t, mask)
 

@@ -129,6 +129,9 @@ class CompiledModule:
             raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"invalid launch configuration grid={grid} block={block}")
         if len(params) < info.param_size:
             raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"{kernel}: {len(params)} parameter bytes, needs {info.param_size}")
+        # The kernel's own .local frame always fits (the driver sizes the stack for it too);
+        # deeper .func frames fault with 719 when they would overflow.
+        stack_size = (max(stack_size, info.local_size) + 15) // 16 * 16
         param_buf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
         stop = np.zeros(1, np.int32)
         output: list[bytes] = []

@@ -91,3 +91,26 @@ def typed(b: ir.IRBuilder, ptr: ir.Value, t: ir.Type) -> ir.Value:
     if ptr.type.is_opaque or ptr.type.pointee == t:
         return ptr
     return b.bitcast(ptr, t.as_pointer())
+
+
+def each_active_lane(b: ir.IRBuilder, mask: ir.Value):
+    """Emit a loop over the set lanes of `mask`, lowest first; yields the lane index (i32).
+
+    Used as `for lane in each_active_lane(b, mask): ...` with exactly one iteration at build time.
+    """
+    fn = b.function
+    bits = mask_bits(b, mask)
+    pre = b.block
+    head = fn.append_basic_block("lane")
+    body = fn.append_basic_block("lane.body")
+    done = fn.append_basic_block("lane.done")
+    b.branch(head)
+    b.position_at_end(head)
+    left = b.phi(I32)
+    left.add_incoming(bits, pre)
+    b.cbranch(b.icmp_unsigned("==", left, ir.Constant(I32, 0)), done, body)
+    b.position_at_end(body)
+    yield intrinsic(b, "llvm.cttz.i32", I32, [left, ir.Constant(I1, 1)])
+    left.add_incoming(b.and_(left, b.sub(left, ir.Constant(I32, 1))), b.block)  # clear the lowest bit
+    b.branch(head)
+    b.position_at_end(done)

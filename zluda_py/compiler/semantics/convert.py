@@ -118,8 +118,10 @@ class Cvt(Semantic):
         if kinds == ("pair", "float"):
             if src != "f32":
                 raise unsupported(inst, "packed conversions take .f32 pairs")
-            if dst in ("e4m3x2", "e5m2x2") and not f.has("satfinite"):
-                raise unsupported(inst, "fp8 conversions need .satfinite")
+            if dst in ("e4m3x2", "e5m2x2") and not (f.has("satfinite") and f.has("rn")):
+                raise unsupported(inst, "fp8 conversions need .rn.satfinite")
+            if dst in ("f16x2", "bf16x2") and not f.has("rn", "rz"):
+                raise unsupported(inst, "packed half conversions round with .rn or .rz")
             return OperandTypes([dst], ["f32", "f32"])
         if kinds == ("pair", "pair"):
             ok = {("e4m3x2", "f16x2"), ("e5m2x2", "f16x2"), ("f16x2", "e4m3x2"), ("f16x2", "e5m2x2")}

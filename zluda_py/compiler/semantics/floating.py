@@ -290,6 +290,8 @@ class Arith(Semantic):
         allowed = {*DIRECTED, "ftz", "sat"} | ({"relu"} if inst.opcode in ("fma", "mad") else set())
         f = form(inst, allowed, type_ok=lambda t: t in FLOATS)
         _check_float_mods(inst, f.type, f.flags)
+        if _elem(f.type) in ("f16", "bf16") and f.has("rz", "rm", "rp"):
+            raise unsupported(inst, "f16/bf16 arithmetic rounds with .rn only")
         n = 3 if inst.opcode in ("fma", "mad") else 2
         return OperandTypes([f.type], [f.type] * n)
 

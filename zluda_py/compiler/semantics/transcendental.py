@@ -28,8 +28,8 @@ class Approx(Semantic):
         f = form(inst, {"approx", "ftz"}, type_ok=lambda t: t in TYPES[inst.opcode])
         if not f.has("approx"):
             raise unsupported(inst, "needs .approx")
-        if f.has("ftz") and f.type.startswith("bf16") and inst.opcode != "ex2":
-            raise unsupported(inst, ".ftz with .bf16")
+        if f.type.startswith("bf16") and f.has("ftz") != (inst.opcode == "ex2"):
+            raise unsupported(inst, "ex2.approx.ftz.bf16 needs .ftz; tanh.approx.bf16 takes none")
         return OperandTypes([f.type], [f.type])
 
     def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:

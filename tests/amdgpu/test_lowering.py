@@ -1,0 +1,128 @@
+"""AMDGPU lowering checks that need only llvmlite: refusals, wave-size specific IR, printf
+records, ld.lld discovery, and that an LLVM failure in the child process becomes an error."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from zluda_py.compiler import amdgpu_link
+from zluda_py.compiler.amdgpu import lower
+from zluda_py.compiler.amdgpu.codegen import CodegenError, emit_objects
+from zluda_py.compiler.amdgpu.printf import argument_layout, drain
+from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.ptx import parse
+
+HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
+
+
+def kernel(body: str, regs: str = ".reg .b32 %r<8>;\n.reg .f32 %f<8>;\n.reg .b64 %rd<4>;\n.reg .pred %p<4>;") -> str:
+    return HEADER + ".visible .entry k(.param .u64 out)\n{\n" + regs + "\n" + body + "\nret;\n}\n"
+
+
+@pytest.mark.parametrize("line, name", [
+    ("tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6}];", "tex.2d.v4.f32.f32"),
+    ("suld.b.1d.b32.trap {%r1}, [%rd1, {%r2}];", "suld.b.1d.b32.trap"),
+    ("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2}, {%r3}, "
+     "{%f5,%f6,%f7,%f4};", "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"),
+])
+def test_textures_surfaces_and_mma_are_refused_with_position(line, name):
+    text = kernel(line)
+    with pytest.raises(UnsupportedError) as err:
+        lower(parse(text, "refused.ptx"), "gfx942")
+    line_no = text.splitlines().index(line) + 1
+    assert str(err.value).startswith(f"unsupported: {name}")
+    assert str(err.value).endswith(f"at refused.ptx:{line_no}")
+    assert err.value.cu_result == 218
+
+
+WARP = kernel("mov.u32 %r1, %laneid;\nshfl.sync.idx.b32 %r2, %r1, 3, 31, -1;\nvote.sync.ballot.b32 %r3, %p1, -1;\n"
+              "add.s32 %r2, %r2, %r3;\nld.param.u64 %rd1, [out];\nst.global.u32 [%rd1], %r2;")
+
+
+def test_wave64_uses_both_mbcnt_halves_and_the_half_wave_offset():
+    ir_text, meta = lower(parse(WARP, "w.ptx"), "gfx942")
+    assert meta["wave"] == 64
+    assert "llvm.amdgcn.mbcnt.hi" in ir_text and "llvm.amdgcn.ballot.i64" in ir_text
+    assert "and i32" in ir_text and ", 32" in ir_text  # hwlane & 32 selects the lane's warp
+    assert "llvm.amdgcn.ds.bpermute" in ir_text
+
+
+def test_wave32_is_one_warp_per_wave():
+    ir_text, meta = lower(parse(WARP, "w.ptx"), "gfx1100")
+    assert meta["wave"] == 32
+    assert "mbcnt.hi" not in ir_text and "llvm.amdgcn.ballot.i32" in ir_text
+
+
+def test_code_object_version_is_pinned_to_v5():
+    ir_text, _ = lower(parse(WARP, "w.ptx"), "gfx90a")
+    assert '!{i32 1, !"amdhsa_code_object_version", i32 500}' in ir_text
+
+
+def test_unknown_target_is_an_error():
+    with pytest.raises(UnsupportedError, match="gfx1234"):
+        lower(parse(WARP, "w.ptx"), "gfx1234")
+
+
+def test_llvm_failure_in_the_child_is_reported_not_fatal():
+    with pytest.raises(CodegenError, match="gfx942"):
+        emit_objects([("this is not LLVM IR", "gfx942")])
+
+
+def test_printf_argument_layout_follows_vprintf_packing():
+    # %d: 4 at 0; %f: double aligned to 8 -> 8; %s: 8 at 16; %lld: 8 at 24; %c: 4 at 32; %*d: 4+4
+    size, strings = argument_layout(b"%d %f %s %lld %c %*d %%")
+    assert strings == [16]
+    assert size == 44
+
+
+def test_printf_buffer_drains_in_order_and_counts_lost_bytes():
+    formats = [b"v=%d %s|", b"x=%f\n"]
+    rec1 = struct.pack("<IIiIQ", 24, 0, -7, 0, 0x1000)
+    rec2 = struct.pack("<IId", 16, 1, 2.5)
+    used = len(rec1) + len(rec2) + 40  # 40 bytes of records that did not fit
+    raw = struct.pack("<QQ", used, len(rec1) + len(rec2)) + rec1 + rec2
+    seen = []
+
+    def read_string(address: int) -> bytes:
+        seen.append(address)
+        return b"dev"
+
+    text, lost = drain(raw, formats, read_string)
+    assert text == b"v=-7 dev|x=2.500000\n"
+    assert lost == 40 and seen == [0x1000]
+
+
+def test_lld_from_environment_must_exist(monkeypatch, tmp_path):
+    monkeypatch.setenv("ZLUDA_LLD", str(tmp_path / "missing-ld.lld"))
+    with pytest.raises(amdgpu_link.LinkerError, match="ZLUDA_LLD"):
+        amdgpu_link.find_lld()
+
+
+def test_lld_missing_everywhere_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.delenv("ZLUDA_LLD", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(amdgpu_link, "ROCM_LLD", str(tmp_path / "rocm-ld.lld"))
+    monkeypatch.setattr(amdgpu_link.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(amdgpu_link.LinkerError) as err:
+        amdgpu_link.find_lld()
+    assert "apt-get install lld-19" in str(err.value) and "ziglang" in str(err.value)
+
+
+def test_lld_search_order_prefers_environment(monkeypatch, tmp_path):
+    tool = tmp_path / "my-ld.lld"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("ZLUDA_LLD", str(tool))
+    assert amdgpu_link.find_lld() == [str(tool)]
+
+
+def test_acquire_release_and_volatile_accesses_are_atomic():
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "ptx" / "memory_order.ptx").read_text()
+    ir_text, _ = lower(parse(text, "memory_order.ptx"), "gfx942")
+    assert "load atomic i32" in ir_text and " acquire, align 4" in ir_text
+    assert " monotonic, align 4" in ir_text  # ld.volatile and st.relaxed
+    assert "store atomic i32" in ir_text and " release, align 4" in ir_text
