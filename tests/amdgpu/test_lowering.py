@@ -3,6 +3,7 @@ records, ld.lld discovery, and that an LLVM failure in the child process becomes
 
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
@@ -126,3 +127,13 @@ def test_acquire_release_and_volatile_accesses_are_atomic():
     assert "load atomic i32" in ir_text and " acquire, align 4" in ir_text
     assert " monotonic, align 4" in ir_text  # ld.volatile and st.relaxed
     assert "store atomic i32" in ir_text and " release, align 4" in ir_text
+
+
+def test_brx_idx_switches_over_the_branch_table_in_order():
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "ptx" / "branch_table.ptx").read_text()
+    ir_text, _ = lower(parse(text, "branch_table.ptx"), "gfx942")
+    switch = next(line for line in ir_text.splitlines() if line.strip().startswith("switch"))
+    cases = re.findall(r'i32 (\d+), label %"bb\d+\.(\$L_\w+)"', switch)
+    assert cases == [("0", "$L_a"), ("1", "$L_b"), ("2", "$L_c")]

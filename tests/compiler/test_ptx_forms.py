@@ -158,3 +158,43 @@ def test_refused_instructions_name_the_form_and_line(text, what):
         compile(src)
     assert str(e.value) == f"unsupported: {what} at <ptx>:9"
     assert e.value.cu_result == 218
+
+
+SREGS = HEAD.replace("sm_80", "sm_90") + """
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<12>; .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r9, %ctaid.x;
+  mul.wide.u32 %rd4, %r9, 40;
+  add.s64 %rd1, %rd1, %rd4;
+  mov.u32 %r1, %clusterid.x;
+  mov.u32 %r2, %nclusterid.x;
+  mov.u32 %r3, %cluster_ctarank;
+  mov.u32 %r4, %cluster_nctarank;
+  mov.u32 %r5, %dynamic_smem_size;
+  mov.u32 %r6, %total_smem_size;
+  mov.u32 %r7, %lanemask_ge;
+  mov.u32 %r8, %nsmid;
+  mov.u64 %rd2, %globaltimer;
+  st.global.v4.u32 [%rd1], {%r1, %r2, %r3, %r4};
+  st.global.v4.u32 [%rd1+16], {%r5, %r6, %r7, %r8};
+  st.global.u64 [%rd1+32], %rd2;
+  ret;
+}
+"""
+
+
+def test_cluster_smem_and_timer_special_registers():
+    import time
+
+    from zluda_py.compiler.cpu.runtime import worker_count
+
+    out = np.zeros((3, 5), np.uint64)
+    before = time.time_ns()
+    compile(SREGS).launch("k", (3,), (1,), [out], shared_mem=100)
+    after = time.time_ns()
+    for blk in range(3):
+        words = out[blk, :4].view(np.uint32)
+        assert words.tolist() == [blk, 3, 0, 1, 100, 100, 0xFFFFFFFF, worker_count()]
+        assert before <= out[blk, 4] <= after  # %globaltimer counts nanoseconds of real time

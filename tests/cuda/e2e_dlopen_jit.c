@@ -1,8 +1,10 @@
 /* A C client that dlopens the driver itself (argv[1]: "libcuda.so.1" by default, or an
- * absolute path such as NVIDIA's /usr/lib/x86_64-linux-gnu/libcuda.so.1), JIT-loads PTX text
+ * absolute path such as NVIDIA's /usr/lib/x86_64-linux-gnu/libcuda.so.1; "linked": use the
+ * libcuda the program was linked against with -lcuda, found through its RPATH), JIT-loads PTX text
  * with cuModuleLoadData, launches it, reads a module global with cuModuleGetGlobal, and links
  * two PTX modules with cuLinkCreate/AddData/Complete. No CUDA headers: the few types it needs
  * are declared here. Build: nvcc -cudart none e2e_dlopen_jit.c -ldl */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,8 +75,9 @@ static void *sym(const char *name) {
 
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "libcuda.so.1";
-    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
+    int use_linked = !strcmp(path, "linked");
+    lib = use_linked ? RTLD_DEFAULT : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!use_linked && !lib) {
         fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
         return 2;
     }

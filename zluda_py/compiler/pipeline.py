@@ -51,14 +51,20 @@ def lower(module: ast.Module) -> tuple[str, dict]:
     return str(lowering.ir), metadata
 
 
+# LLVM IR above this size (a few cub/thrust kernels) is optimised at O1: O3 takes many minutes.
+LARGE_IR = 4_000_000
+
+
 def emit_object(ir_text: str) -> bytes:
-    """Verify, optimise at O3 for the host CPU (loop and SLP vectorizers on), emit an object file."""
-    tm = target_machine()
+    """Verify, optimise for the host CPU (O3 with the loop and SLP vectorizers; O1 for very large
+    modules), emit an object file."""
+    level = 3 if len(ir_text) < LARGE_IR else 1
+    tm = target_machine(level)
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
-    tuning = llvm.PipelineTuningOptions(speed_level=3)
-    tuning.loop_vectorization = True
-    tuning.slp_vectorization = True
+    tuning = llvm.PipelineTuningOptions(speed_level=level)
+    tuning.loop_vectorization = level == 3
+    tuning.slp_vectorization = level == 3
     pb = llvm.create_pass_builder(tm, tuning)
     pb.getModulePassManager().run(mod, pb)
     return tm.emit_object(mod)

@@ -27,8 +27,10 @@ _SREG_INDEXED = re.compile(r"%(?:pm[0-7](?:_64)?|envreg(?:[12]?\d|3[01])|reserve
 
 _SIZE = {"pred": 0, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16,
          "bf16": 16, "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32,
-         "tf32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64, "b128": 128}
-_FLOAT = frozenset("f16 bf16 f32 f64 f16x2 bf16x2 tf32".split())
+         "tf32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64, "b128": 128,
+         # packed narrow floats live in bit-size registers (.b16 for fp8x2, .b8 for fp4x2)
+         "e4m3x2": 16, "e5m2x2": 16, "e2m3x2": 16, "e3m2x2": 16, "ue8m0x2": 16, "e2m1x2": 8}
+_FLOAT = frozenset("f16 bf16 f32 f64 f16x2 bf16x2 tf32 e4m3x2 e5m2x2 e2m3x2 e3m2x2 ue8m0x2 e2m1x2".split())
 
 # Which operands carry the instruction type, per opcode: "T" the (first) type, "2T" twice its
 # width (.wide), "D"/"A" cvt's destination/source types, "p" a predicate, "u32", "*" unchecked.
@@ -322,7 +324,9 @@ class Checker:
         if role == "A":
             return types[-1]
         want = types[0]
-        if role == "T" and k == 0 and insn.opcode in ("mul", "mad") and "wide" in insn.mods:
+        # .wide: the destination (and mad's addend c) are twice the source width
+        if role == "T" and (k == 0 or (k == 3 and insn.opcode == "mad")) \
+                and insn.opcode in ("mul", "mad") and "wide" in insn.mods:
             want = want[0] + {"16": "32", "32": "64"}.get(want[1:], want[1:])
         return want
 

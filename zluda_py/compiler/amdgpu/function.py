@@ -64,7 +64,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
         self.llfn = llfn
         self.is_kernel = fn.kind == "entry"
         self.wave = mod.target.wave
-        self.body = cfg.build(fn.body or [])
+        self.body = cfg.build(fn.body or [], keep=lambda op: op in SEMANTICS)
         self.allocas = ir.IRBuilder(llfn.append_basic_block("entry"))
         self.b = ir.IRBuilder(llfn.append_basic_block("start"))
         self.lanes = Lanes(self.b, 1)
@@ -149,8 +149,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
             self.lower_inst(term)
             self._goto(fall)
             return
-        if term.opcode in ("brx",):
-            raise unsupported(term, "brx.idx")
+        if term.opcode == "brx":
+            self._lower_brx(term, fall)
+            return
         if term.opcode == "exit" and not self.is_kernel:
             raise unsupported(term, "exit inside a .func")
         if term.opcode == "bra":
@@ -173,6 +174,29 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
                 b.unreachable()
             else:
                 self._return()
+
+    def _lower_brx(self, term: ast.Instruction, fall: ir.Block | None) -> None:
+        """brx.idx: a switch over the `.branchtargets` list (an index past its end is undefined)."""
+        b = self.b
+        table = next((o.name for o in term.operands if isinstance(o, ast.Sym)), None)
+        directive = self.body.table("branchtargets", table) if table else None
+        if directive is None:
+            raise unsupported(term, "brx.idx without its .branchtargets list")
+        index = self.read(term.operands[0], "u32")
+        if term.guard is not None:
+            go = self.llfn.append_basic_block("brx")
+            if fall is None:
+                fall = self.llfn.append_basic_block("end")
+                with b.goto_block(fall):
+                    self._return()
+            b.cbranch(self.guard_value(term), go, fall)
+            b.position_at_end(go)
+        undefined = self.llfn.append_basic_block("brx.out_of_range")
+        sw = b.switch(index, undefined)
+        for i, target in enumerate(directive.args[1:]):
+            sw.add_case(ir.Constant(I32, i), self.blocks[self.body.labels[target.name]])
+        b.position_at_end(undefined)
+        b.unreachable()
 
     def _goto(self, block: ir.Block | None) -> None:
         if block is None:

@@ -185,7 +185,7 @@ class CallMixin:
         bar_id = b.extract_element(self.read(ops[0], "u32"), ir.Constant(I32, 0)) if ops else ir.Constant(I32, 0)
         count = b.extract_element(self.read(ops[1], "u32"), ir.Constant(I32, 0)) if len(ops) > 1 else ir.Constant(I32, 0)
         self.goto(lanes, next_block)
-        pcv = b.load(self.pc, typ=V.vec(I32))
+        pcv = b.load(self.pc, typ=V.vec(I32), align=16)
         live = V.popcount(b, V.mask_bits(b, b.icmp_unsigned("!=", pcv, V.splat_const(I32, DONE))))
         slot = b.gep(b.inttoptr(self.ctx_i64(Ctx.BARRIERS), PTR),
                      [b.mul(b.zext(bar_id, I64), ir.Constant(I64, 8 * 8))], source_etype=V.I8)
@@ -233,25 +233,26 @@ class CallMixin:
     def frame_layout(self, live: set[str] | None = None) -> list[tuple[ir.Value, ir.Type, int]]:
         """(slot, type, frame offset) of the registers saved across a barrier: the pc, the carry flag
         and `live` (None: all). Every register has a fixed place in the frame."""
+        self.frame_bytes = self.frame_end
+        if self.in_frame:  # the registers live in the frame already
+            return []
         out = []
-        off = FRAME_HEADER
         for name, (slot, bits) in [("pc", (self.pc, 32)), *self.regs.items()]:
-            t = V.vec(ir.IntType(bits))
             if live is None or name in live or name in ("pc", "%cc"):
-                out.append((slot, t, off))
-            off += max(16, WARP * bits // 8)
-        self.frame_bytes = off
+                out.append((slot, V.vec(ir.IntType(bits)), self.frame_offsets[name]))
         return out
 
     def spill(self, live: set[str] | None) -> None:
         b = self.b
         for slot, t, off in self.frame_layout(live):
-            b.store(b.load(slot, typ=t), b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), align=16)
+            b.store(b.load(slot, typ=t, align=16), b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8),
+                    align=16)
 
     def reload(self, live: set[str] | None) -> None:
         b = self.b
         for slot, t, off in self.frame_layout(live):
-            b.store(b.load(b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), typ=t, align=16), slot)
+            b.store(b.load(b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), typ=t, align=16), slot,
+                    align=16)
 
     def _emit_resume(self) -> None:
         """Per barrier site: reload what was saved, deliver bar.red results, continue at the dispatcher."""
@@ -305,8 +306,8 @@ class CallMixin:
         if d is None:
             raise unsupported(inst, "branch target list not found")
         idx = self.read(index, "u32")
-        pcv = b.load(self.pc, typ=V.vec(I32))
+        pcv = b.load(self.pc, typ=V.vec(I32), align=16)
         for k, target in enumerate(d.args[1:]):
             hit = b.and_(lanes, b.icmp_unsigned("==", idx, V.splat_const(I32, k)))
             pcv = b.select(hit, V.splat_const(I32, self.body.labels[target.name]), pcv)
-        b.store(pcv, self.pc)
+        b.store(pcv, self.pc, align=16)

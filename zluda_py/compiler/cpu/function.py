@@ -37,6 +37,7 @@ I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
 NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "applypriority",
           "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep", "brkpt"}
 CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
+FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp frame
 # Families we refuse by design: textures, surfaces and the tensor cores.
 REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma", "wmma",
            "wgmma", "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "cp.async.bulk", "tensormap"}
@@ -75,6 +76,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         self.symbols: dict[str, Symbol] = {}
         self.resume_sites: list[tuple[ir.Block, ast.Instruction]] = []
         self.frame_size = 0  # local (stack) bytes of this function
+        self.frame_offsets: dict[str, int] = {}  # register -> its place in a warp frame
+        self.frame_end = FRAME_HEADER
+        self.in_frame = self.is_kernel and sum(len(b.insts) for b in self.body.blocks) > FRAME_REGS_LIMIT
 
     # ------------------------------------------------------------------ setup
     def lower(self) -> None:
@@ -89,7 +93,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
             self.warp, self.sp, entry_mask = args[1], args[2], args[3]
         self._declare_variables()
         self._declare_params(args)
-        self.pc = b.alloca(V.vec(I32), name="pc")
+        self.pc = self._slot("pc", 32)
         self.exited = b.alloca(I32, name="exited")
         b.store(ir.Constant(I32, 0), self.exited)
         self._specials_setup()
@@ -107,10 +111,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
             self.resume_block = self.llfn.append_basic_block("resume") if has_barriers else start
             b.switch(self.resume, self.resume_block).add_case(ir.Constant(I32, 0), start)
             b.position_at_end(start)
-            b.store(b.select(self._initial_mask(), V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc)
+            b.store(b.select(self._initial_mask(), V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
         else:
             self._check_stack()
-            b.store(b.select(entry_mask, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc)
+            b.store(b.select(entry_mask, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
         b.branch(self.dispatch_block)
         self._emit_dispatch()
         for blk, llb, conv in zip(self.body.blocks, self.blocks, self.converged_blocks):
@@ -159,10 +163,21 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         self.frame_size = _align(self.frame_size, STACK_ALIGN)
         self._new_reg("%cc", 1)
 
+    def _slot(self, name: str, bits: int) -> ir.Value:
+        """Storage of a register: an alloca (promoted to SSA values by LLVM), or for very large
+        kernels its place in the warp frame (no SSA webs across the dispatcher, which take LLVM
+        minutes to optimise, and nothing to save at barriers)."""
+        self.frame_offsets[name] = self.frame_end
+        self.frame_end += max(16, WARP * bits // 8)
+        if self.in_frame:
+            return self.b.gep(self.frame, [ir.Constant(I64, self.frame_offsets[name])], source_etype=V.I8)
+        return self.b.alloca(V.vec(ir.IntType(bits)), name=name.lstrip("%"))
+
     def _new_reg(self, name: str, bits: int) -> None:
         t = V.vec(ir.IntType(bits))
-        slot = self.b.alloca(t, name=name.lstrip("%"))
-        self.b.store(ir.Constant(t, ir.Undefined), slot)  # PTX leaves unwritten registers undefined
+        slot = self._slot(name, bits)
+        if not self.in_frame:
+            self.b.store(ir.Constant(t, ir.Undefined), slot)  # PTX leaves unwritten registers undefined
         self.regs[name] = (slot, bits)
 
     def _declare_params(self, args: list[ir.Value]) -> None:
@@ -180,7 +195,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
                 self.symbols[p.name] = Symbol("regparam", ptr=arg, size=_var_size(p))
                 if p not in self.fn.returns:
                     slot, bits = self.regs[p.name]
-                    self.b.store(self.b.load(arg, typ=V.vec(ir.IntType(bits)), align=16), slot)
+                    self.b.store(self.b.load(arg, typ=V.vec(ir.IntType(bits)), align=16), slot, align=16)
             else:
                 self.symbols[p.name] = Symbol("lparam", ptr=arg, size=_var_size(p))
 
@@ -206,7 +221,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
     def _emit_dispatch(self) -> None:
         b = self.b
         b.position_at_end(self.dispatch_block)
-        pcv = b.load(self.pc, typ=V.vec(I32))
+        pcv = b.load(self.pc, typ=V.vec(I32), align=16)
         low = V.reduce(b, "umin", pcv)
         self.mask = b.icmp_unsigned("==", pcv, V.splat(b, low))
         finished = self.llfn.append_basic_block("finished")
@@ -228,14 +243,14 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
                 if p.space == "reg":
                     slot, bits = self.regs[p.name]
                     t = V.vec(ir.IntType(bits))
-                    b.store(b.load(slot, typ=t), self.symbols[p.name].ptr, align=16)
+                    b.store(b.load(slot, typ=t, align=16), self.symbols[p.name].ptr, align=16)
             b.ret(b.load(self.exited, typ=I32))
 
     def goto(self, lanes: ir.Value, target: int | None) -> None:
         """Send `lanes` to block `target` (None: they finish)."""
         b = self.b
         t = ir.Constant(I32, DONE if target is None else target)
-        b.store(b.select(lanes, V.splat(b, t), b.load(self.pc, typ=V.vec(I32))), self.pc)
+        b.store(b.select(lanes, V.splat(b, t), b.load(self.pc, typ=V.vec(I32), align=16)), self.pc, align=16)
 
     def _lower_block(self, blk: cfg.BasicBlock, converged: bool) -> None:
         """Lower one block for the lanes waiting at it; `converged`: all 32 lanes are (mask is a constant,
@@ -329,7 +344,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
     # ------------------------------------------------------------------ instructions
     def lower_inst(self, inst: ast.Instruction) -> None:
         op = inst.opcode
-        if op in REFUSED or (op == "cp" and inst.has("bulk")):
+        if op in REFUSED or (op == "cp" and inst.has("bulk")) or (op in ("st", "red") and inst.has("async")):
             raise unsupported(inst)
         if op in NO_OPS:
             return
@@ -386,7 +401,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         if name not in self.regs:
             return self.special(name, bits or 32)
         slot, have = self.regs[name]
-        v = self.b.load(slot, typ=V.vec(ir.IntType(have)))
+        v = self.b.load(slot, typ=V.vec(ir.IntType(have)), align=16)
         return v if bits is None else V.resize(self.b, v, bits, signed)
 
     def read(self, op: ast.Operand, ptype: str) -> ir.Value:
@@ -414,10 +429,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         b = self.b
         value = V.resize(b, value, bits, ptype.startswith("s"))
         if op.name in self.carried or self.guarded_inst or op.name == "%cc":
-            value = b.select(mask, value, b.load(slot, typ=value.type))
+            value = b.select(mask, value, b.load(slot, typ=value.type, align=16))
         # else: a block-local temporary; lanes outside the mask never read this value, and
         # writing it whole keeps it out of the dispatcher's loop-carried state
-        b.store(value, slot)
+        b.store(value, slot, align=16)
 
     # ------------------------------------------------------------------ special registers
     def _specials_setup(self) -> None:
@@ -473,9 +488,15 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         u32 = lambda slot: b.trunc(self.ctx_i64(slot), I32)  # noqa: E731
         if base == "%tid":
             v = (self.tid_x, self.tid_y, self.tid_z)[axis]
-        elif base in ("%ntid", "%ctaid", "%nctaid"):
-            first = {"%ntid": Ctx.BLOCK_X, "%ctaid": Ctx.CTA_X, "%nctaid": Ctx.GRID_X}[base]
+        elif base in ("%ntid", "%ctaid", "%nctaid", "%clusterid", "%nclusterid"):
+            # without cluster launches every CTA is a cluster of one: cluster ids are CTA ids
+            first = {"%ntid": Ctx.BLOCK_X, "%ctaid": Ctx.CTA_X, "%nctaid": Ctx.GRID_X,
+                     "%clusterid": Ctx.CTA_X, "%nclusterid": Ctx.GRID_X}[base]
             v = V.splat(b, u32(first + axis))
+        elif base in ("%cluster_ctaid", "%cluster_ctarank", "%is_explicit_cluster") or base.startswith("%envreg"):
+            v = V.splat_const(I32, 0)
+        elif base in ("%cluster_nctaid", "%cluster_nctarank"):
+            v = V.splat_const(I32, 1)
         elif base == "%laneid":
             v = V.LANE_IDS
         elif base == "%warpid":
@@ -493,13 +514,17 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
             pick = {"eq": lambda i, j: j == i, "lt": lambda i, j: j < i, "le": lambda i, j: j <= i,
                     "gt": lambda i, j: j > i, "ge": lambda i, j: j >= i}[rel]
             v = V.lane_consts(I32, [sum(1 << j for j in range(WARP) if pick(i, j)) for i in range(WARP)])
-        elif base in ("%clock", "%clock64"):
+        elif base in ("%clock", "%clock64", "%clock_hi"):
             v = V.splat(b, V.intrinsic(b, "llvm.readcyclecounter", I64, []))
-        elif base == "%globaltimer":
+            if base == "%clock_hi":
+                v = b.lshr(v, V.splat_const(I64, 32))
+        elif base in ("%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
             v = V.splat(b, self.mod.globaltimer(b))
+            if base == "%globaltimer_hi":
+                v = b.lshr(v, V.splat_const(I64, 32))
         elif base == "%dynamic_smem_size":
             v = V.splat(b, u32(Ctx.DYN_SMEM))
-        elif base == "%total_smem_size":
+        elif base in ("%total_smem_size", "%aggr_smem_size"):
             v = V.splat(b, u32(Ctx.TOTAL_SMEM))
         else:
             raise UnsupportedError(f"register {name} (not declared)")

@@ -59,13 +59,13 @@ _jit: llvm.LLJIT | None = None
 _pool: ThreadPoolExecutor | None = None
 
 
-def target_machine() -> llvm.TargetMachine:
-    """The host CPU with all its features, at O3."""
+def target_machine(opt: int = 3) -> llvm.TargetMachine:
+    """The host CPU with all its features, at optimisation level `opt`."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                                        opt=3, reloc="pic", codemodel="default")
+                                        opt=opt, reloc="pic", codemodel="default")
 
 
 def _the_jit() -> llvm.LLJIT:
