@@ -37,3 +37,46 @@ def test_trace_logs_calls_with_results(nvcc, run, tmp_path):
     assert "cuInit(0) -> CUDA_SUCCESS" in log
     assert "cuMemAlloc_v2(" in log and "cuMemFree_v2(" in log
     assert "CUDA_ERROR_INVALID_VALUE" in log  # the program's deliberate bogus free
+
+
+def test_python_dash_m_runs_the_cli(tmp_path):
+    import subprocess
+
+    script = tmp_path / "exit5.sh"
+    script.write_text("#!/bin/sh\nexit 5\n")
+    script.chmod(0o755)
+    r = subprocess.run([sys.executable, "-m", "zluda_py.cli", "run", "--", str(script)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 5, r.stderr
+    r = subprocess.run([sys.executable, "-m", "zluda_py.cli", "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "run" in r.stdout
+
+
+CUINIT = "import ctypes; print(ctypes.CDLL('libcuda.so.1').cuInit(0))"
+
+
+def test_backend_auto_falls_back_to_cpu_without_rocm(run):
+    r = run(sys.executable, "-c", CUINIT, run_args=("--backend", "auto"))
+    assert r.stdout.split() == ["0"], r.stderr
+
+
+def test_backend_hip_without_a_usable_hip_is_no_device_with_a_reason(run):
+    from zluda_py import backends
+
+    try:
+        backends.choose("hip")
+    except backends.BackendUnavailable:
+        pass
+    else:
+        import pytest
+        pytest.skip("a usable hip backend is present on this machine")
+    r = run(sys.executable, "-c", CUINIT, run_args=("--backend", "hip"))
+    assert r.stdout.split() == ["100"], r.stderr  # CUDA_ERROR_NO_DEVICE
+    assert "zluda run: --backend hip: the hip backend" in r.stderr
+    assert "cuInit returns CUDA_ERROR_NO_DEVICE" in r.stderr
+
+
+def test_environment_backend_is_validated(run):
+    r = run(sys.executable, "-c", CUINIT, env_extra={"ZLUDA_BACKEND": "gpu"})
+    assert r.stdout.split() == ["100"]
+    assert "ZLUDA_BACKEND='gpu': expected one of cpu, hip, auto" in r.stderr

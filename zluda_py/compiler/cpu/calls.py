@@ -258,8 +258,8 @@ class CallMixin:
         """Per barrier site: reload what was saved, deliver bar.red results, continue at the dispatcher."""
         b = self.b
         self.frame_layout()
-        if not self.resume_sites:  # no barrier: a frame holds only the header
-            self.frame_bytes = FRAME_HEADER
+        if not self.resume_sites:  # no barrier: a frame holds only the header (and frame registers)
+            self.frame_bytes = self.frame_end if self.in_frame else FRAME_HEADER
             return
         b.position_at_end(self.resume_block)
         sw = b.switch(self.resume, self.dispatch_block)
