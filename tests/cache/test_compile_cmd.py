@@ -101,14 +101,32 @@ def test_dump_writes_ir_object_and_metadata(tmp_path):
     assert not (tmp_path / "unused").exists()  # --cache took precedence over CUDA_CACHE_PATH
 
 
-def test_unavailable_targets_are_reported_not_crashed(tmp_path):
+def test_missing_linker_makes_gfx_targets_unavailable_not_crashed(tmp_path, monkeypatch):
     (tmp_path / "k.ptx").write_text(add_kernel_ptx(53))
+    monkeypatch.setenv("ZLUDA_LLD", str(tmp_path / "no-such-ld.lld"))
     res = zluda_compile([str(tmp_path / "k.ptx"), "--target", "gfx942"], tmp_path / "cache")
     assert res.returncode == 2, res.stdout + res.stderr
-    assert "target gfx942: not available in this build" in res.stdout and "Traceback" not in res.stderr
+    assert "target gfx942: not available in this build: no ld.lld" in res.stdout
+    assert "Traceback" not in res.stderr
     res = zluda_compile([str(tmp_path / "k.ptx"), "--target", "all"], tmp_path / "cache")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "newly compiled: 1" in res.stdout and res.stdout.count("not available in this build") == 6
+    assert "newly compiled: 1" in res.stdout and res.stdout.count("not available in this build") == 7
+
+
+def test_gfx_dump_writes_code_objects(tmp_path):
+    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
+
+    try:
+        find_lld()
+    except LinkerError as e:
+        pytest.skip(f"no ld.lld here: {e}")
+    (tmp_path / "k.ptx").write_text(add_kernel_ptx(54))
+    dump = tmp_path / "dump"
+    res = zluda_compile([str(tmp_path / "k.ptx"), "--target", "gfx942", "--dump", str(dump)], tmp_path / "cache")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (obj,) = dump.glob("*.gfx942.*.hsaco")
+    data = obj.read_bytes()
+    assert data[:4] == b"\x7fELF" and int.from_bytes(data[18:20], "little") == 224  # EM_AMDGPU
 
 
 def test_progress_bar_on_a_terminal(tmp_path):

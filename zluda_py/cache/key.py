@@ -18,7 +18,7 @@ from pathlib import Path
 import zluda_py
 
 FORMAT = 1  # layout of what an entry holds; bump when it changes
-AMDGPU_TARGETS = ("gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1200")
+AMDGPU_TARGETS = ("gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1200", "gfx1201")
 TARGETS = ("cpu", *AMDGPU_TARGETS)
 
 
@@ -36,7 +36,10 @@ def target_description(target: str) -> str:
 
         return f"{target_machine().triple} {llvm.get_host_cpu_name()} {llvm.get_host_cpu_features().flatten()}"
     if target in AMDGPU_TARGETS:
-        raise TargetUnavailable(f"{target}: no AMDGPU code generation in zluda_py.compiler yet")
+        from zluda_py.compiler.amdgpu.targets import target as gfx_target
+
+        t = gfx_target(target)
+        return f"{t.triple} {t.name} {t.features} code-object-v5"
     raise TargetUnavailable(f"{target}: unknown target (expected one of {', '.join(TARGETS)})")
 
 

@@ -137,7 +137,9 @@ def _dump(job: Job, dump_dir: str, built) -> None:
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{Path(job.file).name}.image{job.image}.{job.target}.{built.key[:12]}"
     (out / f"{stem}.ll").write_text(ir_text)
-    (out / f"{stem}.o").write_bytes(built.object_code)
+    # a CPU object file, or an AMDGPU code object (already linked by ld.lld)
+    suffix = ".o" if job.target == "cpu" else ".hsaco"
+    (out / f"{stem}{suffix}").write_bytes(built.object_code)
     (out / f"{stem}.json").write_text(json.dumps(built.metadata, indent=1, sort_keys=True))
 
 
@@ -226,10 +228,22 @@ def _available_targets(wanted: list[str], summary: Summary) -> list[str]:
     for t in wanted:
         try:
             target_description(t)
+            if t in AMDGPU_TARGETS:
+                _require_lld(t)
             ok.append(t)
         except TargetUnavailable as e:
             summary.unavailable[t] = str(e).split(": ", 1)[-1]
     return ok
+
+
+def _require_lld(target: str) -> None:
+    """AMDGPU code objects are linked by ld.lld: a missing linker makes the target unavailable."""
+    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
+
+    try:
+        find_lld()
+    except LinkerError as e:
+        raise TargetUnavailable(f"{target}: no ld.lld ({e})") from None
 
 
 def main(argv: list[str] | None = None) -> int:

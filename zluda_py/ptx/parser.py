@@ -50,9 +50,12 @@ LINE_DIRECTIVES = frozenset(("file", "loc"))
 # as the general path; anything they do not match exactly goes through the general path,
 # which also produces the errors.
 # `[@[!]%p] opcode op, op, ...;` alone on its line (operands without braces or parentheses).
+# Each ends with _EOL: the end of the line, and the blanks of the lines after it, so that the
+# next statement starts where the match ends.
+_EOL = r"[ \t\r]*(?:(?=//)|(?:\n[ \t\r]*)+|\Z)"
 _FAST_INSN = re.compile(
     r"(?:@(!?)(%[\w$]+)[ \t]+)?([a-z][\w$]*(?:(?:\.|::)[\w$]+)*)"
-    r"(?:[ \t]+([^;{}()\"/!|\n]*?))?[ \t]*;[ \t]*(?=\n|//|$)"
+    r"(?:[ \t]+([^;{}()\"/!|\n]*))?;" + _EOL
 )
 # One operand of _FAST_INSN's list (the text between commas).
 _FAST_OPERAND = re.compile(
@@ -62,20 +65,21 @@ _FAST_OPERAND = re.compile(
     r"|([A-Za-z$][\w$]*|_[\w$]*))[ \t]*"
 )
 # `name:` alone on its line.
-_FAST_LABEL = re.compile(r"([A-Za-z_$][\w$]*):[ \t]*(?=\n|//|$)")
+_FAST_LABEL = re.compile(r"([A-Za-z_$][\w$]*):" + _EOL)
 # `.loc file line col[, function_name label, inlined_at file line col]` alone on its line.
 _DEC = r"(0|[1-9]\d*)"
 _FAST_LOC = re.compile(
     rf"\.loc[ \t]+{_DEC}[ \t]+{_DEC}[ \t]+{_DEC}"
     rf"(?:[ \t]*,[ \t]*(function_name)[ \t]+([A-Za-z_$][\w$]*)[ \t]*,"
-    rf"[ \t]*(inlined_at)[ \t]+{_DEC}[ \t]+{_DEC}[ \t]+{_DEC})?[ \t]*(?=\n|//|$)"
+    rf"[ \t]*(inlined_at)[ \t]+{_DEC}[ \t]+{_DEC}[ \t]+{_DEC})?" + _EOL
 )
 # `.reg .type name;`, `.reg .type %r<N>;`, `.param .type name;` alone on its line.
 _FAST_DECL = re.compile(
     r"\.(reg|param)[ \t]+\.([a-z]\w*)[ \t]+([A-Za-z_$%][\w$]*)(?:<([1-9]\d*|0)>)?"
-    r"[ \t]*;[ \t]*(?=\n|//|$)"
+    r"[ \t]*;" + _EOL
 )
 _WS = " \t\r\n\f\v"
+_SKIP_START = _WS + "/"
 
 # Operand kinds of the fast path's per-parse cache: operand text -> how to build it.
 _K_NAME, _K_IMM, _K_ADDR, _K_SINK = range(4)
@@ -547,9 +551,11 @@ class Parser:
         decl_match = _FAST_DECL.match
         fast_instruction = self.fast_instruction
         while True:
-            i = skip(text, self.i).end()
-            self.i = i
+            i = self.i
             c = text[i:i + 1]
+            if c in _SKIP_START:  # also at the end ("" is in every string)
+                i = self.i = skip(text, i).end()
+                c = text[i:i + 1]
             if c == ".":
                 m = loc_match(text, i)
                 if m is not None:
