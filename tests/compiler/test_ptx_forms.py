@@ -198,3 +198,40 @@ def test_cluster_smem_and_timer_special_registers():
         words = out[blk, :4].view(np.uint32)
         assert words.tolist() == [blk, 3, 0, 1, 100, 100, 0xFFFFFFFF, worker_count()]
         assert before <= out[blk, 4] <= after  # %globaltimer counts nanoseconds of real time
+
+
+EXIT_IN_FUNC = HEAD + """
+.func maybe_exit(.param .b32 x)
+{
+  .reg .b32 %r<3>; .reg .pred %p<2>;
+  ld.param.b32 %r1, [x];
+  and.b32 %r2, %r1, 1;
+  setp.ne.u32 %p1, %r2, 0;
+  @%p1 exit;
+  ret;
+}
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %tid.x;
+  {
+    .param .b32 a;
+    st.param.b32 [a], %r1;
+    call maybe_exit, (a);
+  }
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  add.u32 %r2, %r1, 1000;
+  st.global.u32 [%rd3], %r2;
+  bar.sync 0;
+  ret;
+}
+"""
+
+
+def test_exit_inside_a_function_ends_only_those_threads():
+    out = np.zeros(70, np.int32)
+    compile(EXIT_IN_FUNC).launch("k", (1,), (70,), [out])  # the barrier must not wait for them
+    t = np.arange(70)
+    np.testing.assert_array_equal(out, np.where(t % 2 == 0, t + 1000, 0))

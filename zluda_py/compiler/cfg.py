@@ -66,7 +66,7 @@ def flatten(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: F
 
     def rename(op: ast.Operand, env: dict[str, str]) -> ast.Operand:
         if isinstance(op, ast.Reg):
-            n = _renamed(op.name, env)
+            n = env.get(op.name, op.name)
             return op if n == op.name else ast.Reg(n, op.pos)
         if isinstance(op, ast.Sym):
             n = env.get(op.name, op.name)
@@ -114,10 +114,6 @@ def flatten(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: F
 
     walk(body, {})
     return variables, out, directives
-
-
-def _renamed(name: str, env: dict[str, str]) -> str:
-    return env.get(name, name)
 
 
 def build(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: False) -> FunctionBody:

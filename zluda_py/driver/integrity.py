@@ -16,17 +16,24 @@ _KEY = bytes.fromhex("146addae53a9a752aa0841360bf55a9f")
 _CONSTANT_ANSWER = bytes.fromhex("5c67cb031c184133e8d14c1faa83d38e")
 
 
+def _arccot(x: int, unity: int) -> int:
+    """unity * arctan(1/x) by its Taylor series in fixed point."""
+    total = power = unity // x
+    n, sign = 3, -1
+    while power:
+        power //= x * x
+        total += sign * (power // n)
+        n, sign = n + 2, -sign
+    return total
+
+
 def _pi_digits(n: int) -> list[int]:
-    """The first n decimal digits of pi (Gibbons' unbounded spigot)."""
-    q, r, t, k, m, x = 1, 0, 1, 1, 3, 3
-    out: list[int] = []
-    while len(out) < n:
-        if 4 * q + r - t < m * t:
-            out.append(m)
-            q, r, m = 10 * q, 10 * (r - m * t), (10 * (3 * q + r)) // t - 10 * m
-        else:
-            q, r, t, k, m, x = q * k, (2 * q + r) * x, t * x, k + 1, (q * (7 * k + 2) + r * x) // (t * x), x + 2
-    return out
+    """The first n decimal digits of pi, by Machin's formula pi = 16 atan(1/5) - 4 atan(1/239)
+    in fixed point with guard digits (milliseconds; a spigot takes a second, at every start)."""
+    guard = 10
+    unity = 10 ** (n + guard)
+    pi = 4 * (4 * _arccot(5, unity) - _arccot(239, unity))
+    return [int(c) for c in str(pi // 10 ** (guard + 1))[:n]]
 
 
 @lru_cache(maxsize=1)

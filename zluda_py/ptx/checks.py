@@ -8,8 +8,8 @@ from functools import lru_cache
 
 from . import grammar
 from .ast import (
-    Addr, ArgList, Block, Directive, Function, Imm, Instruction, Label, Module, Not, PredOut, Reg,
-    Sink, Sym, Variable, Vec,
+    SCALAR_TYPES, Addr, ArgList, Block, Directive, Function, Imm, Instruction, Label, Module, Not,
+    PredOut, Reg, Sink, Sym, Variable, Vec,
 )
 from .errors import PtxError
 from .source import Source
@@ -124,8 +124,12 @@ class _Mods:
 
 
 _MODS = _Mods()
-# (register type, wanted type, relaxed) -> compatible(...): a handful of distinct keys.
-_COMPATIBLE: dict[tuple[str, str, bool], bool] = {}
+
+
+@lru_cache(maxsize=256)
+def _accepted(want: str, relaxed: bool) -> frozenset[str]:
+    """The register types an operand of type `want` accepts (see compatible())."""
+    return frozenset([want, *(t for t in SCALAR_TYPES if compatible(t, want, relaxed))])
 
 
 @lru_cache(maxsize=4096)
@@ -273,7 +277,7 @@ class Checker:
         plan = self.plans.get(key)
         if plan is None:
             plan = self.plans[key] = self.plan(insn)
-        verdict, roles, wants = plan
+        verdict, roles, wants, accepts = plan
         if verdict:
             self.error(insn.pos, verdict)
             if "(module " not in verdict:  # gated forms are still checked further
@@ -295,23 +299,25 @@ class Checker:
                 v = local.get(op.name)
                 if v is None:
                     v = self.resolve(op, scopes, insn, None)
-                want = wants[k]
-                if want is not None and type(v) is Variable and v.space == "reg":
-                    self.check_type(insn, op, v.type, want)
+                ok = accepts[k]
+                if ok is not None and type(v) is Variable and v.space == "reg" and v.type not in ok:
+                    self.type_error(insn, op, v.type, wants[k])
             else:
                 new = self.operand(insn, op, scopes, roles[k], wants[k])
                 if new is not op:
                     ops[k] = new
 
-    def plan(self, insn: Instruction) -> tuple[str, tuple, tuple]:
-        """Per (opcode, mods, operand count): the form verdict, and per operand its role and
-        the register type it wants (None: unchecked)."""
+    def plan(self, insn: Instruction) -> tuple[str, tuple, tuple, tuple]:
+        """Per (opcode, mods, operand count): the form verdict, and per operand its role, the
+        register type it wants and the register types it accepts (None: unchecked)."""
         types = insn.types
         roles = _ROLES.get(insn.opcode) if types else None
         n = len(insn.operands)
         role_of = tuple(roles[k] if roles and k < len(roles) else None for k in range(n))
         wants = tuple(self.want(insn, role, types, k) for k, role in enumerate(role_of))
-        return self.form_verdict(insn), role_of, wants
+        relaxed = insn.opcode in _RELAXED
+        accepts = tuple(None if w is None else _accepted(w, relaxed) for w in wants)
+        return self.form_verdict(insn), role_of, wants, accepts
 
     @staticmethod
     def want(insn: Instruction, role: str | None, types: tuple[str, ...], k: int) -> str | None:
@@ -389,13 +395,12 @@ class Checker:
                 ops[k] = new
 
     def check_type(self, insn: Instruction, op, reg_type: str, want: str) -> None:
-        key = (reg_type, want, insn.opcode in _RELAXED)
-        ok = _COMPATIBLE.get(key)
-        if ok is None:
-            ok = _COMPATIBLE[key] = compatible(*key)
-        if not ok:
-            self.error(op.pos, f"operand '{op.name}' has type .{reg_type}, "
-                               f"incompatible with .{want} of '{insn.opcode}'")
+        if reg_type not in _accepted(want, insn.opcode in _RELAXED):
+            self.type_error(insn, op, reg_type, want)
+
+    def type_error(self, insn: Instruction, op, reg_type: str, want: str) -> None:
+        self.error(op.pos, f"operand '{op.name}' has type .{reg_type}, "
+                           f"incompatible with .{want} of '{insn.opcode}'")
 
     def check_space(self, insn: Instruction, addr: Addr, v) -> None:
         if not isinstance(v, Variable) or insn.opcode not in ("ld", "st", "atom", "red", "ldu"):

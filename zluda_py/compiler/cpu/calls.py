@@ -12,7 +12,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
-from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, NBARRIERS, WARP, BarSlot, Ctx, Frame
+from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, WARP, BarSlot, Ctx, Frame
 from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.ptx import ast

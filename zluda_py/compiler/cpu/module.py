@@ -12,15 +12,13 @@ from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.calls import SYSCALLS
-from zluda_py.compiler.cpu.abi import BAR_SLOTS, FRAME_HEADER, NBARRIERS, WARP, BarSlot, Ctx, Frame
+from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, WARP, BarSlot, Ctx, Frame
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol, _align, _type_size, _var_size, immediate_bits
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
 DYN_SHARED_ALIGN = 16
-# Frame header slots used only by the block runner.
-STATE, WAITGEN = 8, 9
 
 
 class ModuleLowering:
@@ -243,7 +241,7 @@ class ModuleLowering:
                     lanes = b.sub(threads, b.mul(w, ir.Constant(I64, WARP)))
                     lanes = b.select(b.icmp_unsigned(">", lanes, ir.Constant(I64, WARP)), ir.Constant(I64, WARP), lanes)
                     b.store(b.trunc(lanes, I32), hdr(fr, Frame.LIVE))
-                    for field in (STATE, Frame.BAR_ID, WAITGEN):
+                    for field in (Frame.STATE, Frame.BAR_ID, Frame.WAITGEN):
                         b.store(ir.Constant(I32, 0), hdr(fr, field))
                 total = V.entry_alloca(b, I64)  # threads of the block that have not exited
                 b.store(threads, total)
@@ -256,13 +254,13 @@ class ModuleLowering:
                 b.store(ir.Constant(I64, 0), left)
                 with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
                     fr = frame_of(w)
-                    state = b.load(hdr(fr, STATE), typ=I32)
+                    state = b.load(hdr(fr, Frame.STATE), typ=I32)
                     with b.if_then(b.icmp_signed(">=", state, ir.Constant(I32, 0))):
                         b.store(b.add(b.load(left, typ=I64), ir.Constant(I64, 1)), left)
                         bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
                         gen = b.load(bar_field(bar_id, BarSlot.GEN), typ=I64)
                         waiting = b.and_(b.icmp_signed(">", state, ir.Constant(I32, 0)),
-                                         b.icmp_unsigned("==", b.zext(b.load(hdr(fr, WAITGEN), typ=I32), I64), gen))
+                                         b.icmp_unsigned("==", b.zext(b.load(hdr(fr, Frame.WAITGEN), typ=I32), I64), gen))
                         with b.if_then(b.not_(waiting)):
                             before = b.load(hdr(fr, Frame.LIVE), typ=I32)
                             r = b.call(warp, [ctx, fr, state])
@@ -274,9 +272,9 @@ class ModuleLowering:
                                 b.store(ir.Constant(I32, 1), stop)
                                 b.ret(b.neg(r))
                             b.store(b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r),
-                                    hdr(fr, STATE))
+                                    hdr(fr, Frame.STATE))
                             bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
-                            b.store(b.trunc(b.load(bar_field(bar_id, BarSlot.GEN), typ=I64), I32), hdr(fr, WAITGEN))
+                            b.store(b.trunc(b.load(bar_field(bar_id, BarSlot.GEN), typ=I64), I32), hdr(fr, Frame.WAITGEN))
                             self._release(b, bar_field, b.load(total, typ=I64))
                 b.cbranch(b.icmp_unsigned("==", b.load(left, typ=I64), ir.Constant(I64, 0)), block_done,
                           fn.append_basic_block("check_progress"))

@@ -31,8 +31,10 @@ def _cmp_op(inst: ast.Instruction, t: str) -> str:
     ops = [m for m in inst.mods if m in table]
     if len(ops) != 1:
         raise unsupported(inst, "needs one comparison")
-    if ops[0] in UNSIGNED_CMP and signed(t):
+    if ops[0] in UNSIGNED_CMP and t[0] != "u":
         raise unsupported(inst, f".{ops[0]} compares unsigned types")
+    if t[0] == "b" and ops[0] not in ("eq", "ne"):
+        raise unsupported(inst, f".{ops[0]} on untyped bits (.b types compare with .eq .ne)")
     return ops[0]
 
 
@@ -112,6 +114,8 @@ class Set(Semantic):
         dtype = inst.types[0]
         if dtype not in ("u32", "s32", "f32") or packed(t):
             raise unsupported(inst, "operand type")
+        if dtype == "f32" and t in ("f16", "bf16"):
+            raise unsupported(inst, "set.f32 of 16-bit floats")
         return OperandTypes([dtype], [t, t] + (["pred"] if boolop else []))
 
     def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
@@ -121,8 +125,8 @@ class Set(Semantic):
         return [L.b.select(r, L.const(ir.IntType(32), true), L.const(ir.IntType(32), 0))]
 
 
-SELECT_TYPES = frozenset({"b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64",
-                          "f16", "bf16", "f16x2", "bf16x2"})
+# PTX types selp/slct/mov name (f16/bf16 values move as .b16/.b32).
+SELECT_TYPES = frozenset({"b16", "b32", "b64", "u16", "u32", "u64", "s16", "s32", "s64", "f32", "f64"})
 
 
 @register("any", "selp")

@@ -84,6 +84,42 @@ def _f_out(L: Lanes, inst: ast.Instruction, x: ir.Value, fmt: Fmt, mode: str) ->
     return r
 
 
+def _fits(src: str, dst: str) -> bool:
+    """Every integer value of src is a value of dst (so .sat has nothing to clamp)."""
+    ns, nd = width(src), width(dst)
+    if signed(src) and not signed(dst):
+        return False
+    return ns < nd or (ns == nd and signed(src) == signed(dst))
+
+
+def _check_scalar(inst: ast.Instruction, dst: str, src: str, rnd: str | None, f) -> None:
+    """The modifier rules of cvt.dtype.atype, as PTX (and ptxas) define them.
+
+    Integer rounding: float to int, or a float to the same type. Float rounding: int to float
+    and float to a narrower float (required), bf16 widening (a no-op). .ftz needs an .f32 side;
+    .sat needs an overflow to clamp and no .bf16 side; 8-bit integers do not convert with bf16.
+    """
+    kd, ks = ("int" if dst in CVT_INTS else "float"), ("int" if src in CVT_INTS else "float")
+    if kd == ks == "int":
+        need, allowed = None, (None,)
+    elif kd == "int" or dst == src:
+        need, allowed = (INT_RND if kd == "int" else None), (None, *INT_RND)
+    elif ks == "int" or not (_widening(src, dst) or {dst, src} == {"f16", "bf16"}):
+        need, allowed = FLOAT_RND[:4], FLOAT_RND[:4]
+    elif {dst, src} == {"f16", "bf16"}:
+        need, allowed = FLOAT_RND[:4], FLOAT_RND[:4]
+    else:  # exact widening
+        need, allowed = None, (None, *FLOAT_RND[:4]) if src == "bf16" else (None,)
+    if rnd not in allowed or (need and rnd is None):
+        raise unsupported(inst, f"rounding for .{dst}.{src}" + (": needs ." + " .".join(need) if need else ""))
+    if f.has("ftz") and "f32" not in (dst, src):
+        raise unsupported(inst, ".ftz needs an .f32 source or destination")
+    if f.has("sat") and ("bf16" in (dst, src) or (kd == ks == "int" and _fits(src, dst))):
+        raise unsupported(inst, f".sat on .{dst}.{src}")
+    if "bf16" in (dst, src) and {dst, src} & {"u8", "s8"}:
+        raise unsupported(inst, "8-bit integers do not convert with .bf16")
+
+
 @register("any", "cvt")
 class Cvt(Semantic):
     def operands(self, inst: ast.Instruction) -> OperandTypes:
@@ -111,10 +147,13 @@ class Cvt(Semantic):
             raise unsupported(inst, "float-to-integer conversion needs .rni .rzi .rmi or .rpi")
         if kinds[0] == "float" and rnd and rnd[0] in INT_RND and dst != src:
             raise unsupported(inst, "integer rounding to a float needs the same type")
-        if (f.has("relu") or f.has("satfinite")) and kinds[0] not in ("float", "pair"):
-            raise unsupported(inst, ".relu/.satfinite need a float destination")
+        if (f.has("relu") or f.has("satfinite")) and not (src == "f32" and dst in ("f16", "bf16", "tf32")
+                                                          or kinds[0] == "pair"):
+            raise unsupported(inst, ".relu/.satfinite convert .f32 to .f16 .bf16 .tf32 or packed pairs")
         if dst == "tf32" and src != "f32":
             raise unsupported(inst, "tf32 converts from .f32")
+        if kinds[0] != "pair" and dst != "tf32":
+            _check_scalar(inst, dst, src, rnd[0] if rnd else None, f)
         if kinds == ("pair", "float"):
             if src != "f32":
                 raise unsupported(inst, "packed conversions take .f32 pairs")

@@ -292,6 +292,8 @@ class Arith(Semantic):
         _check_float_mods(inst, f.type, f.flags)
         if _elem(f.type) in ("f16", "bf16") and f.has("rz", "rm", "rp"):
             raise unsupported(inst, "f16/bf16 arithmetic rounds with .rn only")
+        if inst.opcode == "mad" and not f.has(*DIRECTED):
+            raise unsupported(inst, "mad on floats needs .rn .rz .rm or .rp")
         n = 3 if inst.opcode in ("fma", "mad") else 2
         return OperandTypes([f.type], [f.type] * n)
 
