@@ -30,8 +30,9 @@ def float_cmp(op: str, x, y) -> bool:
     return INT_OPS[op.rstrip("u") if op != "neu" else "ne"](vx, vy)
 
 
-SETP_INT = [(op, t) for t in ("s16", "s32", "s64", "u16", "u32", "u64", "b32") for op in INT_OPS] + \
-    [(op, t) for t in ("u32", "u64", "b16") for op in UNSIGNED_OPS]
+SETP_INT = [(op, t) for t in ("s16", "s32", "s64", "u16", "u32", "u64") for op in INT_OPS] + \
+    [(op, t) for t in ("u16", "u32", "u64") for op in UNSIGNED_OPS] + [(op, t) for t in ("b16", "b32", "b64")
+                                                                       for op in ("eq", "ne")]
 SETP_FLOAT = [(op, t, ftz) for op in FLOAT_OPS for t, ftz in (("f32", False), ("f32", True), ("f64", False),
                                                               ("f16", False), ("bf16", False), ("f16", True))]
 

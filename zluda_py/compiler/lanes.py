@@ -27,7 +27,7 @@ def ptx_bits(ptx_type: str) -> int:
     """Width in bits of a PTX operand type (f16x2 -> 32, pred -> 1, e4m3x2 -> 16)."""
     if ptx_type == "pred" or ptx_type == "cc":
         return 1
-    if ptx_type in ("f16x2", "bf16x2"):
+    if ptx_type in ("f16x2", "bf16x2", "u16x2", "s16x2"):
         return 32
     if ptx_type in ("e4m3x2", "e5m2x2", "e2m3x2", "e3m2x2", "e2m1x2", "ue8m0x2"):
         return 16

@@ -51,14 +51,15 @@ def lower(module: ast.Module) -> tuple[str, dict]:
     return str(lowering.ir), metadata
 
 
-# LLVM IR above this size (a few cub/thrust kernels) is optimised at O1: O3 takes many minutes.
-LARGE_IR = 4_000_000
+# LLVM IR above this many lines (instructions, about; a few cub/thrust kernels) is optimised
+# at O1: O3 takes many minutes.
+LARGE_IR_LINES = 45_000
 
 
 def emit_object(ir_text: str) -> bytes:
     """Verify, optimise for the host CPU (O3 with the loop and SLP vectorizers; O1 for very large
     modules), emit an object file."""
-    level = 3 if len(ir_text) < LARGE_IR else 1
+    level = 3 if ir_text.count("\n") < LARGE_IR_LINES else 1
     tm = target_machine(level)
     mod = llvm.parse_assembly(ir_text)
     mod.verify()

@@ -5,8 +5,12 @@ later stage (compiler, cache, driver). Later stages read it; only the front end 
 
 Conventions
 * Source positions (`pos`) are excluded from equality, so `parse(format(m)) == m` holds.
-* Names keep their PTX spelling: registers start with `%` (`%r1`, `%tid.x` is a special
-  register with a component), user symbols do not (`my_var`, `$L__BB0_2`).
+* Names keep their PTX spelling (`%r1`, `%tid.x` is a special register with a component,
+  `my_var`, `$L__BB0_2`). An operand is a `Reg` when its name starts with `%` or when it
+  resolves to a `.reg` declaration in scope (`.reg .b32 r1;` declares a register without
+  `%`, e.g. in inline asm: `{ .reg .pred p; ... @p add.s32 r0, r0, 1; }`); every other name
+  (variables, parameters, labels, functions) is a `Sym`. The rule follows scopes: inside a
+  block declaring `.reg .b32 x`, `x` is a Reg even where a module variable `x` exists.
 * Instruction modifiers are kept as written, without dots and in source order
   (`ld.global.v4.f32` -> opcode "ld", mods ("global", "v4", "f32")). The grammar in
   ptx_grammar/ says which modifier belongs to which group; `Instruction.types` gives the

@@ -8,6 +8,7 @@ the coverage report and the docs all read.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -226,6 +227,24 @@ def split_opcode(text: str) -> tuple[str | None, tuple[str, ...]]:
     if len(_split_cache) < 100_000:
         _split_cache[text] = result
     return result
+
+
+def expand(form: Form, limit: int = 4096) -> tuple[list[tuple[str, ...]], bool]:
+    """The modifier lists `form` allows (optional slots present or not), and whether that is
+    all of them. Above `limit` combinations, a sample in which every value of every slot
+    occurs is returned instead, with False."""
+    choices = [sorted(s.values) + ([None] if s.optional else []) for s in form.slots]
+    total = 1
+    for c in choices:
+        total *= len(c)
+    if total <= limit:
+        combos = itertools.product(*choices)
+        complete = True
+    else:
+        width = max(len(c) for c in choices)
+        combos = (tuple(c[i % len(c)] for c in choices) for i in range(width))
+        complete = False
+    return [tuple(m for m in combo if m is not None) for combo in combos], complete
 
 
 def opcodes() -> dict[str, Opcode]:

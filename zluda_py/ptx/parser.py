@@ -55,7 +55,7 @@ LINE_DIRECTIVES = frozenset(("file", "loc"))
 _EOL = r"[ \t\r]*(?:(?=//)|(?:\n[ \t\r]*)+|\Z)"
 _FAST_INSN = re.compile(
     r"(?:@(!?)(%[\w$]+)[ \t]+)?([a-z][\w$]*(?:(?:\.|::)[\w$]+)*)"
-    r"(?:[ \t]+([^;{}()\"/!|\n]*))?;" + _EOL
+    r"(?:[ \t]+([^;\n]*))?;" + _EOL  # operands the fast path cannot build go the general way
 )
 # One operand of _FAST_INSN's list (the text between commas).
 _FAST_OPERAND = re.compile(
@@ -82,11 +82,12 @@ _WS = " \t\r\n\f\v"
 _SKIP_START = _WS + "/"
 
 # Operand kinds of the fast path's per-parse cache: operand text -> how to build it.
-_K_NAME, _K_IMM, _K_ADDR, _K_SINK = range(4)
+_K_NAME, _K_IMM, _K_ADDR, _K_SINK, _K_GENERAL = range(5)
+_GENERAL = (_K_GENERAL,)  # the spec of an operand only the general path can parse
 
 
-def _fast_operand_spec(piece: str) -> tuple | None:
-    """How to build the operand written as `piece` (with its surrounding blanks), or None
+def _fast_operand_spec(piece: str) -> tuple:
+    """How to build the operand written as `piece` (with its surrounding blanks), or _GENERAL
     when the general path must parse it. Offsets are relative to the start of `piece`."""
     # Most operands are plain registers (`%r12`, ` %rd3`): no regex needed for them.
     lead = 1 if piece[:1] == " " else 0
@@ -94,7 +95,7 @@ def _fast_operand_spec(piece: str) -> tuple | None:
         return (_K_NAME, lead, Reg, piece[lead:])
     om = _FAST_OPERAND.fullmatch(piece)
     if om is None:
-        return None
+        return _GENERAL
     reg, num, fhex, bracket, abase, sign, off, sym = om.groups()
     if reg is not None:
         return (_K_NAME, om.start(1), Reg, reg)
@@ -131,7 +132,7 @@ class Parser:
         self._peek_tok: tuple[str, str, int] = ("eof", "", 0)
         # Per-parse caches of the fast path: opcode text -> (opcode, mods), operand text -> spec.
         self._opcodes: dict[str, tuple[str | None, tuple[str, ...]]] = {}
-        self._operand_specs: dict[str, tuple | None] = {}
+        self._operand_specs: dict[str, tuple] = {}
 
     # ------------------------------------------------------------------ tokens
 
@@ -781,11 +782,9 @@ class Parser:
             specs = self._operand_specs
             at = m.start(4)
             for piece in body.split(","):
-                spec = specs.get(piece, False)
-                if spec is False:
+                spec = specs.get(piece)
+                if spec is None:
                     spec = specs[piece] = _fast_operand_spec(piece)
-                    if spec is None:
-                        return None
                 kind = spec[0]
                 if kind == _K_NAME:
                     append(spec[2](spec[3], pos(at + spec[1])))
@@ -793,10 +792,10 @@ class Parser:
                     append(Imm(spec[2], spec[3], pos(at + spec[1])))
                 elif kind == _K_ADDR:
                     append(Addr(spec[2](spec[3], pos(at + spec[4])), spec[5], pos(at + spec[1])))
-                elif spec is None:
-                    return None
-                else:
+                elif kind == _K_SINK:
                     append(Sink(pos(at + spec[1])))
+                else:
+                    return None
                 at += len(piece) + 1
         return Instruction(opcode, mods, ops, guard, pos(start))
 

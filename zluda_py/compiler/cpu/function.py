@@ -174,11 +174,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         return self.b.alloca(V.vec(ir.IntType(bits)), name=name.lstrip("%"))
 
     def _new_reg(self, name: str, bits: int) -> None:
-        t = V.vec(ir.IntType(bits))
-        slot = self._slot(name, bits)
-        if not self.in_frame:
-            self.b.store(ir.Constant(t, ir.Undefined), slot)  # PTX leaves unwritten registers undefined
-        self.regs[name] = (slot, bits)
+        # no initial store: PTX leaves unwritten registers undefined, as is a fresh alloca
+        self.regs[name] = (self._slot(name, bits), bits)
 
     def _declare_params(self, args: list[ir.Value]) -> None:
         if self.is_kernel:

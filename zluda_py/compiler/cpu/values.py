@@ -15,14 +15,31 @@ def vec(t: ir.Type) -> ir.VectorType:
     return ir.VectorType(t, WARP)
 
 
+class _Splat(ir.Constant):
+    """A constant vector printed as `splat (T v)` / `undef`: the element-by-element form
+    llvmlite prints costs most of the lowering time and bloats the IR text."""
+
+    def __init__(self, typ: ir.VectorType, text: str) -> None:
+        self.type = typ
+        self.constant = text
+
+    def _get_reference(self) -> str:
+        return self.constant
+
+
 def splat_const(t: ir.Type, value: int) -> ir.Constant:
-    return ir.Constant(vec(t), [ir.Constant(t, value)] * WARP)
+    return _Splat(vec(t), f"splat ({t} {ir.Constant(t, value).get_reference()})")
+
+
+def undef(t: ir.Type) -> ir.Constant:
+    return _Splat(t, "undef")
 
 
 def lane_consts(t: ir.Type, values: list[int]) -> ir.Constant:
     return ir.Constant(vec(t), [ir.Constant(t, v) for v in values])
 
 
+_ZEROS = ir.Constant(vec(I32), [0] * WARP)  # one object: llvmlite caches its text
 LANE_IDS = lane_consts(I32, list(range(WARP)))
 ALL = splat_const(I1, 1)
 NONE = splat_const(I1, 0)
@@ -31,10 +48,9 @@ NONE = splat_const(I1, 0)
 def splat(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """Broadcast a scalar to all 32 lanes."""
     if isinstance(v, ir.Constant):
-        return ir.Constant(vec(v.type), [v] * WARP)
-    one = b.insert_element(ir.Constant(ir.VectorType(v.type, 1), None), v, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(ir.VectorType(v.type, 1), None),
-                            ir.Constant(vec(I32), [0] * WARP))
+        return _Splat(vec(v.type), f"splat ({v.type} {v.get_reference()})")
+    one = b.insert_element(_Splat(ir.VectorType(v.type, 1), "poison"), v, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, _Splat(ir.VectorType(v.type, 1), "poison"), _ZEROS)
 
 
 def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:

@@ -14,6 +14,9 @@ from zluda_py.ptx import ast
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 
 ROUNDING = ("rn", "rz", "rm", "rp", "rna")
+# Instruction type modifiers beyond the declarable register types of ast.SCALAR_TYPES: packed
+# integer pairs (add.u16x2) and the narrow cvt.pack destinations.
+TYPE_NAMES = ast.SCALAR_TYPES | frozenset({"u16x2", "s16x2", "u4", "s4", "u2", "s2"})
 INT_ROUNDING = ("rni", "rzi", "rmi", "rpi")
 FLOAT_TYPES = frozenset({"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"})
 INT_TYPES = frozenset({"b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"})
@@ -50,19 +53,24 @@ class Form:
         return any(m in self.flags for m in mods)
 
 
+def types_of(inst: ast.Instruction) -> tuple[str, ...]:
+    """The type modifiers in source order (`inst.types`, plus the packed integer and cvt.pack ones)."""
+    return tuple(m for m in inst.mods if m in TYPE_NAMES)
+
+
 def form(inst: ast.Instruction, allowed: set[str] | frozenset[str], ntypes: int = 1,
          type_ok: Callable[[str], bool] | None = None) -> Form:
     """Parse and validate modifiers: every non-type modifier must be in `allowed`."""
-    types = inst.types
+    types = types_of(inst)
     if len(types) != ntypes:
         raise unsupported(inst, f"expected {ntypes} type modifier(s)")
     if type_ok is not None and not all(type_ok(t) for t in types):
         raise unsupported(inst, "operand type")
-    flags = frozenset(m for m in inst.mods if m not in ast.SCALAR_TYPES)
+    flags = frozenset(m for m in inst.mods if m not in TYPE_NAMES)
     bad = sorted(flags - set(allowed))
     if bad:
         raise unsupported(inst, "modifier ." + " .".join(bad))
-    if len(flags) != len([m for m in inst.mods if m not in ast.SCALAR_TYPES]):
+    if len(flags) != len([m for m in inst.mods if m not in TYPE_NAMES]):
         raise unsupported(inst, "repeated modifier")
     return Form(inst, types, flags)
 
@@ -102,10 +110,11 @@ class ByType(Semantic):
     carry: Semantic | None = None  # the .cc forms: add.cc sub.cc mad.cc
 
     def pick(self, inst: ast.Instruction) -> Semantic:
-        t = inst.types[-1] if inst.types else ""
+        types = types_of(inst)
+        t = types[-1] if types else ""
         if inst.has("cc") and self.carry is not None:
             return self.carry
-        impl = self.floating if is_float(t) else self.integer if (is_int(t) or t == "pred") else None
+        impl = self.floating if is_float(t) else self.integer if (is_int(t) or t in ("pred", "u16x2", "s16x2")) else None
         if impl is None:
             raise unsupported(inst, "operand type")
         return impl

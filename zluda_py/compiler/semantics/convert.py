@@ -13,7 +13,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from zluda_py.compiler.lanes import F32, I64, Lanes
-from zluda_py.compiler.semantics.base import INT_TYPES, OperandTypes, Semantic, form, register, signed, unsupported, width
+from zluda_py.compiler.semantics.base import (INT_TYPES, OperandTypes, Semantic, form, register, signed, types_of,
+                                              unsupported, width)
 from zluda_py.compiler.semantics.floating import flush, is_nan_bits, relu, saturate
 from zluda_py.compiler.semantics.rounding import (BF16_FMT, E4M3_FMT, E5M2_FMT, F16_FMT, F32_FMT, F64_FMT, TF32_FMT,
                                                   Fmt, narrow, round_pack, widen)
@@ -24,6 +25,7 @@ PAIR_FMT = {"f16x2": F16_FMT, "bf16x2": BF16_FMT, "e4m3x2": E4M3_FMT, "e5m2x2": 
 FLOAT_RND = ("rn", "rz", "rm", "rp", "rna")
 INT_RND = ("rni", "rzi", "rmi", "rpi")
 CVT_INTS = INT_TYPES - {"b8", "b16", "b32", "b64"}
+PACK_TYPES = ("u16", "s16", "u8", "s8", "u4", "s4", "u2", "s2")
 PRECISION = {"f16": (5, 10), "bf16": (8, 7), "tf32": (8, 10), "f32": (8, 23), "f64": (11, 52)}
 
 
@@ -124,12 +126,12 @@ def _check_scalar(inst: ast.Instruction, dst: str, src: str, rnd: str | None, f)
 class Cvt(Semantic):
     def operands(self, inst: ast.Instruction) -> OperandTypes:
         if inst.has("pack"):
-            f = form(inst, {"pack", "sat"}, ntypes=len(inst.types))
-            if not f.has("sat") or f.types[1:2] != ("s32",) or f.types[0] not in ("u16", "s16", "u8", "s8"):
-                raise unsupported(inst, "cvt.pack forms: .sat.{u16,s16}.s32 and .sat.{u8,s8}.s32.b32")
-            if f.types[0] in ("u8", "s8"):
+            f = form(inst, {"pack", "sat"}, ntypes=len(types_of(inst)))
+            if not f.has("sat") or f.types[1:2] != ("s32",) or f.types[0] not in PACK_TYPES:
+                raise unsupported(inst, "cvt.pack forms: .sat.{u16,s16}.s32 and .sat.{u8,s8,u4,s4,u2,s2}.s32.b32")
+            if f.types[0] not in ("u16", "s16"):
                 if f.types[2:] != ("b32",):
-                    raise unsupported(inst, "cvt.pack.sat.{u8,s8} takes .s32.b32")
+                    raise unsupported(inst, f"cvt.pack.sat.{f.types[0]} takes .s32.b32")
                 return OperandTypes(["b32"], ["s32", "s32", "b32"])
             if len(f.types) != 2:
                 raise unsupported(inst, "operand type")
@@ -231,7 +233,7 @@ class Cvt(Semantic):
     @staticmethod
     def _pack(L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> ir.Value:
         b = L.b
-        t = inst.types[0]
+        t = types_of(inst)[0]
         n = width(t)
         lo_v, hi_v = (-(1 << (n - 1)), (1 << (n - 1)) - 1) if signed(t) else (0, (1 << n) - 1)
 

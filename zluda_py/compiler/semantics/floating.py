@@ -96,8 +96,8 @@ def is_pos_zero(L: Lanes, x: ir.Value) -> ir.Value:
 def exact_op(L: Lanes, op: str, xs: list[ir.Value], mode: str) -> tuple[ir.Value, ir.Value, ir.Value]:
     """(s, err, overflow) on f64 lanes: s = RN(op(xs)) (with rm's zero sign), sign(err) = sign(exact - s).
 
-    Exact for operands of any format up to f64 (fma on f64 operands: barring underflow of the
-    error terms, i.e. results near the subnormal range).
+    Exact for operands of any format up to f64, except an f64 fma whose product has bits below
+    2^-1074 (its error then underflows): `_f64_fma` rescales those.
     overflow marks an infinite s from finite operands (the exact value is finite).
     """
     b = L.b
@@ -124,13 +124,6 @@ def exact_op(L: Lanes, op: str, xs: list[ir.Value], mode: str) -> tuple[ir.Value
         gamma = b.fadd(b.fsub(b1, s), b2)
         r2, r3 = two_sum(L, gamma, z1)
         err = b.select(b.fcmp_ordered("==", r2, zero), r3, r2)
-        # A nonzero product that underflowed away entirely still decides the direction.
-        lost = b.and_(b.and_(b.fcmp_ordered("==", u1, zero), b.fcmp_ordered("==", u2, zero)),
-                      b.and_(b.fcmp_ordered("!=", x, zero), b.fcmp_ordered("!=", y, zero)))
-        lost = b.and_(lost, b.and_(is_finite(L, x), is_finite(L, y)))
-        sign_p = b.fmul(L.intrinsic("copysign", x.type, [L.like(x, 1.0), x]),
-                        L.intrinsic("copysign", x.type, [L.like(x, 1.0), y]))
-        err = b.select(b.and_(lost, b.fcmp_ordered("==", err, zero)), sign_p, err)
         addends = (u1, z)
     elif op in ("div", "rcp"):
         x, y = (L.like(xs[0], 1.0), xs[0]) if op == "rcp" else xs
@@ -188,6 +181,8 @@ def arith(L: Lanes, op: str, t: str, mode: str, ftz: bool, srcs: list[ir.Value])
         r = b.bitcast(_native_f32(L, op, [as_float(L, s, fmt) for s in srcs]), srcs[0].type)
     elif fmt is F64_FMT and mode != "rn" and op in ("mul", "div", "rcp", "sqrt"):
         r = _f64_scaled(L, op, [as_float(L, x, fmt) for x in srcs], mode)
+    elif fmt is F64_FMT and mode != "rn" and op in ("fma", "mad"):
+        r = _f64_fma(L, [as_float(L, x, fmt) for x in srcs], mode)
     elif fmt is F64_FMT:
         s, err, ovf = exact_op(L, op, [as_float(L, x, fmt) for x in srcs], mode)
         r = b.bitcast(directed_f64(L, s, err, mode, ovf), srcs[0].type)
@@ -244,13 +239,8 @@ def _f64_scaled(L: Lanes, op: str, xs: list[ir.Value], mode: str) -> ir.Value:
         (sa, _, ea), (sb, _, eb) = parts
         sign = b.xor(sa, sb)
         scale = b.add(b.add(ea, eb), L.like(ea, 104)) if op == "mul" else b.sub(ea, eb)
-    # A stand-in for the exact value: s -+ ulp(s)/4 when it lies below / above s. Both lie
-    # strictly between the same neighbours of every coarser grid, so directed rounding agrees.
-    nz, opposite, _ = error_signs(L, s, err)
-    _, qm, qe = _split_f64(L, s)
-    adj = b.select(nz, b.select(opposite, L.like(qm, -1), L.like(qm, 1)), L.like(qm, 0))
-    m2 = b.add(b.shl(qm, L.like(qm, 2)), adj)
-    r = round_pack(L, sign, m2, b.add(b.sub(qe, L.like(qe, 2)), scale), F64_FMT, mode)
+    s = b.select(sign, b.fneg(s), s)  # s is positive here; the operands' sign goes on it
+    r = _from_scaled(L, s, b.select(sign, b.fneg(err), err), scale, mode)
     # Zeros, infinities and NaNs (in or out of range of the scaling) are exact in plain RN.
     special = L.like(r, 0, ir.IntType(1))
     for x in xs:
@@ -259,6 +249,68 @@ def _f64_scaled(L: Lanes, op: str, xs: list[ir.Value], mode: str) -> ir.Value:
     if op == "sqrt":
         special = b.or_(special, sign)
     return b.select(special, plain, r)
+
+
+def _compose(L: Lanes, sign: ir.Value, m: ir.Value, e: ir.Value) -> ir.Value:
+    """(-1)^sign * m * 2^e as f64, for m in [2^52, 2^53) and a normal result."""
+    b = L.b
+    bits = b.or_(b.shl(b.add(e, L.like(e, 1075)), L.like(e, 52)), b.and_(m, L.like(m, (1 << 52) - 1)))
+    bits = b.or_(bits, b.shl(b.zext(sign, bits.type), L.like(bits, 63)))
+    return b.bitcast(bits, L.retype(bits, F64))
+
+
+def _from_scaled(L: Lanes, s: ir.Value, err: ir.Value, scale: ir.Value, mode: str) -> ir.Value:
+    """Directed rounding of (s + err) * 2^scale, s the RN value and err its exact error (only the
+    sign of err matters). s -+ ulp(s)/4 stands in for the exact value: both lie strictly between
+    the same neighbours of every coarser grid, so they round alike; `round_pack` then rounds
+    with the true exponent (exact for subnormal and overflowing results too)."""
+    b = L.b
+    nz, opposite, _ = error_signs(L, s, err)
+    sign, qm, qe = _split_f64(L, s)
+    adj = b.select(nz, b.select(opposite, L.like(qm, -1), L.like(qm, 1)), L.like(qm, 0))
+    m2 = b.add(b.shl(qm, L.like(qm, 2)), adj)
+    return round_pack(L, sign, m2, b.add(b.sub(qe, L.like(qe, 2)), scale), F64_FMT, mode)
+
+
+def _finite_nonzero(L: Lanes, x: ir.Value) -> ir.Value:
+    return L.b.and_(is_finite(L, x), L.b.fcmp_ordered("!=", x, L.like(x, 0.0)))
+
+
+def _f64_fma(L: Lanes, xs: list[ir.Value], mode: str) -> ir.Value:
+    """Directed f64 fma, exact for every input.
+
+    The exact error of an fma (Boldo-Muller) needs the product's error a*b - RN(a*b) to be
+    representable, which fails once a*b's low bits fall below 2^-1074. For such tiny products
+    the operation is rescaled: a and b become units in [1, 2) (product in [1, 4)) and c is
+    scaled by the same power of two, where everything is exact; `_from_scaled` rounds back
+    with the true exponent. A c too small to matter next to the product's 106 exact bits is
+    replaced by a stand-in of the same sign (2^-248 < any nonzero product bit); a c so large
+    that it does not fit after scaling dwarfs the product, which then only decides the direction.
+    """
+    b = L.b
+    a, x, c = xs
+    s, err, ovf = exact_op(L, "fma", xs, mode)
+    plain = b.bitcast(directed_f64(L, s, err, mode, ovf), L.retype(a, I64))
+    (sa, ma, ea), (sx, mx, ex), (sc, mc, ec) = (_split_f64(L, v) for v in xs)
+    scale = b.add(b.add(ea, ex), L.like(ea, 104))
+    d = b.sub(ec, scale)
+    d = b.select(b.icmp_signed("<", d, L.like(d, -300)), L.like(d, -300), d)
+    c_zero = b.fcmp_ordered("==", c, L.like(c, 0.0))
+    cs = b.select(c_zero, L.like(c, 0.0), _compose(L, sc, mc, d))
+    ua = _unit(L, ma)
+    ua = b.select(b.xor(sa, sx), b.fneg(ua), ua)
+    s2, err2, _ = exact_op(L, "fma", [ua, _unit(L, mx), cs], mode)
+    r = _from_scaled(L, s2, err2, scale, mode)
+    # An exact cancellation is +0 (-0 in rm): the product is nonzero, so the terms differ in sign.
+    zero = L.like(r, 1 << 63 if mode == "rm" else 0)
+    r = b.select(b.fcmp_ordered("==", s2, L.like(s2, 0.0)), zero, r)
+    # c beyond the scaled range: a*b is far below ulp(c)/2 and only its sign counts.
+    sign_p = b.select(b.xor(sa, sx), L.like(c, -1.0), L.like(c, 1.0))
+    r = b.select(b.and_(b.not_(c_zero), b.icmp_signed(">", d, L.like(d, 900))),
+                 b.bitcast(directed_f64(L, c, sign_p, mode), r.type), r)
+    tiny = b.icmp_signed("<", b.add(ea, ex), L.like(ea, -900))
+    use = b.and_(tiny, b.and_(b.and_(_finite_nonzero(L, a), _finite_nonzero(L, x)), is_finite(L, c)))
+    return b.select(use, r, plain)
 
 
 def _elem(t: str) -> str:
@@ -366,11 +418,24 @@ def _minmax(L: Lanes, is_max: bool, fmt: Fmt, a: ir.Value, c: ir.Value, nan_mode
     return r
 
 
+def _three_inputs(inst: ast.Instruction) -> bool:
+    """min/max d, a, b, c (PTX 8.8): told by the operand count, or for a bare form by .abs alone."""
+    if inst.operands:
+        return len(inst.operands) == 4
+    return inst.has("abs") and not inst.has("xorsign")
+
+
 @register("float", "min", "max")
 class FMinMax(Semantic):
+    """Two inputs (.NaN .xorsign.abs .ftz), or three on .f32 (.NaN .abs .ftz: of |a| |b| |c|)."""
+
     def operands(self, inst: ast.Instruction) -> OperandTypes:
         f = form(inst, {"ftz", "NaN", "xorsign", "abs"}, type_ok=lambda t: t in FMIN_TYPES)
         _check_float_mods(inst, f.type, f.flags)
+        if _three_inputs(inst):
+            if f.type != "f32" or f.has("xorsign"):
+                raise unsupported(inst, "three-input min/max is .f32 with .ftz .NaN .abs")
+            return OperandTypes([f.type], [f.type] * 3)
         if f.has("xorsign") != f.has("abs"):
             raise unsupported(inst, ".xorsign and .abs go together")
         if f.type == "f64" and f.flags:
@@ -380,11 +445,17 @@ class FMinMax(Semantic):
     def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
         t = inst.types[-1]
         fmt = FMT[t]
+        is_max, nan_mode = inst.opcode == "max", inst.has("NaN")
 
-        def one(a: ir.Value, c: ir.Value) -> ir.Value:
+        def one(*xs: ir.Value) -> ir.Value:
             if inst.has("ftz"):
-                a, c = flush(L, a, fmt), flush(L, c, fmt)
-            return _minmax(L, inst.opcode == "max", fmt, a, c, inst.has("NaN"), inst.has("xorsign"))
+                xs = tuple(flush(L, x, fmt) for x in xs)
+            if len(xs) == 3:  # min(min(a, b), c) keeps the NaN rules: only all-NaN gives NaN
+                if inst.has("abs"):
+                    xs = tuple(L.b.and_(x, c_like(L, x, (1 << (fmt.total - 1)) - 1)) for x in xs)
+                r = _minmax(L, is_max, fmt, xs[0], xs[1], nan_mode, False)
+                return _minmax(L, is_max, fmt, r, xs[2], nan_mode, False)
+            return _minmax(L, is_max, fmt, xs[0], xs[1], nan_mode, inst.has("xorsign"))
 
         return [per_element(L, t, one, srcs)]
 

@@ -10,12 +10,21 @@ from __future__ import annotations
 from llvmlite import ir
 
 from zluda_py.compiler.lanes import Lanes
-from zluda_py.compiler.semantics.base import (OperandTypes, Semantic, form, register, signed,
+from zluda_py.compiler.semantics.base import (OperandTypes, Semantic, form, register, signed, types_of,
                                               unsupported, width)
 from zluda_py.ptx import ast
 
 ARITH_TYPES = frozenset({"u16", "u32", "u64", "s16", "s32", "s64"})
 SIGNED_TYPES = frozenset({"s16", "s32", "s64"})
+PACKED_TYPES = frozenset({"u16x2", "s16x2"})  # add sub min max: each 16-bit half on its own
+
+
+def halfwise(L: Lanes, t: str, fn, srcs: list[ir.Value]) -> ir.Value:
+    """fn over the two 16-bit halves of packed u16x2/s16x2 lanes; over the lanes themselves otherwise."""
+    if t not in PACKED_TYPES:
+        return fn(*srcs)
+    halves = [L.split2(v, 16) for v in srcs]
+    return L.join2(fn(*[h[0] for h in halves]), fn(*[h[1] for h in halves]))
 
 
 def _typed(kinds: frozenset[str]):
@@ -34,7 +43,7 @@ def saturate_s32(L: Lanes, wide: ir.Value) -> ir.Value:
 @register("integer", "add", "sub")
 class AddSub(Semantic):
     def operands(self, inst: ast.Instruction) -> OperandTypes:
-        f = form(inst, {"sat"}, type_ok=_typed(ARITH_TYPES))
+        f = form(inst, {"sat"}, type_ok=_typed(ARITH_TYPES | PACKED_TYPES))
         if f.has("sat") and f.type != "s32":
             raise unsupported(inst, ".sat needs .s32")
         return OperandTypes([f.type], [f.type, f.type])
@@ -45,7 +54,7 @@ class AddSub(Semantic):
         op = b.add if inst.opcode == "add" else b.sub
         if inst.has("sat"):
             return [saturate_s32(L, op(L.sext(a, 64), L.sext(c, 64)))]
-        return [op(a, c)]
+        return [halfwise(L, types_of(inst)[-1], op, [a, c])]
 
 
 def product(L: Lanes, a: ir.Value, c: ir.Value, t: str, mode: str) -> tuple[ir.Value, int]:
@@ -197,18 +206,23 @@ class AbsNeg(Semantic):
 
 @register("integer", "min", "max")
 class MinMax(Semantic):
+    """min/max, also per 16-bit half of u16x2/s16x2; .relu (s32, s16x2) clamps negative results at 0."""
+
     def operands(self, inst: ast.Instruction) -> OperandTypes:
-        f = form(inst, {"relu"}, type_ok=_typed(ARITH_TYPES))
-        if f.has("relu") and f.type != "s32":
-            raise unsupported(inst, ".relu needs .s32")
+        f = form(inst, {"relu"}, type_ok=_typed(ARITH_TYPES | PACKED_TYPES))
+        if f.has("relu") and f.type not in ("s32", "s16x2"):
+            raise unsupported(inst, ".relu needs .s32 or .s16x2")
         return OperandTypes([f.type], [f.type, f.type])
 
     def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
-        a, c = srcs
         b = L.b
-        cmp = b.icmp_signed if signed(inst.types[-1]) else b.icmp_unsigned
-        pick_a = cmp("<" if inst.opcode == "min" else ">", a, c)
-        r = b.select(pick_a, a, c)
-        if inst.has("relu"):
-            r = b.select(b.icmp_signed("<", r, L.like(r, 0)), L.like(r, 0), r)
-        return [r]
+        t = types_of(inst)[-1]
+        cmp = b.icmp_signed if signed(t) else b.icmp_unsigned
+
+        def one(a: ir.Value, c: ir.Value) -> ir.Value:
+            r = b.select(cmp("<" if inst.opcode == "min" else ">", a, c), a, c)
+            if inst.has("relu"):
+                r = b.select(b.icmp_signed("<", r, L.like(r, 0)), L.like(r, 0), r)
+            return r
+
+        return [halfwise(L, t, one, srcs)]
