@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from zluda_py.compiler.cpu.bounds import registered
+
 
 def collatz_steps(x: int) -> int:
     if x <= 0:
@@ -78,8 +80,9 @@ def test_recursion_with_local_frames_and_the_stack_limit(cuda_module):
     m = cuda_module("compiler_control.cu")
     out = np.zeros(40, np.int32)
     blob = struct.pack("<Qi", out.ctypes.data, 100)
-    m.launch_raw("_Z7recursePii", (1, 1, 1), (40, 1, 1), blob, stack_size=64 * 1024)
+    with registered(out):
+        m.launch_raw("_Z7recursePii", (1, 1, 1), (40, 1, 1), blob, stack_size=64 * 1024)
     np.testing.assert_array_equal(out, [deep(100 + t % 4) for t in range(40)])
-    with pytest.raises(LaunchError) as e:  # 100 frames of 64+ bytes do not fit in 1 KiB
+    with pytest.raises(LaunchError) as e, registered(out):  # 100 frames of 64+ bytes do not fit in 1 KiB
         m.launch_raw("_Z7recursePii", (1, 1, 1), (40, 1, 1), blob)
     assert e.value.cu_result == 719

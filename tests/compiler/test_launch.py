@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from zluda_py.compiler import LaunchError
+from zluda_py.compiler.cpu.bounds import registered
 
 VADD = "_Z10vector_addPKfS0_Pfi"
 
@@ -35,7 +36,8 @@ def test_launch_raw_with_param_blob_and_odd_block_shapes(cuda_module):
     b = np.full(n, 0.25, np.float32)
     c = np.zeros(n, np.float32)
     blob = struct.pack("<QQQi", a.ctypes.data, b.ctypes.data, c.ctypes.data, n - 10)
-    m.launch_raw(VADD, (8, 1, 1), (125, 1, 1), blob)  # 125 threads: 3 full warps + 29 lanes
+    with registered(a, b, c):
+        m.launch_raw(VADD, (8, 1, 1), (125, 1, 1), blob)  # 125 threads: 3 full warps + 29 lanes
     np.testing.assert_array_equal(c[:n - 10], a[:n - 10] + 0.25)
     assert not c[n - 10:].any()  # threads with i >= n did not store
 

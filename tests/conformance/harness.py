@@ -187,7 +187,7 @@ def ptx_kernel(ops: list[Op]) -> str:
             if t != "cc":
                 decls.append(f"  .reg {_REG[ptx_bits(t)]} %d{j}_{k};")
         body += _op_body(j, op)
-    lines = [".version 8.0", ".target sm_90", ".address_size 64", "",
+    lines = [".version 8.8", ".target sm_100", ".address_size 64", "",
              f".visible .entry k({', '.join(params + ['.param .u32 n'])})", "{",
              "  .reg .b32 %i, %tx, %bx, %nx, %n, %w;", "  .reg .b64 %p, %off;", "  .reg .pred %out;",
              "  .reg .b16 %h;", *decls,
@@ -265,7 +265,8 @@ class Runner:
     def run_many(self, items: list[tuple[str, list, bool]]) -> list[list[np.ndarray]]:
         """Several instructions in one kernel (one compilation), each over its own inputs."""
         ops = [make_op(text, srcs, pred_out) for text, srcs, pred_out in items]
-        key = (self.target, tuple((op.text, tuple(sorted(op.imms.items())), op.pred_out) for op in ops))
+        key = (self.target, tuple((op.text, len(op.src_types), tuple(sorted(op.imms.items())), op.pred_out)
+                                  for op in ops))
         kernel = _KERNELS.get(key)
         if kernel is None:
             if self.target.startswith("semantics"):

@@ -64,6 +64,22 @@ def test_min_max(run, op, t, mods):
     check(d, exp, [a, b], f"{op}{mods}.{t}")
 
 
+@pytest.mark.parametrize("op", ["min", "max"])
+@pytest.mark.parametrize("mods", ["", ".ftz", ".NaN", ".abs", ".ftz.NaN.abs"])
+def test_min_max_three_inputs(run, op, mods):
+    """min/max d, a, b, c on .f32: the two-input rules applied twice (of |a| |b| |c| with .abs)."""
+    f = FORMATS["f32"]
+    a, b = operand_sets(f, 2, n=1500, seed=8)
+    c = np.concatenate([b[len(b) // 2:], a[: len(b) - len(b) // 2]])[::-1].copy()
+    text = f"{op}{mods}.f32"
+    (d,) = run.run(text, [a, b, c])
+    kw = dict(nan_mode=".NaN" in mods, xorsign=False, ftz="ftz" in mods)
+    mag = (lambda v: v & 0x7FFFFFFF) if ".abs" in mods else (lambda v: v)
+    exp = [minmax_ref(op, minmax_ref(op, mag(x), mag(y), "f32", **kw), mag(z), "f32", **kw)
+           for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())]
+    check(d, exp, [a, b, c], text)
+
+
 @pytest.mark.parametrize("op", ["abs", "neg"])
 @pytest.mark.parametrize("t,ftz", [("f16", False), ("f16", True), ("bf16", False)])
 def test_abs_neg_16_exhaustive(run, op, t, ftz):

@@ -145,3 +145,30 @@ def test_min_max(run, op, t):
     if "relu" in op:
         exp = [max(v, 0) for v in exp]
     check(d, [from_int(v, n) for v in exp], [a, b], f"{op}.{t}")
+
+
+PACKED = [("add", "u16x2", False), ("add", "s16x2", False), ("sub", "u16x2", False), ("sub", "s16x2", False),
+          ("min", "u16x2", False), ("min", "s16x2", False), ("max", "u16x2", False), ("max", "s16x2", False),
+          ("min", "s16x2", True), ("max", "s16x2", True)]
+
+
+@pytest.mark.parametrize("op,t,relu", PACKED)
+def test_packed_16x2(run, op, t, relu):
+    """Each 16-bit half on its own: wrapping add/sub, signed or unsigned min/max, .relu at 0."""
+    a, b = pairs(32)
+    edges16 = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0xFFFE], np.uint32)
+    ea, eb = np.meshgrid(edges16, edges16)
+    a = np.concatenate([(ea.ravel() << 16) | eb.ravel()[::-1], a])
+    b = np.concatenate([(eb.ravel() << 16) | ea.ravel(), b])
+    text = f"{op}{'.relu' if relu else ''}.{t}"
+    (d,) = run.run(text, [a, b])
+    sgn = t[0] == "s"
+    f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "min": min, "max": max}[op]
+    exp = []
+    for x, y in zip(a.tolist(), b.tolist()):
+        out = 0
+        for k in (0, 16):
+            v = f(as_ints([(x >> k) & 0xFFFF], 16, sgn)[0], as_ints([(y >> k) & 0xFFFF], 16, sgn)[0])
+            out |= from_int(max(v, 0) if relu else v, 16) << k
+        exp.append(out)
+    check(d, exp, [a, b], text)

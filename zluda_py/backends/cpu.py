@@ -9,6 +9,7 @@ import hashlib
 import threading
 from dataclasses import dataclass
 
+from ..compiler.cpu.bounds import register_memory, unregister_memory
 from ..driver.cdata import addr, ffi, libc
 
 ALIGNMENT = 256  # cudaMalloc's documented minimum alignment
@@ -61,7 +62,8 @@ class Memory:
             self._next_id += 1
             bisect.insort(self._bases, base)
             self._by_base[base] = a
-            return a
+        register_memory(base, size)  # valid for device accesses (bounds checks, error 700)
+        return a
 
     def release(self, base: int) -> Allocation | None:
         """Forget the allocation starting at base (freeing its memory unless registered)."""
@@ -70,6 +72,7 @@ class Memory:
             if a is None:
                 return None
             del self._bases[bisect.bisect_left(self._bases, base)]
+        unregister_memory(base)
         if a.mapped:
             libc.munmap(ffi.cast("void *", base), a.size)
         elif a.kind != "registered":

@@ -50,6 +50,10 @@ class Ctx(IntEnum):
     FAULT_LANES = 26  # lane mask of the faulting warp
     FAULT_WARP = 27
     FAULT_ARG = 28  # fault detail (e.g. the address of an assert record)
+    # bounds checking (cpu/bounds.py): the snapshot of valid ranges and the parameter blob's size
+    RANGES = 29  # address of NRANGES [start, end) u64 pairs sorted by start
+    NRANGES = 30
+    PARAM_SIZE = 31
     SLOTS = 32
 
 

@@ -22,6 +22,8 @@ I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
 # Host services reached through the one imported callback `zluda_host(kind, ctx, a, b, c, d, e)`.
 HOST_VPRINTF = 1
 HOST_ASSERT = 2
+HOST_MALLOC = 4  # device-side malloc/free: (un)register the block as valid device memory
+HOST_FREE = 5
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
 
 
@@ -152,7 +154,9 @@ class CallMixin:
                                   ir.Constant(I64, 0), ir.Constant(I64, 0)])
             elif name == "malloc":
                 r = b.call(libc_malloc, [a[0]])
+                b.call(host, [ir.Constant(I32, HOST_MALLOC), self.ctx, r, a[0], *[ir.Constant(I64, 0)] * 3])
             elif name == "free":
+                b.call(host, [ir.Constant(I32, HOST_FREE), self.ctx, a[0], *[ir.Constant(I64, 0)] * 4])
                 b.call(libc_free, [a[0]])
                 r = ir.Constant(I64, 0)
             else:  # __assertfail(message, file, line, function, charSize)

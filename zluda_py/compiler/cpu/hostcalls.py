@@ -12,7 +12,9 @@ import sys
 import threading
 
 from zluda_py.compiler.cpu.abi import Ctx
-from zluda_py.compiler.cpu.calls import HOST_ASSERT, HOST_VPRINTF
+from zluda_py.compiler.cpu.bounds import RANGES
+from zluda_py.compiler.cpu.calls import HOST_ASSERT, HOST_FREE, HOST_MALLOC, HOST_VPRINTF
+from zluda_py.compiler.cpu.memory import HOST_BOUNDS
 
 HOST_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                            ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
@@ -104,6 +106,15 @@ def _host(kind: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int:
             if sink is not None:
                 sink.append(text)
             return len(text)
+        if kind == HOST_MALLOC:
+            if a:
+                RANGES.register(a, b)
+            return 0
+        if kind == HOST_FREE:
+            RANGES.unregister(a)
+            return 0
+        if kind == HOST_BOUNDS:  # [a, b) registered since the launch took its snapshot?
+            return int(RANGES.contains(a & 0xFFFFFFFFFFFFFFFF, b & 0xFFFFFFFFFFFFFFFF))
         if kind == HOST_ASSERT:
             block, thread = _thread_coords(ctx, e)
             msg = (f"{c_string(b).decode(errors='replace')}:{c & 0xFFFFFFFF}: {c_string(d).decode(errors='replace')}: "
@@ -114,7 +125,7 @@ def _host(kind: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int:
         return 0
     except Exception as exc:  # never unwind into native code
         sys.stderr.write(f"zluda: device system call failed: {exc}\n")
-        return -1
+        return 0 if kind == HOST_BOUNDS else -1
 
 
 HOST_CALLBACK = HOST_FN(_host)

@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import WARP, Ctx
-from zluda_py.compiler.errors import UnsupportedError, unsupported
+from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.ptx import ast
 
@@ -84,8 +84,12 @@ class MemoryMixin:
         lanes = V.lane_consts(I64, [i * sym.size + offset for i in range(WARP)])
         return b.add(base, lanes)
 
-    def address(self, addr: ast.Addr, space: str) -> ir.Value:
-        """Host address per lane (`<32 x i64>`), or a scalar i64 when it is the same for all lanes."""
+    def address(self, addr: ast.Addr, space: str, nbytes: int = 0, mask: ir.Value | None = None) -> ir.Value:
+        """Host address per lane (`<32 x i64>`), or a scalar i64 when it is the same for all lanes.
+
+        With a `mask`, an address computed from a register is checked for an access of
+        `nbytes` per lane (addresses of symbols plus constant offsets are valid by construction).
+        """
         b = self.b
         off = ir.Constant(I64, addr.offset)
         if isinstance(addr.base, ast.Sym):
@@ -107,8 +111,54 @@ class MemoryMixin:
             value = V.resize(b, self.read(addr.base, "u64" if self.reg_bits(addr.base) == 64 else "u32"), 64, False)
             if addr.offset:
                 value = b.add(value, V.splat(b, off))
+        if mask is not None:
+            self.check_bounds(value, space, nbytes, mask)
         base = self.space_base(space)
         return value if base is None else b.add(base, value)
+
+    # ------------------------------------------------------------------ bounds checks (error 700)
+    def check_bounds(self, value: ir.Value, space: str, nbytes: int, mask: ir.Value) -> None:
+        """Fault with 700 unless every active lane's [value, value+nbytes) is valid in `space`.
+
+        .shared/.local offsets are checked against the arena / the lane's stack window; host
+        addresses (global, const, generic) against the launch's range table: first the range
+        this site hit last (kept in an entry alloca), then the out-of-line search `zluda.bounds`.
+        """
+        b = self.b
+        if space == "param":  # kernel/.func parameter buffers: only symbol-based in practice
+            return
+        size = ir.Constant(I64, nbytes)
+        if space in ("shared", "local"):
+            total = self.ctx_i64(Ctx.TOTAL_SMEM if space == "shared" else Ctx.STACK_SIZE)
+            limit = b.sub(total, size)
+            over = b.and_(mask, b.icmp_unsigned(">", value, V.splat(b, limit)))
+            bad = b.or_(V.any_lane(b, over), b.and_(V.any_lane(b, mask), b.icmp_unsigned("<", total, size)))
+            with b.if_then(bad, likely=False):
+                first = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, mask), ir.Constant(I1, 1)])
+                self.fault(CUDA_ERROR_ILLEGAL_ADDRESS, mask, b.extract_element(value, first))
+            return
+        cache = self._bounds_cache()
+        lo = V.reduce(b, "umin", b.select(mask, value, V.splat_const(I64, -1)))
+        top = V.reduce(b, "umax", b.select(mask, value, V.splat_const(I64, 0)))
+        hi = b.add(top, size)
+        c_lo = b.load(cache, typ=I64)
+        c_hi = b.load(b.gep(cache, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
+        ok = b.and_(b.and_(b.icmp_unsigned(">=", lo, c_lo), b.icmp_unsigned("<=", hi, c_hi)),
+                    b.icmp_unsigned(">=", hi, top))
+        with b.if_then(b.not_(ok), likely=False):
+            found = b.call(_bounds_function(self.mod), [self.ctx, value, mask, size, cache])
+            with b.if_then(b.not_(found), likely=False):
+                self.fault(CUDA_ERROR_ILLEGAL_ADDRESS, mask)
+
+    def _bounds_cache(self) -> ir.Value:
+        """[lo, hi) of the range this access site last hit; starts empty on every entry."""
+        b = self.b
+        entry = b.function.entry_basic_block
+        with b.goto_block(entry):
+            b.position_at_start(entry)
+            cache = b.alloca(ir.ArrayType(I64, 2))
+            b.store(ir.Constant(ir.ArrayType(I64, 2), [1, 0]), cache)
+        return cache
 
     def reg_bits(self, op: ast.Operand) -> int:
         if isinstance(op, ast.Reg) and op.name in self.regs:
@@ -197,7 +247,7 @@ class MemoryMixin:
         dst, addr = inst.operands[0], inst.operands[1]
         bits = ptx_bits(t)
         n = vector_count(inst)
-        values = self.load(self.address(addr, space_of(inst)), ir.IntType(bits), n, mask)
+        values = self.load(self.address(addr, space_of(inst), bits // 8 * n, mask), ir.IntType(bits), n, mask)
         dests = dst.elems if isinstance(dst, ast.Vec) else [dst]
         for d, v in zip(dests, values):
             self.write(d, v, t, mask)
@@ -208,7 +258,8 @@ class MemoryMixin:
         t = self._mem_type(inst)
         addr, src = inst.operands[0], inst.operands[1]
         srcs = src.elems if isinstance(src, ast.Vec) else [src]
-        self.store(self.address(addr, space_of(inst)), [self.read(s, t) for s in srcs], mask)
+        self.store(self.address(addr, space_of(inst), ptx_bits(t) // 8 * len(srcs), mask),
+                   [self.read(s, t) for s in srcs], mask)
 
     def op_cvta(self, inst: ast.Instruction, mask: ir.Value) -> None:
         t = inst.types[-1]
@@ -265,7 +316,7 @@ class MemoryMixin:
         op = ops[0]
         bits = ptx_bits(t)
         ity = ir.IntType(bits)
-        ptrs = self.address(addr, space_of(inst))
+        ptrs = self.address(addr, space_of(inst), bits // 8, mask)
         if not isinstance(ptrs.type, ir.VectorType):
             ptrs = V.splat(b, ptrs)
         vals = [self.read(s, t) for s in srcs]
@@ -300,12 +351,110 @@ class MemoryMixin:
         if len(inst.operands) > 3 and isinstance(inst.operands[3], (ast.Imm, ast.Reg)):
             src_size = inst.operands[3]
         words = n // 4
-        loaded = self.load(self.address(src, "global"), I32, words, mask)
+        # with a src-size operand the source may legally be partly (or wholly, size 0) invalid
+        src_check = mask if isinstance(src_size, int) else None
+        loaded = self.load(self.address(src, "global", n, src_check), I32, words, mask)
         if not isinstance(src_size, int):  # bytes past src-size are zero-filled
             limit = self.read(src_size, "u32")
             loaded = [self.b.select(self.b.icmp_unsigned(">", limit, V.splat_const(I32, 4 * k)), v,
                                     V.splat_const(I32, 0)) for k, v in enumerate(loaded)]
-        self.store(self.address(dst, "shared"), loaded, mask)
+        self.store(self.address(dst, "shared", n, mask), loaded, mask)
+
+
+HOST_BOUNDS = 3  # zluda_host kind: is [a, b) registered now (memory registered during the launch)?
+
+
+def _bounds_function(mod) -> ir.Function:
+    """`i1 zluda.bounds(ctx, <32 x i64> addr, <32 x i1> mask, i64 size, ptr cache)`: every active lane's
+    [addr, addr+size) lies in the shared arena, the stacks, the parameter blob or a registered
+    range (binary search of the launch's table, then the host's live table). Updates `cache` to
+    the range last found; on failure stores the first bad address in FAULT_ARG."""
+    fn = mod.ir.globals.get("zluda.bounds")
+    if fn is not None:
+        return fn
+    fn = ir.Function(mod.ir, ir.FunctionType(I1, [PTR, V.vec(I64), V.MASK, I64, PTR]), "zluda.bounds")
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("cold")
+    ctx, addrs, mask, size, cache = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    slot = lambda i: b.load(b.gep(ctx, [ir.Constant(I64, 8 * i)], source_etype=V.I8), typ=I64)  # noqa: E731
+    cache_hi = b.gep(cache, [ir.Constant(I64, 1)], source_etype=I64)
+    threads = b.mul(b.mul(slot(Ctx.BLOCK_X), slot(Ctx.BLOCK_Y)), slot(Ctx.BLOCK_Z))
+    windows = [(slot(Ctx.SHARED), slot(Ctx.TOTAL_SMEM)), (slot(Ctx.STACK), b.mul(threads, slot(Ctx.STACK_SIZE))),
+               (slot(Ctx.PARAMS), slot(Ctx.PARAM_SIZE))]
+    table = b.inttoptr(slot(Ctx.RANGES), PTR)
+    count = slot(Ctx.NRANGES)
+    fail = fn.append_basic_block("fail")
+    for lane in V.each_active_lane(b, mask):
+        p = b.extract_element(addrs, lane)
+        e = b.add(p, size)
+        next_lane = fn.append_basic_block("next")
+        found = fn.append_basic_block("found")
+        with b.if_then(b.icmp_unsigned("<", e, p), likely=False):  # wraps around: never valid
+            b.store(p, b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
+            b.branch(fail)
+        hit = b.and_(b.icmp_unsigned(">=", p, b.load(cache, typ=I64)), b.icmp_unsigned("<=", e, b.load(cache_hi, typ=I64)))
+        search = fn.append_basic_block("search")
+        b.cbranch(hit, next_lane, search)
+        b.position_at_end(search)
+        start, end = ir.Constant(I64, 0), ir.Constant(I64, 0)
+        for base, length in windows:  # the launch's own windows, then the table
+            inside = b.and_(b.icmp_unsigned(">=", p, base), b.icmp_unsigned("<=", e, b.add(base, length)))
+            start, end = b.select(inside, base, start), b.select(inside, b.add(base, length), end)
+        in_window = b.icmp_unsigned("!=", end, ir.Constant(I64, 0))
+        bsearch = fn.append_basic_block("bsearch")
+        window_hit = b.block
+        b.cbranch(in_window, found, bsearch)
+        b.position_at_end(bsearch)
+        lo_i, hi_i = b.phi(I64), b.phi(I64)
+        lo_i.add_incoming(ir.Constant(I64, 0), window_hit)
+        hi_i.add_incoming(count, window_hit)
+        step = fn.append_basic_block("bsearch.step")
+        after = fn.append_basic_block("bsearch.done")
+        b.cbranch(b.icmp_unsigned("<", lo_i, hi_i), step, after)
+        b.position_at_end(step)
+        mid = b.lshr(b.add(lo_i, hi_i), ir.Constant(I64, 1))
+        below = b.icmp_unsigned("<=", b.load(b.gep(table, [b.shl(mid, ir.Constant(I64, 1))], source_etype=I64), typ=I64), p)
+        lo_i.add_incoming(b.select(below, b.add(mid, ir.Constant(I64, 1)), lo_i), step)
+        hi_i.add_incoming(b.select(below, hi_i, mid), step)
+        b.branch(bsearch)
+        b.position_at_end(after)
+        idx = b.shl(b.sub(lo_i, ir.Constant(I64, 1)), ir.Constant(I64, 1))
+        have = b.icmp_unsigned("!=", lo_i, ir.Constant(I64, 0))
+        safe = b.select(have, idx, ir.Constant(I64, 0))
+        t_start = b.load(b.gep(table, [safe], source_etype=I64), typ=I64)
+        t_end = b.load(b.gep(table, [b.add(safe, ir.Constant(I64, 1))], source_etype=I64), typ=I64)
+        in_table = b.and_(have, b.icmp_unsigned("<=", e, t_end))
+        ask_host = fn.append_basic_block("host")
+        table_hit = fn.append_basic_block("table")
+        b.cbranch(in_table, table_hit, ask_host)
+        b.position_at_end(table_hit)
+        b.branch(found)
+        b.position_at_end(ask_host)
+        zero = ir.Constant(I64, 0)
+        live = b.call(mod.host_fn(), [ir.Constant(I32, HOST_BOUNDS), ctx, p, e, zero, zero, zero])
+        with b.if_then(b.icmp_unsigned("==", live, zero), likely=False):
+            b.store(p, b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
+            b.branch(fail)
+        host_hit = b.block
+        b.branch(found)
+        b.position_at_end(found)
+        f_start, f_end = b.phi(I64), b.phi(I64)
+        f_start.add_incoming(start, window_hit)
+        f_end.add_incoming(end, window_hit)
+        f_start.add_incoming(t_start, table_hit)
+        f_end.add_incoming(t_end, table_hit)
+        f_start.add_incoming(p, host_hit)
+        f_end.add_incoming(e, host_hit)
+        b.store(f_start, cache)
+        b.store(f_end, cache_hi)
+        b.branch(next_lane)
+        b.position_at_end(next_lane)
+    b.ret(ir.Constant(I1, 1))
+    b.position_at_end(fail)
+    b.ret(ir.Constant(I1, 0))
+    return fn
 
 
 ATOMIC_OPS = {"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"}

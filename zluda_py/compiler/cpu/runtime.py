@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 import numpy as np
 
+from zluda_py.compiler.cpu import bounds as address_ranges
 from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, WARP, Ctx
 from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
 from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_INVALID_VALUE,
@@ -116,6 +117,7 @@ class CompiledModule:
                 self._library[k["runner"]])
         self.globals = {name: GlobalInfo(self._library[g["symbol"]], g["size"])
                         for name, g in metadata["globals"].items()}
+        address_ranges.register_module(self, [(g.address, g.size) for g in self.globals.values()])
 
     # ------------------------------------------------------------------ launch
     def launch_raw(self, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
@@ -140,6 +142,7 @@ class CompiledModule:
         bounds = [nblocks * i // chunks for i in range(chunks + 1)]
         nwarps = (threads + WARP - 1) // WARP
         smem_total = info.static_shared + shared_mem
+        ranges = address_ranges.RANGES.table()  # stays alive (and unchanged) until the launch returns
 
         def run(i: int) -> tuple[int, list[int]]:
             first, count = bounds[i], bounds[i + 1] - bounds[i]
@@ -161,6 +164,7 @@ class CompiledModule:
             ctx[Ctx.FIRST], ctx[Ctx.COUNT] = first, count
             ctx[Ctx.SMID], ctx[Ctx.NSMID] = i % workers, workers
             ctx[Ctx.BARRIERS] = bars.ctypes.data
+            ctx[Ctx.RANGES], ctx[Ctx.NRANGES], ctx[Ctx.PARAM_SIZE] = ranges.ctypes.data, len(ranges), len(params)
             SINKS.attach(ctx.ctypes.data, output)
             try:
                 status = RUNNER(info.runner)(ctx.ctypes.data)
@@ -187,7 +191,8 @@ class CompiledModule:
         blob = bytearray(info.param_size)
         for p, a in zip(info.params, args):
             blob[p.offset:p.offset + p.size] = _param_bytes(a, p.size)
-        self.launch_raw(kernel, grid, block, bytes(blob), shared_mem)
+        with address_ranges.registered(*args):  # the arrays passed are the launch's device buffers
+            self.launch_raw(kernel, grid, block, bytes(blob), shared_mem)
 
 
 def _dims(d) -> tuple[int, int, int]:
@@ -221,4 +226,6 @@ def _fault(kernel: str, status: int, ctx: list[int], grid) -> LaunchError:
             f"lanes 0x{ctx[Ctx.FAULT_LANES] & 0xFFFFFFFF:08x}"
     what = {CUDA_ERROR_LAUNCH_FAILED: "unspecified launch failure (trap)", CUDA_ERROR_ASSERT: "device-side assert triggered",
             CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered"}.get(status, f"error {status}")
+    if status == CUDA_ERROR_ILLEGAL_ADDRESS:
+        where += f", address 0x{ctx[Ctx.FAULT_ARG] & 0xFFFFFFFFFFFFFFFF:x}"
     return LaunchError(status, f"{kernel}: {what} at {where}")

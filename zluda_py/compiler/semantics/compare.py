@@ -33,7 +33,7 @@ def _cmp_op(inst: ast.Instruction, t: str) -> str:
         raise unsupported(inst, "needs one comparison")
     if ops[0] in UNSIGNED_CMP and t[0] != "u":
         raise unsupported(inst, f".{ops[0]} compares unsigned types")
-    if t[0] == "b" and ops[0] not in ("eq", "ne"):
+    if t in CMP_INT_TYPES and t[0] == "b" and ops[0] not in ("eq", "ne"):
         raise unsupported(inst, f".{ops[0]} on untyped bits (.b types compare with .eq .ne)")
     return ops[0]
 
