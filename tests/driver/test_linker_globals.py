@@ -165,3 +165,17 @@ def test_library_globals_and_kernels(cu):
     ptr = c_ulonglong()
     assert cu.cuLibraryGetGlobal(byref(ptr), None, lib, b"absent") == CUDA_ERROR_NOT_FOUND
     cu.ok(cu.cuLibraryUnload(lib))
+
+
+def test_function_versions_are_the_ptx_arch_and_the_device(cu):
+    """PTX_VERSION is the PTX's virtual architecture (CUB matches it against the
+    architectures it was built for), BINARY_VERSION the device's compute capability."""
+    text = ctypes.create_string_buffer(CALLEE.encode() + b".visible .entry nothing()\n{\n  ret;\n}\n")
+    mod, fn, value = c_void_p(), c_void_p(), ctypes.c_int()
+    cu.ok(cu.cuModuleLoadData(byref(mod), text))
+    cu.ok(cu.cuModuleGetFunction(byref(fn), mod, b"nothing"))
+    cu.ok(cu.cuFuncGetAttribute(byref(value), 5, fn))  # CU_FUNC_ATTRIBUTE_PTX_VERSION
+    assert value.value == 52  # .target sm_52
+    cu.ok(cu.cuFuncGetAttribute(byref(value), 6, fn))  # CU_FUNC_ATTRIBUTE_BINARY_VERSION
+    assert value.value == 86  # the reported compute capability, 8.6 by default
+    cu.ok(cu.cuModuleUnload(mod))

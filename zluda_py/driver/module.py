@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ class Function:
 @dataclass
 class Module:
     compiled: object
+    ptx_arch: int  # the PTX's virtual architecture (.target sm_75 -> 75): CU_FUNC_ATTRIBUTE_PTX_VERSION
     library: "Library | None" = None
     functions: dict[str, Function] = field(default_factory=dict)
     handle: int = 0
@@ -96,10 +98,24 @@ def _compile(texts: list[str], names: list[str]) -> Module:
         if code is None:
             raise
         raise CudaError(code, str(e)) from e
-    m = Module(compiled)
+    m = Module(compiled, _ptx_arch(texts))
     modules.add(m)
     _register_globals(m)
     return m
+
+
+_TARGET = re.compile(r"^\s*\.target\s+sm_(\d+)", re.M)
+
+
+def _ptx_arch(texts: list[str]) -> int:
+    """The virtual architecture the PTX was written for; linked modules report the oldest.
+    CUB compares it with the architectures it was compiled for (__CUDA_ARCH_LIST__) and
+    refuses to launch (cudaErrorInvalidDeviceFunction) when none matches."""
+    archs = [int(m.group(1)) for m in map(_TARGET.search, texts) if m]
+    if archs:
+        return min(archs)
+    major, minor = compute_capability()
+    return major * 10 + minor
 
 
 def _register_globals(m: Module) -> None:
@@ -325,7 +341,7 @@ def get_attribute(fn: Function, attrib: int) -> int:
         2: 0,  # CONST_SIZE_BYTES
         3: fn.info.local_size,  # LOCAL_SIZE_BYTES
         4: 32,  # NUM_REGS
-        5: major * 10 + minor,  # PTX_VERSION
+        5: fn.module.ptx_arch,  # PTX_VERSION: the virtual architecture, compiled just in time
         6: major * 10 + minor,  # BINARY_VERSION
         7: 0,  # CACHE_MODE_CA
         8: fn.max_dynamic_shared,  # MAX_DYNAMIC_SHARED_SIZE_BYTES

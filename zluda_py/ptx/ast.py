@@ -33,7 +33,7 @@ from typing import Union
 # Every PTX fundamental type, plus the packed and narrow float forms.
 SCALAR_TYPES: frozenset[str] = frozenset(
     """b8 b16 b32 b64 b128 u8 u16 u32 u64 s8 s16 s32 s64 f16 f16x2 bf16 bf16x2 f32 f64
-    pred tf32 e4m3 e5m2 e4m3x2 e5m2x2 e2m3x2 e3m2x2 e2m1x2 ue8m0x2 s2f6x2 u4x8 s4x8 s2x16""".split()
+    pred tf32 e4m3 e5m2 e4m3x2 e5m2x2 e2m3x2 e3m2x2 e2m1x2 ue8m0x2 s2f6x2 u4x8 s4x8 s2x16 u16x2 s16x2 u4 s4 u2 s2""".split()
 )
 
 

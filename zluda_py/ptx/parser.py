@@ -83,34 +83,56 @@ _SKIP_START = _WS + "/"
 
 # Operand kinds of the fast path's per-parse cache: operand text -> how to build it.
 _K_NAME, _K_IMM, _K_ADDR, _K_SINK, _K_GENERAL = range(5)
-_GENERAL = (_K_GENERAL,)  # the spec of an operand only the general path can parse
+_GENERAL = (None, _K_GENERAL)  # the spec of an operand only the general path can parse
 
 
-def _fast_operand_spec(piece: str) -> tuple:
-    """How to build the operand written as `piece` (with its surrounding blanks), or _GENERAL
-    when the general path must parse it. Offsets are relative to the start of `piece`."""
+def _fast_operand_spec(piece: str, share: bool) -> tuple:
+    """How to build the operand written as `piece` (with its surrounding blanks):
+    (shared node or None, kind, recipe...), or _GENERAL when the general path must parse it.
+    Offsets in the recipe are relative to the start of `piece`.
+
+    With `share`, registers, immediates, the sink and `[%reg+imm]` come as one node for every
+    occurrence in the module, without a position (NOPOS): nothing mutates them, and building
+    one node per operand was most of the parse. Names (`Sym`) stay one node per occurrence:
+    the checks may replace them, and the compiler names their position in its errors."""
+    recipe = _fast_operand_recipe(piece)
+    if not share or recipe is _GENERAL:
+        return recipe
+    kind = recipe[1]
+    if kind == _K_NAME and recipe[3] is Reg:
+        return (Reg(recipe[4]), *recipe[1:])
+    if kind == _K_IMM:
+        return (Imm(recipe[3], recipe[4]), *recipe[1:])
+    if kind == _K_ADDR and recipe[3] is Reg:
+        return (Addr(Reg(recipe[4]), recipe[6]), *recipe[1:])
+    if kind == _K_SINK:
+        return (Sink(), *recipe[1:])
+    return recipe
+
+
+def _fast_operand_recipe(piece: str) -> tuple:
     # Most operands are plain registers (`%r12`, ` %rd3`): no regex needed for them.
     lead = 1 if piece[:1] == " " else 0
     if piece[lead:lead + 1] == "%" and piece[lead + 1:].isalnum() and piece.isascii():
-        return (_K_NAME, lead, Reg, piece[lead:])
+        return (None, _K_NAME, lead, Reg, piece[lead:])
     om = _FAST_OPERAND.fullmatch(piece)
     if om is None:
         return _GENERAL
     reg, num, fhex, bracket, abase, sign, off, sym = om.groups()
     if reg is not None:
-        return (_K_NAME, om.start(1), Reg, reg)
+        return (None, _K_NAME, om.start(1), Reg, reg)
     if num is not None:
         value = int_value(num.lstrip("-"))  # no octal: the pattern leaves it to the general path
-        return (_K_IMM, om.start(2), -value if num[0] == "-" else value, "int")
+        return (None, _K_IMM, om.start(2), -value if num[0] == "-" else value, "int")
     if fhex is not None:
         raw, kind = hex_float_value(fhex)
-        return (_K_IMM, om.start(3), raw, kind)
+        return (None, _K_IMM, om.start(3), raw, kind)
     if abase is not None:
         offset = 0 if off is None else (int(off) if sign == "+" else -int(off))
-        return (_K_ADDR, om.start(4), Reg if abase[0] == "%" else Sym, abase, om.start(5), offset)
+        return (None, _K_ADDR, om.start(4), Reg if abase[0] == "%" else Sym, abase, om.start(5), offset)
     if sym == "_":
-        return (_K_SINK, om.start(8))
-    return (_K_NAME, om.start(8), Sym, sym)
+        return (None, _K_SINK, om.start(8))
+    return (None, _K_NAME, om.start(8), Sym, sym)
 
 
 def _end_before_blanks(text: str, end: int) -> int:
@@ -121,7 +143,8 @@ def _end_before_blanks(text: str, end: int) -> int:
 
 
 class Parser:
-    def __init__(self, text: str, filename: str) -> None:
+    def __init__(self, text: str, filename: str, share: bool = True) -> None:
+        self.share = share  # see _fast_operand_spec
         self.src = Source(text, filename)
         self.text = text
         self.i = 0
@@ -236,7 +259,12 @@ class Parser:
                 self.errors.append(e)
                 break
         if not self.errors:
-            self.errors.extend(check(mod, self.src))
+            problems = check(mod, self.src)
+            if problems and self.share:
+                # Shared operand nodes have no position: parse again with one node per
+                # operand, so that every error points at its own operand.
+                return Parser(self.text, self.src.filename, share=False).module()
+            self.errors.extend(problems)
         raise_all(self.errors)
         return mod
 
@@ -781,21 +809,25 @@ class Parser:
             append = ops.append
             specs = self._operand_specs
             at = m.start(4)
+            share = self.share
             for piece in body.split(","):
                 spec = specs.get(piece)
                 if spec is None:
-                    spec = specs[piece] = _fast_operand_spec(piece)
-                kind = spec[0]
-                if kind == _K_NAME:
-                    append(spec[2](spec[3], pos(at + spec[1])))
-                elif kind == _K_IMM:
-                    append(Imm(spec[2], spec[3], pos(at + spec[1])))
-                elif kind == _K_ADDR:
-                    append(Addr(spec[2](spec[3], pos(at + spec[4])), spec[5], pos(at + spec[1])))
-                elif kind == _K_SINK:
-                    append(Sink(pos(at + spec[1])))
-                else:
-                    return None
+                    spec = specs[piece] = _fast_operand_spec(piece, share)
+                node = spec[0]
+                if node is None:
+                    kind = spec[1]
+                    if kind == _K_NAME:
+                        node = spec[3](spec[4], pos(at + spec[2]))
+                    elif kind == _K_IMM:
+                        node = Imm(spec[3], spec[4], pos(at + spec[2]))
+                    elif kind == _K_ADDR:
+                        node = Addr(spec[3](spec[4], pos(at + spec[5])), spec[6], pos(at + spec[2]))
+                    elif kind == _K_SINK:
+                        node = Sink(pos(at + spec[2]))
+                    else:
+                        return None
+                append(node)
                 at += len(piece) + 1
         return Instruction(opcode, mods, ops, guard, pos(start))
 

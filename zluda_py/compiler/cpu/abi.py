@@ -18,6 +18,7 @@ NBARRIERS = 16
 BAR_SLOTS = 8  # i64 slots per hardware barrier (see BarSlot)
 FRAME_HEADER = 64  # bytes at the start of each warp frame
 STACK_ALIGN = 16
+BOUNDS_CACHE_ENTRIES = 8
 
 
 class Ctx(IntEnum):
@@ -54,7 +55,8 @@ class Ctx(IntEnum):
     RANGES = 29  # address of NRANGES [start, end) u64 pairs sorted by start
     NRANGES = 30
     PARAM_SIZE = 31
-    SLOTS = 32
+    BOUNDS_CACHE = 32  # BOUNDS_CACHE_ENTRIES [lo, hi) pairs: ranges access sites hit last (0: empty)
+    SLOTS = 32 + 2 * BOUNDS_CACHE_ENTRIES
 
 
 class Frame(IntEnum):

@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, WARP, BarSlot, Ctx, Frame
-from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, UnsupportedError, unsupported
+from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.ptx import ast
 
@@ -25,6 +25,7 @@ HOST_ASSERT = 2
 HOST_MALLOC = 4  # device-side malloc/free: (un)register the block as valid device memory
 HOST_FREE = 5
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
+FAULT_BRKPT = 1  # Ctx.FAULT_ARG of a 719 raised by brkpt rather than trap
 
 
 class CallMixin:
@@ -175,6 +176,11 @@ class CallMixin:
                 b.store(value, V.typed(b, sym.ptr, value.type), align=16)
             else:
                 self.write(r, value, "u64", mask)
+
+    def op_brkpt(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        """brkpt suspends the thread for a debugger; with none attached the launch fails (719)."""
+        with self.b.if_then(V.any_lane(self.b, mask)):
+            self.fault(CUDA_ERROR_LAUNCH_FAILED, mask, ir.Constant(I64, FAULT_BRKPT))
 
     # ------------------------------------------------------------------ barriers
     def lower_barrier(self, inst: ast.Instruction, lanes: ir.Value, next_block: int | None) -> None:

@@ -35,7 +35,7 @@ I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
 # Instructions with no effect on this target (ordering is already sequentially consistent
 # per warp and atomics use seq_cst).
 NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "applypriority",
-          "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep", "brkpt"}
+          "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep"}
 CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
 FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp frame
 # Families we refuse by design: textures, surfaces and the tensor cores.

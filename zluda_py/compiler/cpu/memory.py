@@ -12,7 +12,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
-from zluda_py.compiler.cpu.abi import WARP, Ctx
+from zluda_py.compiler.cpu.abi import BOUNDS_CACHE_ENTRIES, WARP, Ctx
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.ptx import ast
@@ -122,7 +122,7 @@ class MemoryMixin:
 
         .shared/.local offsets are checked against the arena / the lane's stack window; host
         addresses (global, const, generic) against the launch's range table: first the range
-        this site hit last (kept in an entry alloca), then the out-of-line search `zluda.bounds`.
+        this site hit last (cached in the launch record), then the out-of-line search `zluda.bounds`.
         """
         b = self.b
         if space == "param":  # kernel/.func parameter buffers: only symbol-based in practice
@@ -151,14 +151,11 @@ class MemoryMixin:
                 self.fault(CUDA_ERROR_ILLEGAL_ADDRESS, mask)
 
     def _bounds_cache(self) -> ir.Value:
-        """[lo, hi) of the range this access site last hit; starts empty on every entry."""
-        b = self.b
-        entry = b.function.entry_basic_block
-        with b.goto_block(entry):
-            b.position_at_start(entry)
-            cache = b.alloca(ir.ArrayType(I64, 2))
-            b.store(ir.Constant(ir.ArrayType(I64, 2), [1, 0]), cache)
-        return cache
+        """[lo, hi) of the range this access site last hit: one of the worker's launch-record
+        entries (zeroed per launch, kept across warps and blocks), shared round-robin by sites."""
+        self._bounds_sites = getattr(self, "_bounds_sites", 0) + 1
+        entry = Ctx.BOUNDS_CACHE + 2 * (self._bounds_sites % BOUNDS_CACHE_ENTRIES)
+        return self.b.gep(self.ctx, [ir.Constant(I64, 8 * entry)], source_etype=V.I8)
 
     def reg_bits(self, op: ast.Operand) -> int:
         if isinstance(op, ast.Reg) and op.name in self.regs:
@@ -320,8 +317,19 @@ class MemoryMixin:
         if not isinstance(ptrs.type, ir.VectorType):
             ptrs = V.splat(b, ptrs)
         vals = [self.read(s, t) for s in srcs]
-        rmw, vty = _rmw_op(op, t)
         result = V.entry_alloca(b, V.vec(ity))
+        if t in ("bf16", "bf16x2"):
+            if op != "add":
+                raise unsupported(inst)
+            b.store(ir.Constant(V.vec(ity), None), result)
+            for idx in V.each_active_lane(b, mask):
+                p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
+                old = _cas_loop(b, p, ity, lambda cur: _bf16_add(b, cur, b.extract_element(vals[0], idx), bits // 16))
+                b.store(b.insert_element(b.load(result, typ=V.vec(ity)), old, idx), result)
+            if dst is not None:
+                self.write(dst, b.load(result, typ=V.vec(ity)), t, mask)
+            return
+        rmw, vty = _rmw_op(op, t)
         b.store(ir.Constant(V.vec(ity), None), result)
         for idx in V.each_active_lane(b, mask):
             p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
@@ -455,6 +463,42 @@ def _bounds_function(mod) -> ir.Function:
     b.position_at_end(fail)
     b.ret(ir.Constant(I1, 0))
     return fn
+
+
+def _cas_loop(b: ir.IRBuilder, p: ir.Value, ity: ir.Type, update) -> ir.Value:
+    """Atomically replace *p by update(*p) with a compare-and-swap loop; returns the old value."""
+    pre = b.block
+    first = b.load(p, typ=ity)
+    loop = b.append_basic_block("cas")
+    done = b.append_basic_block("cas.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    cur = b.phi(ity)
+    cur.add_incoming(first, pre)
+    pair = b.cmpxchg(p, cur, update(cur), "seq_cst", "seq_cst")
+    seen = b.extract_value(pair, 0)
+    cur.add_incoming(seen, loop)
+    b.cbranch(b.extract_value(pair, 1), done, loop)
+    b.position_at_end(done)
+    return seen
+
+
+def _bf16_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value, parts: int) -> ir.Value:
+    """Packed bf16 addition, round to nearest even, no flush (atom.add.noftz.bf16/bf16x2).
+    Two bf16 values add exactly in f32 unless one is below half a bf16 ulp of the other, so
+    rounding the f32 sum to bf16 is the correctly rounded bf16 sum; NaN gives the canonical 0x7FFF."""
+    out = ir.Constant(x.type, 0)
+    f32 = ir.FloatType()
+    for k in range(parts):
+        half = lambda v: b.shl(b.zext(b.trunc(b.lshr(v, ir.Constant(v.type, 16 * k)), V.I16), I32),  # noqa: E731
+                               ir.Constant(I32, 16))
+        total = b.fadd(b.bitcast(half(x), f32), b.bitcast(half(y), f32))
+        raw = b.bitcast(total, I32)
+        rounded = b.lshr(b.add(raw, b.add(ir.Constant(I32, 0x7FFF), b.and_(b.lshr(raw, ir.Constant(I32, 16)),
+                                                                          ir.Constant(I32, 1)))), ir.Constant(I32, 16))
+        r16 = b.select(b.fcmp_unordered("uno", total, total), ir.Constant(I32, 0x7FFF), rounded)
+        out = b.or_(out, b.shl(b.zext(b.trunc(r16, V.I16), x.type), ir.Constant(x.type, 16 * k)))
+    return out
 
 
 ATOMIC_OPS = {"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"}

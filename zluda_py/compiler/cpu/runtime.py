@@ -18,6 +18,7 @@ import numpy as np
 
 from zluda_py.compiler.cpu import bounds as address_ranges
 from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, WARP, Ctx
+from zluda_py.compiler.cpu.calls import FAULT_BRKPT
 from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
 from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_INVALID_VALUE,
                                       CUDA_ERROR_LAUNCH_FAILED, LaunchError)
@@ -226,6 +227,8 @@ def _fault(kernel: str, status: int, ctx: list[int], grid) -> LaunchError:
             f"lanes 0x{ctx[Ctx.FAULT_LANES] & 0xFFFFFFFF:08x}"
     what = {CUDA_ERROR_LAUNCH_FAILED: "unspecified launch failure (trap)", CUDA_ERROR_ASSERT: "device-side assert triggered",
             CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered"}.get(status, f"error {status}")
+    if status == CUDA_ERROR_LAUNCH_FAILED and ctx[Ctx.FAULT_ARG] == FAULT_BRKPT:
+        what = "unspecified launch failure (brkpt with no debugger attached)"
     if status == CUDA_ERROR_ILLEGAL_ADDRESS:
         where += f", address 0x{ctx[Ctx.FAULT_ARG] & 0xFFFFFFFFFFFFFFFF:x}"
     return LaunchError(status, f"{kernel}: {what} at {where}")
