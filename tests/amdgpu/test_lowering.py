@@ -11,7 +11,8 @@ import pytest
 from zluda_py.compiler import amdgpu_link
 from zluda_py.compiler.amdgpu import lower
 from zluda_py.compiler.amdgpu.codegen import CodegenError, emit_objects
-from zluda_py.compiler.amdgpu.printf import argument_layout, drain
+from zluda_py.compiler.amdgpu.printf import drain
+from zluda_py.compiler.printf import argument_layout
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.ptx import parse
 

@@ -23,6 +23,10 @@ Compatible extensions made by the front end (issue 2):
 * `Addr.extra` (default empty): operands after the first inside brackets (`[tex, {x, y}]`).
 * `Pos` is a plain class (was a frozen dataclass) so that the parser can hand out lazy
   positions cheaply; construction, attributes, equality, hashing and str() are unchanged.
+* Operand nodes are read-only once parsed: the parser shares one `Reg`, `Imm`, `Sink` or
+  `Addr(Reg, offset)` node between all the operands of a module written the same way
+  (`a.operands[1] is b.operands[2]` may hold); shared nodes have `pos` NOPOS (the
+  instruction's `pos` locates them). Build a new node instead of assigning to one.
 """
 
 from __future__ import annotations

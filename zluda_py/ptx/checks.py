@@ -29,7 +29,9 @@ _SIZE = {"pred": 0, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, 
          "bf16": 16, "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32,
          "tf32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64, "b128": 128,
          # packed narrow floats live in bit-size registers (.b16 for fp8x2, .b8 for fp4x2)
-         "e4m3x2": 16, "e5m2x2": 16, "e2m3x2": 16, "e3m2x2": 16, "ue8m0x2": 16, "e2m1x2": 8}
+         "e4m3x2": 16, "e5m2x2": 16, "e2m3x2": 16, "e3m2x2": 16, "ue8m0x2": 16, "e2m1x2": 8,
+         # packed integers (add.u16x2 ...) and cvt.pack's narrow destinations
+         "u16x2": 32, "s16x2": 32, "u4": 4, "s4": 4, "u2": 2, "s2": 2}
 _FLOAT = frozenset("f16 bf16 f32 f64 f16x2 bf16x2 tf32 e4m3x2 e5m2x2 e2m3x2 e3m2x2 ue8m0x2 e2m1x2".split())
 
 # Which operands carry the instruction type, per opcode: "T" the (first) type, "2T" twice its
@@ -150,6 +152,8 @@ class Checker:
         self.globals: dict[str, object] = {}
         # (opcode, mods, operand count) -> plan(): most modules repeat a few forms.
         self.plans: dict[tuple, tuple[str, tuple, tuple]] = {}
+        # directive name -> gating message ("" when allowed); `.loc` lines are many
+        self.directive_gates: dict[str, str] = {}
         self.labels: dict[str, object] = {}
         self.pending: list[tuple] = []
 
@@ -184,15 +188,13 @@ class Checker:
             and "extern" in (prev.linkage, new.linkage))
 
     def gate_directive(self, d: Directive) -> None:
-        spec = grammar.load().directives.get(d.name)
-        if spec is None:
-            return
-        self.gate(d.pos, "." + d.name, spec.ptx, spec.sm)
-
-    def gate(self, pos, what: str, ptx: tuple[int, int], sm: int) -> None:
-        message = self.gate_message(what, ptx, sm)
+        message = self.directive_gates.get(d.name)
+        if message is None:
+            spec = grammar.load().directives.get(d.name)
+            message = "" if spec is None else self.gate_message("." + d.name, spec.ptx, spec.sm)
+            self.directive_gates[d.name] = message
         if message:
-            self.error(pos, message)
+            self.error(d.pos, message)
 
     def gate_message(self, what: str, ptx: tuple[int, int], sm: int) -> str:
         if tuple(self.m.version) < ptx:
@@ -238,13 +240,17 @@ class Checker:
         for s in body:
             t = type(s)
             if t is Instruction:
-                self.instruction(s, scopes)
+                self.instruction(s, scopes, local)
             elif t is Label:
                 self.declare(self.labels, s.name, s, s.pos)
             elif t is Variable:
                 if s.count is not None:
-                    for k in range(s.count):
-                        self.declare(local, f"{s.name}{k}", s, s.pos)
+                    names = [f"{s.name}{k}" for k in range(s.count)]
+                    if local.keys().isdisjoint(names):  # the usual case: declare them at once
+                        local.update(dict.fromkeys(names, s))
+                    else:
+                        for name in names:
+                            self.declare(local, name, s, s.pos)
                 else:
                     self.declare(local, s.name, s, s.pos)
             elif t is Block:
@@ -271,7 +277,8 @@ class Checker:
 
     # ------------------------------------------------------------------ instructions
 
-    def instruction(self, insn: Instruction, scopes: list[dict]) -> None:
+    def instruction(self, insn: Instruction, scopes: list[dict], local: dict) -> None:
+        """Check `insn` in `scopes`, whose innermost is `local`."""
         ops = insn.operands
         key = (insn.opcode, insn.mods, len(ops))
         plan = self.plans.get(key)
@@ -293,7 +300,6 @@ class Checker:
             else:
                 if not _special(g.reg):
                     self.pending.append((Reg(g.reg, insn.pos), insn, None, True))
-        local = scopes[-1]
         for k, op in enumerate(ops):
             if type(op) is Reg:
                 v = local.get(op.name)
@@ -302,6 +308,13 @@ class Checker:
                 ok = accepts[k]
                 if ok is not None and type(v) is Variable and v.space == "reg" and v.type not in ok:
                     self.type_error(insn, op, v.type, wants[k])
+            elif type(op) is Addr and type(op.base) is Reg and not op.extra:
+                # `[%rd1+8]`: only the base register needs resolving (a register has no space)
+                v = local.get(op.base.name)
+                if v is None:
+                    v = self.resolve(op.base, scopes, insn, op)
+                if v is not None and (type(v) is not Variable or v.space != "reg"):
+                    self.check_space(insn, op, v)
             else:
                 new = self.operand(insn, op, scopes, roles[k], wants[k])
                 if new is not op:

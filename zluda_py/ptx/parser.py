@@ -79,6 +79,7 @@ _FAST_DECL = re.compile(
     r"[ \t]*;" + _EOL
 )
 _WS = " \t\r\n\f\v"
+_new = object.__new__
 _SKIP_START = _WS + "/"
 
 # Operand kinds of the fast path's per-parse cache: operand text -> how to build it.
@@ -156,6 +157,7 @@ class Parser:
         # Per-parse caches of the fast path: opcode text -> (opcode, mods), operand text -> spec.
         self._opcodes: dict[str, tuple[str | None, tuple[str, ...]]] = {}
         self._operand_specs: dict[str, tuple] = {}
+        self._guards: dict[tuple[str, str], Guard] = {}
 
     # ------------------------------------------------------------------ tokens
 
@@ -579,11 +581,11 @@ class Parser:
         loc_match = _FAST_LOC.match
         decl_match = _FAST_DECL.match
         fast_instruction = self.fast_instruction
+        i = self.i  # kept in a local; self.i is synchronised around the general path
         while True:
-            i = self.i
             c = text[i:i + 1]
             if c in _SKIP_START:  # also at the end ("" is in every string)
-                i = self.i = skip(text, i).end()
+                i = skip(text, i).end()
                 c = text[i:i + 1]
             if c == ".":
                 m = loc_match(text, i)
@@ -592,21 +594,25 @@ class Parser:
                     if m[4] is not None:
                         args += [Sym(m[4], pos(m.start(4))), Sym(m[5], pos(m.start(5))),
                                  Sym(m[6], pos(m.start(6))), int(m[7]), int(m[8]), int(m[9])]
-                    append(Directive("loc", args, pos(i)))
-                    self.i = m.end()
+                    d = _new(Directive)  # Directive("loc", args, pos) without a Python call
+                    d.name = "loc"
+                    d.args = args
+                    d.pos = pos(i)
+                    append(d)
+                    i = m.end()
                     continue
                 m = decl_match(text, i)
                 if m is not None and m[2] in grammar.TYPES:
                     count = m[4]
                     append(Variable(m[3], m[1], m[2], count=None if count is None else int(count),
                                     pos=pos(m.start(3))))
-                    self.i = m.end()
+                    i = m.end()
                     continue
             elif c == "$":
                 m = label_match(text, i)
                 if m is not None:
                     append(Label(m[1], pos(i)))
-                    self.i = m.end()
+                    i = m.end()
                     continue
             elif c != "}" and c != "{":
                 m = insn_match(text, i)
@@ -614,14 +620,15 @@ class Parser:
                     insn = fast_instruction(m, i)
                     if insn is not None:
                         append(insn)
-                        self.i = m.end()
+                        i = m.end()
                         continue
                 elif c != "/":
                     m = label_match(text, i)
                     if m is not None:
                         append(Label(m[1], pos(i)))
-                        self.i = m.end()
+                        i = m.end()
                         continue
+            self.i = i
             tok = self.peek()
             if tok[1] == "}" and tok[0] == "p":
                 self.next()
@@ -633,6 +640,7 @@ class Parser:
             except PtxError as e:
                 self.errors.append(e)
                 self.recover(tok[2])
+            i = self.i
 
     def recover(self, start: int) -> None:
         """Skip past the statement that failed, so later errors are reported too."""
@@ -801,8 +809,12 @@ class Parser:
         if opcode is None:
             return None
         pos = self._pos
-        guard_reg = m[2]
-        guard = None if guard_reg is None else Guard(guard_reg, m[1] == "!")
+        guard = None
+        if m[2] is not None:
+            guard_text = m.group(1, 2)
+            guard = self._guards.get(guard_text)
+            if guard is None:  # guards are shared like registers (see _fast_operand_spec)
+                guard = self._guards[guard_text] = Guard(m[2], m[1] == "!")
         ops: list[Operand] = []
         body = m[4]
         if body:
@@ -829,7 +841,14 @@ class Parser:
                         return None
                 append(node)
                 at += len(piece) + 1
-        return Instruction(opcode, mods, ops, guard, pos(start))
+        # Instruction(...) without the dataclass __init__ (a Python-level call): same object.
+        insn = _new(Instruction)
+        insn.opcode = opcode
+        insn.mods = mods
+        insn.operands = ops
+        insn.guard = guard
+        insn.pos = pos(start)
+        return insn
 
 
 def parse(text: str, filename: str = "<ptx>") -> Module:

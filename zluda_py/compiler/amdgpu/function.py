@@ -19,9 +19,10 @@ from zluda_py.compiler.amdgpu.ir_extras import PrivateAlloca, insert
 from zluda_py.compiler.amdgpu.memory import MemoryMixin
 from zluda_py.compiler.amdgpu.printf import PrintfMixin
 from zluda_py.compiler.amdgpu.warp import WarpMixin
-from zluda_py.compiler.cpu.function import _type_size, _var_size, immediate_bits
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
+from zluda_py.compiler.lowering import lower_mov_vector, lower_semantic
+from zluda_py.compiler.ptxtypes import immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
 
@@ -98,8 +99,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
                     raise UnsupportedError(f"vector register .v{v.vector}", v.pos)
                 self.new_reg(v.name, ptx_bits(v.type))
             elif v.space in ("local", "param"):
-                size = max(_var_size(v), 1)
-                align = max(v.align or 1, _type_size(v.type), 4)
+                size = max(var_size(v), 1)
+                align = max(var_align(v), 4)
                 slot = self.alloca(ir.ArrayType(I8, size), align, v.name.lstrip("%$"))
                 self.symbols[v.name] = Symbol("local" if v.space == "local" else "pbuf", slot, size)
             elif v.space in ("shared", "global", "const"):
@@ -118,10 +119,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
         args = list(self.llfn.args)
         if self.is_kernel:
             for p, arg in zip(self.fn.params, args):
-                self.symbols[p.name] = Symbol("kparam", arg, _var_size(p))
+                self.symbols[p.name] = Symbol("kparam", arg, var_size(p))
             return
         for p, arg in zip([*self.fn.returns, *self.fn.params], args):
-            self.symbols[p.name] = Symbol("pbuf", arg, _var_size(p))
+            self.symbols[p.name] = Symbol("pbuf", arg, var_size(p))
             if p.space == "reg":
                 self.new_reg(p.name, ptx_bits(p.type))
                 if p in self.fn.returns:
@@ -243,42 +244,12 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
             raise UnsupportedError(exc.message.removeprefix("unsupported: "), inst.pos) from None  # name the line
 
     def lower_semantic(self, inst: ast.Instruction) -> None:
-        sem = SEMANTICS[inst.opcode]
-        types = sem.operands(inst)
-        dst_types = [t for t in types.dst if t != "cc"]
-        ops = list(inst.operands)
-        dests: list[ast.Operand] = []
-        while len(dests) < len(dst_types):
-            o = ops.pop(0)
-            dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
-        src_iter = iter(ops)
-        srcs = [self.read(ast.Reg("%cc") if t == "cc" else next(src_iter), t) for t in types.src]
-        results = sem.emit(self.lanes, inst, srcs)
-        dest_iter = iter(dests)
-        for t, value in zip(types.dst, results):
-            self.write(ast.Reg("%cc") if t == "cc" else next(dest_iter), value, t)
+        lower_semantic(self.lanes, inst, self.read, self.write)
 
     def op_mov(self, inst: ast.Instruction) -> None:
-        t = inst.types[-1]
-        dst, src = inst.operands
-        bits = ptx_bits(t)
-        b = self.b
-        if isinstance(dst, ast.Vec):  # unpack: mov.b64 {%r1,%r2}, %rd1
-            whole = self.read(src, t)
-            part = bits // len(dst.elems)
-            for i, e in enumerate(dst.elems):
-                piece = b.trunc(b.lshr(whole, ir.Constant(whole.type, part * i)), ir.IntType(part))
-                self.write(e, piece, f"b{part}")
-            return
-        if isinstance(src, ast.Vec):  # pack: mov.b64 %rd1, {%r1,%r2}
-            part = bits // len(src.elems)
-            acc: ir.Value = ir.Constant(ir.IntType(bits), 0)
-            for i, e in enumerate(src.elems):
-                piece = b.zext(self.read(e, f"b{part}"), ir.IntType(bits))
-                acc = b.or_(acc, b.shl(piece, ir.Constant(ir.IntType(bits), part * i)))
-            self.write(dst, acc, t)
-            return
-        self.write(dst, self.read(src, t), t)
+        if not lower_mov_vector(self.lanes, inst, self.read, self.write):
+            t = inst.types[-1]
+            self.write(inst.operands[0], self.read(inst.operands[1], t), t)
 
     # ------------------------------------------------------------------ calls
     def op_call(self, inst: ast.Instruction) -> None:

@@ -12,9 +12,9 @@ from llvmlite import ir
 from llvmlite.ir.instructions import StoreAtomicInstr
 
 from zluda_py.compiler.amdgpu.ir_extras import ScopedAtomicRMW, ScopedCmpXchg, insert
-from zluda_py.compiler.cpu.memory import ATOMIC_OPS, _rmw_op, space_of, vector_count
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
+from zluda_py.compiler.memops import atomic_op, atomic_update, space_of, vector_count
 from zluda_py.ptx import ast
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -182,26 +182,17 @@ class MemoryMixin:
     def _atomic(self, inst: ast.Instruction, dst, addr, srcs) -> None:
         b = self.b
         t = inst.types[-1]
-        ops = [m for m in inst.mods if m in ATOMIC_OPS]
-        if len(ops) != 1 or ptx_bits(t) > 64 or vector_count(inst) > 1:
-            raise unsupported(inst)
-        op = ops[0]
-        ity = ir.IntType(ptx_bits(t))
+        op = atomic_op(inst)
         ptr = self.pointer(addr, space_of(inst))
         vals = [self.read(s, t) for s in srcs]
         ordering = next((ORDERINGS[m] for m in inst.mods if m in ORDERINGS), "monotonic")
         scope = self._scope(inst)
-        if op == "cas":
-            fail = "monotonic" if ordering in ("release", "monotonic") else "acquire"
-            if ordering == "seq_cst":
-                fail = "seq_cst"
-            pair = insert(b, ScopedCmpXchg(b.block, ptr, vals[0], vals[1], ordering, fail, scope))
-            old = b.extract_value(pair, 0)
-        else:
-            rmw, vty = _rmw_op(op, t)
-            arg = b.bitcast(vals[0], vty) if vty != ity else vals[0]
-            old = insert(b, ScopedAtomicRMW(b.block, rmw, ptr, arg, ordering, scope))
-            old = b.bitcast(old, ity) if vty != ity else old
+        # a failed cmpxchg only reads: no release part
+        fail = {"release": "monotonic", "monotonic": "monotonic", "seq_cst": "seq_cst"}.get(ordering, "acquire")
+        old = atomic_update(
+            b, op, t, vals[0], vals[1] if op == "cas" else None,
+            lambda name, arg: insert(b, ScopedAtomicRMW(b.block, name, ptr, arg, ordering, scope)),
+            lambda x, y: insert(b, ScopedCmpXchg(b.block, ptr, x, y, ordering, fail, scope)))
         if dst is not None:
             self.write(dst, old, t)
 

@@ -19,9 +19,9 @@ from zluda_py.compiler.amdgpu.function import SYSCALLS, FunctionLowering, Symbol
 from zluda_py.compiler.amdgpu.ir_extras import ByRefAttributes
 from zluda_py.compiler.amdgpu.printf import BUFFER_SYMBOL
 from zluda_py.compiler.amdgpu.targets import GfxTarget
-from zluda_py.compiler.cpu.function import _align, _type_size, _var_size, immediate_bits
-from zluda_py.compiler.cpu.module import _directive_dims, _flatten_init
 from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.compiler.layout import directive_dims, initial_value, kernel_params, max_threads
+from zluda_py.compiler.ptxtypes import global_align, var_align, var_size
 from zluda_py.ptx import ast
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -84,8 +84,8 @@ class ModuleLowering:
         if v.space not in SPACE_AS:
             raise UnsupportedError(f"module variable in .{v.space}", v.pos)
         space = SPACE_AS[v.space]
-        size = _var_size(v)
-        align = max(v.align or 1, _type_size(v.type), 16 if size >= 16 else 1)
+        size = var_size(v)
+        align = global_align(v)
         if v.space == "shared":
             if v.linkage == "extern" or (v.array and v.array[-1] is None):
                 # dynamic shared memory: LLVM places it after the static LDS of each kernel
@@ -102,7 +102,7 @@ class ModuleLowering:
             return Symbol("shared", g, size)
         if v.linkage == "extern" and v.init is None:
             raise UnsupportedError(f"unresolved .extern variable {v.name}", v.pos)
-        init = self._initializer(v, size)
+        init = self._initializer(v)
         g = ir.GlobalVariable(self.ir, init.type, name=name, addrspace=space)
         g.type = ir.PointerType(addrspace=space)
         g.initializer = init
@@ -113,34 +113,14 @@ class ModuleLowering:
         self.globals_meta[v.name] = {"symbol": name, "size": size, "space": v.space}
         return Symbol(v.space, g, size)
 
-    def _initializer(self, v: ast.Variable, size: int) -> ir.Constant:
+    def _initializer(self, v: ast.Variable) -> ir.Constant:
         """The initial contents: bytes, or a packed struct of bytes and addresses (`.u64 t[] = {f, g}`)."""
-        data = bytearray(size)
-        addresses: list[tuple[int, ir.Constant]] = []
-        elem = _type_size(v.type)
-        for i, item in enumerate(_flatten_init(v.init) if v.init is not None else []):
-            if isinstance(item.value, ast.Sym):
-                target = self.symbols.get(item.value.name)
-                if target is None or elem != 8 or item.offset:
-                    raise UnsupportedError(f"initializer of {v.name} with the address of {item.value.name}", v.pos)
-                addresses.append((i * elem, target.ptr.ptrtoint(I64)))
-                continue
-            if not isinstance(item.value, ast.Imm):
-                raise UnsupportedError(f"initializer of {v.name}", v.pos)
-            bits = immediate_bits(item.value, v.type if v.type != "pred" else "u8")
-            data[i * elem:(i + 1) * elem] = (bits & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
-        if not addresses:
-            return ir.Constant(ir.ArrayType(I8, max(size, 1)), bytearray(data or bytes(1)))
-        parts: list[ir.Constant] = []
-        pos = 0
-        for off, addr in addresses:
-            if off > pos:
-                parts.append(ir.Constant(ir.ArrayType(I8, off - pos), bytearray(data[pos:off])))
-            parts.append(addr)
-            pos = off + 8
-        if pos < size:
-            parts.append(ir.Constant(ir.ArrayType(I8, size - pos), bytearray(data[pos:])))
-        return ir.Constant.literal_struct(parts, packed=True)
+        def address(item: ast.Initializer) -> ir.Constant:
+            target = self.symbols.get(item.value.name)
+            if target is None or item.offset:
+                raise UnsupportedError(f"initializer of {v.name} with the address of {item.value.name}", v.pos)
+            return target.ptr.ptrtoint(I64)
+        return initial_value(v, address)
 
     def printf_buffer(self) -> ir.GlobalVariable:
         g = self.ir.globals.get(BUFFER_SYMBOL)
@@ -193,9 +173,8 @@ class ModuleLowering:
             llfn.calling_convention = "amdgpu_kernel"
             for p, arg in zip(f.params, llfn.args):
                 arg.name = p.name
-                arg.attributes = ByRefAttributes(ir.ArrayType(I8, _var_size(p)), _param_align(p))
-            limit = _directive_dims(f, "reqntid") or _directive_dims(f, "maxntid")
-            self.kernel_attrs[f.name] = limit[0] * limit[1] * limit[2] if limit else 1024
+                arg.attributes = ByRefAttributes(ir.ArrayType(I8, var_size(p)), var_align(p))
+            self.kernel_attrs[f.name] = max_threads(f)
         else:
             params = [ir.PointerType(addrspace=5)] * (len(f.returns) + len(f.params))
             llfn = ir.Function(self.ir, ir.FunctionType(ir.VoidType(), params), name=f.name)
@@ -204,17 +183,6 @@ class ModuleLowering:
         self.llfns[f.name] = llfn
 
     def _kernel_meta(self, f: ast.Function) -> None:
-        params = []
-        offset = 0
-        for p in f.params:
-            size, align = _var_size(p), _param_align(p)
-            offset = _align(offset, align)
-            params.append({"name": p.name, "offset": offset, "size": size, "align": align})
-            offset += size
-        reqntid = _directive_dims(f, "reqntid")
-        self.kernels_meta[f.name] = {"params": params, "param_size": offset, "symbol": f"{f.name}.kd",
-                                     "max_threads": self.kernel_attrs[f.name], "reqntid": reqntid}
-
-
-def _param_align(p: ast.Variable) -> int:
-    return max(p.align or 1, _type_size(p.type))
+        params, param_size = kernel_params(f)
+        self.kernels_meta[f.name] = {"params": params, "param_size": param_size, "symbol": f"{f.name}.kd",
+                                     "max_threads": self.kernel_attrs[f.name], "reqntid": directive_dims(f, "reqntid")}

@@ -17,8 +17,8 @@ from typing import Callable
 from llvmlite import ir
 
 from zluda_py.compiler.amdgpu.ir_extras import ScopedAtomicRMW, insert
-from zluda_py.compiler.cpu.hostcalls import _SPEC, format_printf
 from zluda_py.compiler.errors import unsupported
+from zluda_py.compiler.printf import argument_layout, format_printf
 from zluda_py.ptx import ast
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -26,38 +26,6 @@ BUFFER_SYMBOL = "__zluda_printf_buffer"
 BUFFER_HEADER = 16
 RECORD_HEADER = 8
 ASSERT_FORMAT = b"%s:%u: %s: Assertion `%s` failed.\n"
-
-
-def argument_layout(fmt: bytes) -> tuple[int, list[int]]:
-    """(bytes of packed arguments, offsets of %s pointers) for a format, as vprintf packs them:
-    each argument aligned to its size; ints 4 bytes (8 with l/ll/j/z/t), doubles and pointers 8."""
-    offset = 0
-    strings: list[int] = []
-
-    def take(size: int) -> int:
-        nonlocal offset
-        offset = (offset + size - 1) // size * size
-        at = offset
-        offset += size
-        return at
-
-    for m in _SPEC.finditer(fmt.decode("latin-1")):
-        _, width, prec, length, conv = m.groups()
-        if conv in "%n":
-            continue
-        if width == "*":
-            take(4)
-        if prec == "*":
-            take(4)
-        if conv in "diouxX":
-            take(8 if length in ("l", "ll", "j", "z", "t") else 4)
-        elif conv == "c":
-            take(4)
-        elif conv == "s":
-            strings.append(take(8))
-        else:  # floats (promoted to double) and %p
-            take(8)
-    return offset, strings
 
 
 def drain(raw: bytes, formats: list[bytes], read_string: Callable[[int], bytes]) -> tuple[bytes, int]:

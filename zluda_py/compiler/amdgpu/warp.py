@@ -11,6 +11,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from zluda_py.compiler.errors import unsupported
+from zluda_py.compiler.warp_rules import REDUX_OPS, SHFL_MODES, redux_identity, redux_intrinsic, shfl_source_lanes
 from zluda_py.ptx import ast
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
@@ -97,26 +98,11 @@ class WarpMixin:
 
     # ------------------------------------------------------------------ shfl / vote / ...
     def op_shfl(self, inst: ast.Instruction) -> None:
-        b = self.b
-        mode = next(m for m in inst.mods if m in ("up", "down", "bfly", "idx"))
+        mode = next(m for m in inst.mods if m in SHFL_MODES)
         dst, a, bop, cop = inst.operands[:4]
         d, p = (dst.dest, dst.pred) if isinstance(dst, ast.PredOut) else (dst, None)
         value = self.read(a, "b32")
-        lane = self.lane()
-        # the PTX ISA's rule; `c` packs the clamp (bits 0-4) and the segment mask (bits 8-12)
-        bv = b.and_(self.read(bop, "b32"), _c(0x1F))
-        cv = self.read(cop, "b32")
-        seg = b.and_(b.lshr(cv, _c(8)), _c(0x1F))
-        notseg = b.xor(seg, _c(0x1F))
-        max_lane = b.or_(b.and_(lane, seg), b.and_(b.and_(cv, _c(0x1F)), notseg))
-        if mode == "up":
-            j = b.sub(lane, bv)
-            ok = b.icmp_signed(">=", j, max_lane)
-        else:
-            j = {"down": lambda: b.add(lane, bv), "bfly": lambda: b.xor(lane, bv),
-                 "idx": lambda: b.or_(b.and_(lane, seg), b.and_(bv, notseg))}[mode]()
-            ok = b.icmp_signed("<=", j, max_lane)
-        src = b.select(ok, j, lane)
+        src, ok = shfl_source_lanes(self.lanes, mode, self.lane(), self.read(bop, "b32"), self.read(cop, "b32"))
         self.write(d, self.fetch(src, value), "b32")
         if p is not None:
             self.write(p, ok, "pred")
@@ -178,25 +164,22 @@ class WarpMixin:
         t = inst.types[-1]
         if t not in ("u32", "s32", "b32"):
             raise unsupported(inst)
-        op = next(m for m in inst.mods if m in ("add", "min", "max", "and", "or", "xor"))
+        op = next(m for m in inst.mods if m in REDUX_OPS)
         dst, a, m = inst.operands[:3]
         member = self.member_mask(m)
         value = self.read(a, t)
         signed = t == "s32"
-        identity = {"add": 0, "and": -1, "or": 0, "xor": 0,
-                    "min": 0x7FFFFFFF if signed else -1, "max": -(1 << 31) if signed else 0}[op]
+        identity = _c(redux_identity(op, signed))
 
         def combine(x, y):
             if op in ("min", "max"):
-                cmp = ("<" if op == "min" else ">")
-                pick = b.icmp_signed(cmp, x, y) if signed else b.icmp_unsigned(cmp, x, y)
-                return b.select(pick, x, y)
+                return self.call_intrinsic(f"llvm.{redux_intrinsic(op, signed)}.i32", I32, [x, y])
             return {"add": b.add, "and": b.and_, "or": b.or_, "xor": b.xor}[op](x, y)
 
         def step(acc, j):
-            v = b.select(self._bit(member, j), self.fetch(j, value), _c(identity))
+            v = b.select(self._bit(member, j), self.fetch(j, value), identity)
             return combine(acc, v)
-        self.write(dst, self._over_lanes(_c(identity), step), t)
+        self.write(dst, self._over_lanes(identity, step), t)
 
     def op_bar(self, inst: ast.Instruction) -> None:
         """Only bar.warp.sync reaches here (block barriers end a basic block)."""

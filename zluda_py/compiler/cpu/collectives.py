@@ -7,47 +7,58 @@ The lanes taking part are the executing lanes (the active mask) intersected with
 
 from __future__ import annotations
 
+from typing import Callable
+
 from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import WARP
 from zluda_py.compiler.errors import unsupported
+from zluda_py.compiler.warp_rules import (REDUX_OPS, SHFL_MODES, redux_identity, redux_intrinsic, shfl_source,
+                                         shfl_source_lanes)
 from zluda_py.ptx import ast
 
 I1, I32, I64 = V.I1, V.I32, V.I64
 
 
-def shfl_source(mode: str, lane: int, bval: int, cval: int) -> tuple[int, bool]:
-    """(source lane, in range) for one lane, as the PTX ISA defines shfl.sync."""
-    seg = (cval >> 8) & 0x1F
-    clamp = cval & 0x1F
-    max_lane = (lane & seg) | (clamp & ~seg & 0x1F)
-    min_lane = lane & seg
-    bval &= 0x1F
-    if mode == "up":
-        j = lane - bval
-        ok = j >= max_lane
-    elif mode == "down":
-        j = lane + bval
-        ok = j <= max_lane
-    elif mode == "bfly":
-        j = lane ^ bval
-        ok = j <= max_lane
-    else:
-        j = min_lane | (bval & ~seg & 0x1F)
-        ok = j <= max_lane
-    return (j if ok else lane), ok
-
-
 class WarpMixin:
-    def member_mask(self, op: ast.Operand | None, mask: ir.Value) -> ir.Value:
-        if op is None:
-            return mask
-        return self.b.and_(mask, V.bits_mask(self.b, self.b.extract_element(self.read(op, "b32"), ir.Constant(I32, 0))))
+    def per_member_mask(self, op: ast.Operand | None, mask: ir.Value,
+                        body: Callable[[ir.Value], list[ir.Value]]) -> list[ir.Value]:
+        """Run `body(member)` once per distinct membermask among the active lanes.
+
+        Lanes of one warp may pass different masks (divergent groups, or 16-lane tiles that are
+        converged at the instruction); each lane's result comes from the body run with its own
+        mask (intersected with the active lanes). An immediate mask or none needs one run."""
+        b = self.b
+        if op is None or isinstance(op, ast.Imm):
+            member = mask if op is None else b.and_(mask, V.bits_mask(b, ir.Constant(I32, int(op.value) & 0xFFFFFFFF)))
+            return body(member)
+        masks = self.read(op, "b32")
+        pending = V.entry_alloca(b, V.MASK)
+        b.store(mask, pending)
+        loop = b.append_basic_block("members")
+        run = b.append_basic_block("members.run")
+        done = b.append_basic_block("members.done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        left = b.load(pending, typ=V.MASK)
+        b.cbranch(V.any_lane(b, left), run, done)
+        b.position_at_end(run)
+        lane = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, left), ir.Constant(I1, 1)])
+        bits = b.extract_element(masks, lane)
+        group = b.and_(left, b.icmp_unsigned("==", masks, V.splat(b, bits)))
+        outs = body(b.and_(mask, V.bits_mask(b, bits)))
+        accs = [V.entry_alloca(b, r.type) for r in outs]
+        for acc, r in zip(accs, outs):
+            b.store(b.select(group, r, b.load(acc, typ=r.type)), acc)
+        b.store(b.and_(left, b.not_(group)), pending)
+        b.branch(loop)
+        b.position_at_end(done)
+        return [b.load(acc, typ=r.type) for acc, r in zip(accs, outs)]
 
     def op_shfl(self, inst: ast.Instruction, mask: ir.Value) -> None:
         b = self.b
-        mode = next(m for m in inst.mods if m in ("up", "down", "bfly", "idx"))
+        mode = next(m for m in inst.mods if m in SHFL_MODES)
         dst, a, bop, cop = inst.operands[:4]
         d, p = (dst.dest, dst.pred) if isinstance(dst, ast.PredOut) else (dst, None)
         value = self.read(a, "b32")
@@ -56,29 +67,11 @@ class WarpMixin:
             out = b.shuffle_vector(value, ir.Constant(value.type, None), V.lane_consts(I32, [j for j, _ in table]))
             ok = V.lane_consts(I1, [int(k) for _, k in table])
         else:
-            src, ok = self._shfl_lanes(mode, self.read(bop, "b32"), self.read(cop, "b32"))
+            src, ok = shfl_source_lanes(self.lanes, mode, V.LANE_IDS, self.read(bop, "b32"), self.read(cop, "b32"))
             out = self.permute(value, src)
         self.write(d, out, "b32", mask)
         if p is not None:
             self.write(p, ok, "pred", mask)
-
-    def _shfl_lanes(self, mode: str, bv: ir.Value, cv: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """Vector form of `shfl_source` for operands known only at run time."""
-        b = self.b
-        c = lambda x: V.splat_const(I32, x)  # noqa: E731
-        lane = V.LANE_IDS
-        seg = b.and_(b.lshr(cv, c(8)), c(0x1F))
-        notseg = b.xor(seg, c(0x1F))
-        max_lane = b.or_(b.and_(lane, seg), b.and_(b.and_(cv, c(0x1F)), notseg))
-        bv = b.and_(bv, c(0x1F))
-        if mode == "up":
-            j = b.sub(lane, bv)
-            ok = b.icmp_signed(">=", j, max_lane)
-        else:
-            j = {"down": lambda: b.add(lane, bv), "bfly": lambda: b.xor(lane, bv),
-                 "idx": lambda: b.or_(b.and_(lane, seg), b.and_(bv, notseg))}[mode]()
-            ok = b.icmp_signed("<=", j, max_lane)
-        return b.select(ok, j, lane), ok
 
     def permute(self, value: ir.Value, src: ir.Value) -> ir.Value:
         """out[i] = value[src[i]]: an extract/insert chain, which LLVM folds to one shufflevector
@@ -94,22 +87,23 @@ class WarpMixin:
         b = self.b
         sync = inst.has("sync")
         dst, a = inst.operands[:2]
-        member = self.member_mask(inst.operands[2] if sync and len(inst.operands) > 2 else None, mask)
         pred = self.read(a, "pred")
-        mbits = V.mask_bits(b, member)
-        tbits = V.mask_bits(b, b.and_(pred, member))
         if inst.has("ballot"):
-            self.write(dst, V.splat(b, tbits), "b32", mask)
-            return
-        if inst.has("all"):
-            r = b.icmp_unsigned("==", tbits, mbits)
-        elif inst.has("any"):
-            r = b.icmp_unsigned("!=", tbits, ir.Constant(I32, 0))
-        elif inst.has("uni"):
-            r = b.or_(b.icmp_unsigned("==", tbits, mbits), b.icmp_unsigned("==", tbits, ir.Constant(I32, 0)))
+            kind, t = "ballot", "b32"
         else:
-            raise unsupported(inst)
-        self.write(dst, V.splat(b, r), "pred", mask)
+            kind, t = next(k for k in ("all", "any", "uni") if inst.has(k)), "pred"
+
+        def vote(member: ir.Value) -> list[ir.Value]:
+            mbits = V.mask_bits(b, member)
+            tbits = V.mask_bits(b, b.and_(pred, member))
+            if kind == "ballot":
+                return [V.splat(b, tbits)]
+            none = b.icmp_unsigned("==", tbits, ir.Constant(I32, 0))
+            every = b.icmp_unsigned("==", tbits, mbits)
+            r = {"all": every, "any": b.not_(none), "uni": b.or_(every, none)}[kind]
+            return [V.splat(b, r)]
+        member_op = inst.operands[2] if sync and len(inst.operands) > 2 else None
+        self.write(dst, self.per_member_mask(member_op, mask, vote)[0], t, mask)
 
     def op_activemask(self, inst: ast.Instruction, mask: ir.Value) -> None:
         self.write(inst.operands[0], V.splat(self.b, V.mask_bits(self.b, mask)), "b32", mask)
@@ -118,50 +112,58 @@ class WarpMixin:
         b = self.b
         dst = inst.operands[0]
         d, p = (dst.dest, dst.pred) if isinstance(dst, ast.PredOut) else (dst, None)
-        member = self.member_mask(inst.operands[1], mask)
-        leader = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, member), ir.Constant(I1, 0)])
-        self.write(d, V.splat(b, leader), "u32", mask)
+
+        def elect(member: ir.Value) -> list[ir.Value]:
+            leader = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, member), ir.Constant(I1, 0)])
+            return [V.splat(b, leader)]
+        leader = self.per_member_mask(inst.operands[1], mask, elect)[0]
+        self.write(d, leader, "u32", mask)
         if p is not None:
-            self.write(p, b.icmp_unsigned("==", V.LANE_IDS, V.splat(b, leader)), "pred", mask)
+            self.write(p, b.icmp_unsigned("==", V.LANE_IDS, leader), "pred", mask)
 
     def op_match(self, inst: ast.Instruction, mask: ir.Value) -> None:
         b = self.b
         t = inst.types[-1]
         dst, a, m = inst.operands[:3]
         d, p = (dst.dest, dst.pred) if isinstance(dst, ast.PredOut) else (dst, None)
-        member = self.member_mask(m, mask)
         value = self.read(a, t)
         if inst.has("any"):
-            out = ir.Constant(V.vec(I32), None)
-            for lane in range(WARP):
-                same = b.icmp_unsigned("==", value, V.splat(b, b.extract_element(value, ir.Constant(I32, lane))))
-                out = b.insert_element(out, V.mask_bits(b, b.and_(same, member)), ir.Constant(I32, lane))
-            self.write(d, out, "b32", mask)
+            def match_any(member: ir.Value) -> list[ir.Value]:
+                out = ir.Constant(V.vec(I32), None)
+                for lane in range(WARP):
+                    same = b.icmp_unsigned("==", value, V.splat(b, b.extract_element(value, ir.Constant(I32, lane))))
+                    out = b.insert_element(out, V.mask_bits(b, b.and_(same, member)), ir.Constant(I32, lane))
+                return [out]
+            self.write(d, self.per_member_mask(m, mask, match_any)[0], "b32", mask)
             return
-        leader = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, member), ir.Constant(I1, 0)])
-        first = V.splat(b, b.extract_element(value, leader))
-        differ = b.and_(b.icmp_unsigned("!=", value, first), member)
-        equal = b.icmp_unsigned("==", V.mask_bits(b, differ), ir.Constant(I32, 0))
-        self.write(d, b.select(V.splat(b, equal), V.splat(b, V.mask_bits(b, member)), V.splat_const(I32, 0)),
-                   "b32", mask)
+
+        def match_all(member: ir.Value) -> list[ir.Value]:
+            leader = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, member), ir.Constant(I1, 0)])
+            first = V.splat(b, b.extract_element(value, leader))
+            differ = b.and_(b.icmp_unsigned("!=", value, first), member)
+            equal = V.splat(b, b.icmp_unsigned("==", V.mask_bits(b, differ), ir.Constant(I32, 0)))
+            return [b.select(equal, V.splat(b, V.mask_bits(b, member)), V.splat_const(I32, 0)), equal]
+        out, equal = self.per_member_mask(m, mask, match_all)
+        self.write(d, out, "b32", mask)
         if p is not None:
-            self.write(p, V.splat(b, equal), "pred", mask)
+            self.write(p, equal, "pred", mask)
 
     def op_redux(self, inst: ast.Instruction, mask: ir.Value) -> None:
         b = self.b
         t = inst.types[-1]
         if t not in ("u32", "s32", "b32"):
             raise unsupported(inst)
-        op = next(m for m in inst.mods if m in ("add", "min", "max", "and", "or", "xor"))
+        op = next(m for m in inst.mods if m in REDUX_OPS)
         dst, a, m = inst.operands[:3]
-        member = self.member_mask(m, mask)
         value = self.read(a, t)
         signed = t == "s32"
-        identity = {"add": 0, "and": -1, "or": 0, "xor": 0,
-                    "min": 0x7FFFFFFF if signed else -1, "max": -(1 << 31) if signed else 0}[op]
-        value = b.select(member, value, V.splat_const(I32, identity & 0xFFFFFFFF))
-        name = {"min": "smin" if signed else "umin", "max": "smax" if signed else "umax"}.get(op, op)
-        self.write(dst, V.splat(b, V.reduce(b, name, value)), t, mask)
+        identity = V.splat_const(I32, redux_identity(op, signed))
+        name = redux_intrinsic(op, signed)
+
+        def redux(member: ir.Value) -> list[ir.Value]:
+            lanes = b.select(member, value, identity)
+            return [V.splat(b, V.reduce(b, name, lanes))]
+        self.write(dst, self.per_member_mask(m, mask, redux)[0], t, mask)
 
     def op_bar(self, inst: ast.Instruction, mask: ir.Value) -> None:
         """Only bar.warp.sync reaches here (block barriers end a basic block): a warp is in lockstep."""

@@ -9,11 +9,9 @@ early exits, exit inside calls).
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 from llvmlite import ir
 
 from zluda_py.compiler import cfg
@@ -24,6 +22,9 @@ from zluda_py.compiler.cpu.collectives import WarpMixin
 from zluda_py.compiler.cpu.memory import MemoryMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
+from zluda_py.compiler.layout import kernel_params
+from zluda_py.compiler.lowering import lower_mov_vector, lower_semantic
+from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
 
@@ -147,12 +148,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
                     raise UnsupportedError(f"vector register .v{v.vector}", v.pos)
                 self._new_reg(v.name, bits)
             elif v.space == "local":
-                align = max(v.align or 1, _type_size(v.type))
-                self.frame_size = _align(self.frame_size, align)
+                self.frame_size = align_up(self.frame_size, var_align(v))
                 self.symbols[v.name] = Symbol("local", self.frame_size)
-                self.frame_size += _var_size(v)
+                self.frame_size += var_size(v)
             elif v.space == "param":
-                size = _var_size(v)
+                size = var_size(v)
                 buf = b.alloca(ir.ArrayType(V.I8, size * WARP), name=v.name)
                 buf.align = 16
                 self.symbols[v.name] = Symbol("lparam", ptr=buf, size=size)
@@ -160,7 +160,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
                 self.symbols[v.name] = self.mod.function_variable(self.fn, v)
             else:
                 raise UnsupportedError(f".{v.space} variable {v.name}", v.pos)
-        self.frame_size = _align(self.frame_size, STACK_ALIGN)
+        self.frame_size = align_up(self.frame_size, STACK_ALIGN)
         self._new_reg("%cc", 1)
 
     def _slot(self, name: str, bits: int) -> ir.Value:
@@ -179,22 +179,18 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
 
     def _declare_params(self, args: list[ir.Value]) -> None:
         if self.is_kernel:
-            offset = 0
-            for p in self.fn.params:
-                size, align = _var_size(p), max(p.align or 1, _type_size(p.type))
-                offset = _align(offset, align)
-                self.symbols[p.name] = Symbol("kparam", offset, size=size)
-                offset += size
+            for p in kernel_params(self.fn)[0]:
+                self.symbols[p["name"]] = Symbol("kparam", p["offset"], size=p["size"])
             return
         for p, arg in zip([*self.fn.returns, *self.fn.params], args[4:]):
             if p.space == "reg":
                 self._new_reg(p.name, ptx_bits(p.type))
-                self.symbols[p.name] = Symbol("regparam", ptr=arg, size=_var_size(p))
+                self.symbols[p.name] = Symbol("regparam", ptr=arg, size=var_size(p))
                 if p not in self.fn.returns:
                     slot, bits = self.regs[p.name]
                     self.b.store(self.b.load(arg, typ=V.vec(ir.IntType(bits)), align=16), slot, align=16)
             else:
-                self.symbols[p.name] = Symbol("lparam", ptr=arg, size=_var_size(p))
+                self.symbols[p.name] = Symbol("lparam", ptr=arg, size=var_size(p))
 
     def _initial_mask(self) -> ir.Value:
         """Lanes that exist: the last warp of a block may be partial."""
@@ -356,42 +352,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
             raise unsupported(inst)
 
     def lower_semantic(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        sem = SEMANTICS[inst.opcode]
-        types = sem.operands(inst)
-        dst_types = [t for t in types.dst if t != "cc"]
-        ops = list(inst.operands)
-        dests: list[ast.Operand] = []
-        while len(dests) < len(dst_types):
-            o = ops.pop(0)
-            dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
-        src_iter = iter(ops)
-        srcs = [self.read(ast.Reg("%cc") if t == "cc" else next(src_iter), t) for t in types.src]
-        results = sem.emit(self.lanes, inst, srcs)
-        dest_iter = iter(dests)
-        for t, value in zip(types.dst, results):
-            self.write(ast.Reg("%cc") if t == "cc" else next(dest_iter), value, t, mask)
+        lower_semantic(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask))
 
     def op_mov(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        t = inst.types[-1]
-        dst, src = inst.operands
-        bits = ptx_bits(t)
-        if isinstance(dst, ast.Vec):  # unpack: mov.b64 {%r1,%r2}, %rd1
-            whole = self.read(src, t)
-            part = bits // len(dst.elems)
-            for i, e in enumerate(dst.elems):
-                piece = self.b.trunc(self.b.lshr(whole, V.splat_const(whole.type.element, part * i)),
-                                     V.vec(ir.IntType(part)))
-                self.write(e, piece, f"b{part}", mask)
-            return
-        if isinstance(src, ast.Vec):  # pack: mov.b64 %rd1, {%r1,%r2}
-            part = bits // len(src.elems)
-            acc = V.splat_const(ir.IntType(bits), 0)
-            for i, e in enumerate(src.elems):
-                piece = self.b.zext(self.read(e, f"b{part}"), V.vec(ir.IntType(bits)))
-                acc = self.b.or_(acc, self.b.shl(piece, V.splat_const(ir.IntType(bits), part * i)))
-            self.write(dst, acc, t, mask)
-            return
-        self.lower_semantic(inst, mask)  # a plain value: the one definition of mov
+        if not lower_mov_vector(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask)):
+            self.lower_semantic(inst, mask)  # a plain value: the one definition of mov
 
     # ------------------------------------------------------------------ operands
     def read_reg(self, name: str, bits: int | None = None, signed: bool = False) -> ir.Value:
@@ -526,45 +491,3 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         else:
             raise UnsupportedError(f"register {name} (not declared)")
         return V.resize(b, v, bits, False)
-
-
-def immediate_bits(imm: ast.Imm, ptype: str) -> int:
-    """The bit pattern of an immediate converted to PTX type `ptype`."""
-    bits = ptx_bits(ptype)
-    is_float = ptype in ("f16", "bf16", "f32", "f64")
-    value: float | int = imm.value
-    if imm.kind == "f32":
-        if ptype == "f32" or not is_float:
-            return int(imm.value) & ((1 << bits) - 1)
-        value = struct.unpack("<f", struct.pack("<I", int(imm.value)))[0]
-    elif imm.kind == "f64":
-        if ptype == "f64" or not is_float:
-            return int(imm.value) & ((1 << bits) - 1)
-        value = struct.unpack("<d", struct.pack("<Q", int(imm.value)))[0]
-    elif imm.kind == "float" and not is_float:
-        value = int(imm.value)
-    if not is_float:
-        return int(value) & ((1 << bits) - 1)
-    if ptype == "f64":
-        return struct.unpack("<Q", struct.pack("<d", float(value)))[0]
-    if ptype == "f32":
-        return int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
-    if ptype == "f16":
-        return int(np.array(value, dtype=np.float64).astype(np.float16).view(np.uint16))
-    f32 = int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
-    return (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16  # bf16: round to nearest even
-
-
-def _align(x: int, a: int) -> int:
-    return (x + a - 1) // a * a
-
-
-def _type_size(t: str) -> int:
-    return max(1, ptx_bits(t) // 8)
-
-
-def _var_size(v: ast.Variable) -> int:
-    n = _type_size(v.type) * (v.vector or 1)
-    for d in v.array:
-        n *= d or 0
-    return n

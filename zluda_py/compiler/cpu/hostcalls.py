@@ -1,4 +1,4 @@
-"""Host side of device system calls: printf formatting and assert messages.
+"""Host side of device system calls: printf output per launch, malloc/free ranges, assert messages.
 
 Native code calls `zluda_host(kind, ctx, a, b, c, d, e)`; the launch that owns `ctx` collects
 printf output in order and writes it to fd 1 before `launch_raw` returns.
@@ -7,7 +7,6 @@ printf output in order and writes it to fd 1 before `launch_raw` returns.
 from __future__ import annotations
 
 import ctypes
-import re
 import sys
 import threading
 
@@ -15,10 +14,10 @@ from zluda_py.compiler.cpu.abi import Ctx
 from zluda_py.compiler.cpu.bounds import RANGES
 from zluda_py.compiler.cpu.calls import HOST_ASSERT, HOST_FREE, HOST_MALLOC, HOST_VPRINTF
 from zluda_py.compiler.cpu.memory import HOST_BOUNDS
+from zluda_py.compiler.printf import c_string, format_printf
 
 HOST_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                            ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
-_SPEC = re.compile(r"%([-+ #0]*)(\*|\d+)?(?:\.(\*|\d+))?(hh|h|ll|l|j|z|t|L)?([diouxXeEfFgGaAcspn%])")
 
 
 class OutputSinks:
@@ -38,56 +37,6 @@ class OutputSinks:
 
 
 SINKS = OutputSinks()
-
-
-def c_string(address: int) -> bytes:
-    return ctypes.string_at(address) if address else b"(null)"
-
-
-def format_printf(fmt: bytes, args: int) -> bytes:
-    """Format like device printf: arguments are packed in a buffer, each aligned to its size."""
-    out = bytearray()
-    pos = 0
-    offset = 0
-
-    def take(size: int, kind: str) -> int | float:
-        nonlocal offset
-        offset = (offset + size - 1) // size * size
-        raw = ctypes.string_at(args + offset, size)
-        offset += size
-        if kind == "f":
-            return ctypes.c_double.from_buffer_copy(raw).value
-        return int.from_bytes(raw, "little", signed=(kind == "s"))
-
-    text = fmt.decode("latin-1")
-    for m in _SPEC.finditer(text):
-        out += text[pos:m.start()].encode("latin-1")
-        pos = m.end()
-        flags, width, prec, length, conv = m.groups()
-        if conv == "%":
-            out += b"%"
-            continue
-        if width == "*":
-            width = str(take(4, "s"))
-        if prec == "*":
-            prec = str(take(4, "s"))
-        spec = "%" + flags + (width or "") + (f".{prec}" if prec is not None else "")
-        size = 8 if length in ("l", "ll", "j", "z", "t") else 4
-        if conv in "di":
-            out += (spec + "d").__mod__(take(size, "s")).encode()
-        elif conv in "ouxX":
-            out += (spec + ("d" if conv == "u" else conv)).__mod__(take(size, "u")).encode()
-        elif conv in "eEfFgGaA":
-            value = take(8, "f")
-            out += (float.hex(value) if conv in "aA" else (spec + conv) % value).encode()
-        elif conv == "c":
-            out += (spec + "c").__mod__(chr(take(4, "u") & 0xFF)).encode("latin-1")
-        elif conv == "s":
-            out += (spec + "s").__mod__(c_string(take(8, "u")).decode("latin-1")).encode("latin-1")
-        elif conv == "p":
-            out += (spec + "s").__mod__(hex(take(8, "u"))).encode()
-    out += text[pos:].encode("latin-1")
-    return bytes(out)
 
 
 def _thread_coords(ctx: int, thread: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

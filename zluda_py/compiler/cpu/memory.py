@@ -15,29 +15,10 @@ from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import BOUNDS_CACHE_ENTRIES, WARP, Ctx
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
+from zluda_py.compiler.memops import SPACES, atomic_op, atomic_update, space_of, vector_count
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
-SPACES = ("global", "shared", "local", "param", "const", "generic")
-FLOATS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "f16": ir.HalfType()}
-
-
-def space_of(inst: ast.Instruction) -> str:
-    for m in inst.mods:
-        if m in SPACES:
-            return m
-        if m.startswith("shared::"):  # shared::cta / shared::cluster (a cluster of one CTA)
-            return "shared"
-        if m.startswith("param::"):
-            return "param"
-    return "generic"
-
-
-def vector_count(inst: ast.Instruction) -> int:
-    for m in inst.mods:
-        if m in ("v2", "v4", "v8"):
-            return int(m[1:])
-    return 1
 
 
 class MemoryMixin:
@@ -307,10 +288,7 @@ class MemoryMixin:
         """One atomic per active lane, in lane order (LLVM atomicrmw/cmpxchg, seq_cst)."""
         b = self.b
         t = inst.types[-1]
-        ops = [m for m in inst.mods if m in ATOMIC_OPS]
-        if len(ops) != 1 or t in ("b128",) or inst.has("v2") or inst.has("v4") or inst.has("v8"):
-            raise unsupported(inst)
-        op = ops[0]
+        op = atomic_op(inst)
         bits = ptx_bits(t)
         ity = ir.IntType(bits)
         ptrs = self.address(addr, space_of(inst), bits // 8, mask)
@@ -329,18 +307,13 @@ class MemoryMixin:
             if dst is not None:
                 self.write(dst, b.load(result, typ=V.vec(ity)), t, mask)
             return
-        rmw, vty = _rmw_op(op, t)
         b.store(ir.Constant(V.vec(ity), None), result)
         for idx in V.each_active_lane(b, mask):
             p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
-            x = b.extract_element(vals[0], idx)
-            if op == "cas":
-                y = b.extract_element(vals[1], idx)
-                old = b.extract_value(b.cmpxchg(p, x, y, "seq_cst", "seq_cst"), 0)
-            else:
-                arg = b.bitcast(x, vty) if vty != ity else x
-                old = b.atomic_rmw(rmw, p, arg, "seq_cst")
-                old = b.bitcast(old, ity) if vty != ity else old
+            old = atomic_update(b, op, t, b.extract_element(vals[0], idx),
+                                b.extract_element(vals[1], idx) if op == "cas" else None,
+                                lambda name, arg: b.atomic_rmw(name, p, arg, "seq_cst"),
+                                lambda x, y: b.cmpxchg(p, x, y, "seq_cst", "seq_cst"))
             b.store(b.insert_element(b.load(result, typ=V.vec(ity)), old, idx), result)
         if dst is not None:
             self.write(dst, b.load(result, typ=V.vec(ity)), t, mask)
@@ -499,29 +472,6 @@ def _bf16_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value, parts: int) -> ir.Value
         r16 = b.select(b.fcmp_unordered("uno", total, total), ir.Constant(I32, 0x7FFF), rounded)
         out = b.or_(out, b.shl(b.zext(b.trunc(r16, V.I16), x.type), ir.Constant(x.type, 16 * k)))
     return out
-
-
-ATOMIC_OPS = {"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"}
-
-
-def _rmw_op(op: str, t: str) -> tuple[str, ir.Type]:
-    """LLVM atomicrmw operation and value type for PTX op on type t."""
-    bits = ptx_bits(t)
-    if op == "cas":
-        return "cas", ir.IntType(bits)
-    if t in ("f32", "f64", "f16"):
-        fty = FLOATS[t]
-        return {"add": "fadd", "min": "fmin", "max": "fmax", "exch": "xchg"}.get(op, op), \
-            (fty if op != "exch" else ir.IntType(bits))
-    if t in ("f16x2", "bf16x2", "bf16"):
-        base = ir.HalfType() if t.startswith("f16") else ir.IntType(16)
-        if t.startswith("bf"):
-            raise UnsupportedError(f"atomic on {t}")
-        return ("fadd" if op == "add" else "xchg"), (ir.VectorType(base, 2) if op == "add" else ir.IntType(bits))
-    signed = t.startswith("s")
-    return {"add": "add", "inc": "uinc_wrap", "dec": "udec_wrap", "and": "and", "or": "or",
-            "xor": "xor", "exch": "xchg", "min": "min" if signed else "umin",
-            "max": "max" if signed else "umax"}[op], ir.IntType(bits)
 
 
 def _concat(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:

@@ -13,8 +13,10 @@ from llvmlite import ir
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.calls import SYSCALLS
 from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, WARP, BarSlot, Ctx, Frame
-from zluda_py.compiler.cpu.function import FunctionLowering, Symbol, _align, _type_size, _var_size, immediate_bits
+from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
 from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.compiler.layout import address_offsets, directive_dims, init_type, initial_value, kernel_params, max_threads
+from zluda_py.compiler.ptxtypes import align_up, global_align, var_align, var_size
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
@@ -44,14 +46,14 @@ class ModuleLowering:
         for v in self.ast.variables():
             self.symbols[v.name] = self._variable(v, v.name)
         for name in self._dynamic_shared:  # extern .shared arrays: the dynamic part after the static
-            self.symbols[name] = Symbol("shared", _align(self.shared_size, DYN_SHARED_ALIGN))
+            self.symbols[name] = Symbol("shared", align_up(self.shared_size, DYN_SHARED_ALIGN))
         for v, g in self._initializers:  # after every symbol exists: initializers may hold addresses
-            g.initializer = self._initializer(v, g.value_type)
+            g.initializer = self._initializer(v)
         for f in self.ast.functions():
             if f.body is not None:
                 self._define(f)
         return {"kernels": self.kernels_meta, "globals": self.globals_meta,
-                "static_shared": _align(self.shared_size, DYN_SHARED_ALIGN)}
+                "static_shared": align_up(self.shared_size, DYN_SHARED_ALIGN)}
 
     def symbol(self, name: str) -> Symbol | None:
         return self.symbols.get(name)
@@ -61,7 +63,7 @@ class ModuleLowering:
         sym = self._variable(v, f"{fn.name}.{v.name}")
         if self._initializers and self._initializers[-1][0] is v:  # module symbols all exist by now
             _, g = self._initializers.pop()
-            g.initializer = self._initializer(v, g.value_type)
+            g.initializer = self._initializer(v)
         return sym
 
     def _variable(self, v: ast.Variable, name: str) -> Symbol:
@@ -71,62 +73,29 @@ class ModuleLowering:
             if v.linkage == "extern" or (v.array and v.array[-1] is None):
                 self._dynamic_shared.append(v.name)
                 return Symbol("shared", 0)
-            align = max(v.align or 1, _type_size(v.type))
-            self.shared_size = _align(self.shared_size, align)
-            sym = Symbol("shared", self.shared_size, size=_var_size(v))
-            self.shared_size += _var_size(v)
+            self.shared_size = align_up(self.shared_size, var_align(v))
+            sym = Symbol("shared", self.shared_size, size=var_size(v))
+            self.shared_size += var_size(v)
             return sym
         if v.space in ("global", "const"):
-            size = _var_size(v)
+            size = var_size(v)
             if v.linkage == "extern" and v.init is None:
                 raise UnsupportedError(f"unresolved .extern variable {v.name}", v.pos)
-            scalars, relocs = self._init_items(v)
-            g = ir.GlobalVariable(self.ir, _init_layout(size, relocs), name=name)
-            g.align = max(v.align or 1, _type_size(v.type), 16 if size >= 16 else 1)
+            g = ir.GlobalVariable(self.ir, init_type(size, address_offsets(v)), name=name)
+            g.align = global_align(v)
             self._initializers.append((v, g))
             self.globals_meta[v.name] = {"symbol": name, "size": size}
             return Symbol(v.space, ptr=g, size=size)
         raise UnsupportedError(f"module variable in .{v.space}", v.pos)
 
-    def _init_items(self, v: ast.Variable) -> tuple[list[ast.Initializer], list[int]]:
-        """The flattened initializer and the byte offsets of its address items."""
-        if v.init is None:
-            return [], []
-        scalars = _flatten_init(v.init)
-        elem = _type_size(v.type)
-        relocs = [i * elem for i, item in enumerate(scalars) if isinstance(item.value, ast.Sym)]
-        if relocs and elem != 8:
-            raise UnsupportedError(f"address in the initializer of {elem}-byte elements of {v.name}", v.pos)
-        return scalars, relocs
-
-    def _initializer(self, v: ast.Variable, layout: ir.Type) -> ir.Constant:
-        """Bytes, with 64-bit address items (`fn`, `var`, `generic(var)+4`) as constant expressions."""
-        scalars, relocs = self._init_items(v)
-        size = _var_size(v)
-        data = bytearray(size)
-        elem = _type_size(v.type)
-        addresses = {}
-        for i, item in enumerate(scalars):
-            if isinstance(item.value, ast.Imm):
-                bits = immediate_bits(item.value, v.type if v.type != "pred" else "u8")
-                data[i * elem:(i + 1) * elem] = (bits & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
-            elif isinstance(item.value, ast.Sym):
-                sym = self.symbols.get(item.value.name)
-                if sym is None or sym.kind not in ("global", "const", "func"):
-                    raise UnsupportedError(f"address of {item.value.name} in an initializer", v.pos)
-                base = sym.ptr.bitcast(V.I8.as_pointer())
-                addresses[i * elem] = base.gep([ir.Constant(I64, item.offset)]).ptrtoint(I64)
-        if not relocs:
-            return ir.Constant(layout, bytearray(data))
-        fields, pos = [], 0
-        for off in relocs:
-            if off > pos:
-                fields.append(ir.Constant(ir.ArrayType(V.I8, off - pos), bytearray(data[pos:off])))
-            fields.append(addresses[off])
-            pos = off + 8
-        if pos < size:
-            fields.append(ir.Constant(ir.ArrayType(V.I8, size - pos), bytearray(data[pos:])))
-        return ir.Constant(layout, fields)
+    def _initializer(self, v: ast.Variable) -> ir.Constant:
+        """The contents, with address items (`fn`, `var`, `generic(var)+4`) as constant expressions."""
+        def address(item: ast.Initializer) -> ir.Constant:
+            sym = self.symbols.get(item.value.name)
+            if sym is None or sym.kind not in ("global", "const", "func"):
+                raise UnsupportedError(f"address of {item.value.name} in an initializer", v.pos)
+            return sym.ptr.bitcast(V.I8.as_pointer()).gep([ir.Constant(I64, item.offset)]).ptrtoint(I64)
+        return initial_value(v, address)
 
     def _declare(self, f: ast.Function) -> None:
         if f.kind == "entry":
@@ -159,21 +128,11 @@ class ModuleLowering:
         lowering.lower()
         runner = f"zluda_run.{f.name}"
         self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites))
-        params = []
-        offset = 0
-        for p in f.params:
-            size, align = _var_size(p), max(p.align or 1, _type_size(p.type))
-            offset = _align(offset, align)
-            params.append({"name": p.name, "offset": offset, "size": size, "align": align})
-            offset += size
-        reqntid = _directive_dims(f, "reqntid")
-        maxntid = _directive_dims(f, "maxntid")
-        limit = reqntid or maxntid
+        params, param_size = kernel_params(f)
         self.kernels_meta[f.name] = {
-            "runner": runner, "params": params, "param_size": offset,
+            "runner": runner, "params": params, "param_size": param_size,
             "local_size": lowering.frame_size, "frame_bytes": lowering.frame_bytes,
-            "max_threads": (limit[0] * limit[1] * limit[2]) if limit else 1024,
-            "reqntid": reqntid,
+            "max_threads": max_threads(f), "reqntid": directive_dims(f, "reqntid"),
         }
 
     # ------------------------------------------------------------------ runtime services
@@ -337,36 +296,3 @@ def _for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value):
     i.add_incoming(nxt, b.block)
     b.branch(head)
     b.position_at_end(end)
-
-
-def _init_layout(size: int, relocs: list[int]) -> ir.Type:
-    """A byte array, or a packed struct of byte runs and i64 address fields."""
-    if not relocs:
-        return ir.ArrayType(V.I8, max(size, 1))
-    fields, pos = [], 0
-    for off in relocs:
-        if off > pos:
-            fields.append(ir.ArrayType(V.I8, off - pos))
-        fields.append(I64)
-        pos = off + 8
-    if pos < size:
-        fields.append(ir.ArrayType(V.I8, size - pos))
-    return ir.LiteralStructType(fields, packed=True)
-
-
-def _flatten_init(init: ast.Initializer) -> list[ast.Initializer]:
-    if init.items is None:
-        return [init]
-    out: list[ast.Initializer] = []
-    for item in init.items:
-        out.extend(_flatten_init(item))
-    return out
-
-
-def _directive_dims(f: ast.Function, name: str) -> tuple[int, int, int] | None:
-    for d in f.directives:
-        if d.name.lstrip(".") == name:
-            dims = [int(a) for a in d.args] + [1, 1]
-            return (dims[0], dims[1], dims[2])
-    return None
-

@@ -1,0 +1,61 @@
+"""Instruction lowering both targets share: feeding operands to the shared semantics, and mov's
+vector pack/unpack. A target passes its operand access as `read(op, ptx_type)` and
+`write(op, value, ptx_type)` (the CPU target binds its lane mask into `write`)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from zluda_py.compiler.lanes import Lanes, ptx_bits
+from zluda_py.compiler.semantics import SEMANTICS
+from zluda_py.ptx import ast
+
+Read = Callable[[ast.Operand, str], ir.Value]
+Write = Callable[[ast.Operand, ir.Value, str], None]
+CARRY = ast.Reg("%cc")  # the register the extended-precision instructions' carry flag lives in
+
+
+def lower_semantic(lanes: Lanes, inst: ast.Instruction, read: Read, write: Write) -> None:
+    """Lower an instruction through its one definition in SEMANTICS: sources in, results out
+    (a `d|p` destination is two results; the carry flag is an implicit operand)."""
+    sem = SEMANTICS[inst.opcode]
+    types = sem.operands(inst)
+    dst_types = [t for t in types.dst if t != "cc"]
+    ops = list(inst.operands)
+    dests: list[ast.Operand] = []
+    while len(dests) < len(dst_types):
+        o = ops.pop(0)
+        dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
+    src_iter = iter(ops)
+    srcs = [read(CARRY if t == "cc" else next(src_iter), t) for t in types.src]
+    results = sem.emit(lanes, inst, srcs)
+    dest_iter = iter(dests)
+    for t, value in zip(types.dst, results):
+        write(CARRY if t == "cc" else next(dest_iter), value, t)
+
+
+def lower_mov_vector(lanes: Lanes, inst: ast.Instruction, read: Read, write: Write) -> bool:
+    """mov between a register and a brace list (`mov.b64 {%r1,%r2}, %rd1` and back): the first
+    element is the low part. False when neither side is a list (a plain value)."""
+    b = lanes.b
+    t = inst.types[-1]
+    dst, src = inst.operands
+    bits = ptx_bits(t)
+    if isinstance(dst, ast.Vec):
+        whole = read(src, t)
+        part = bits // len(dst.elems)
+        for i, e in enumerate(dst.elems):
+            write(e, lanes.resize(b.lshr(whole, lanes.like(whole, part * i)), part, False), f"b{part}")
+        return True
+    if isinstance(src, ast.Vec):
+        part = bits // len(src.elems)
+        acc: ir.Value | None = None
+        for i, e in enumerate(src.elems):
+            piece = lanes.resize(read(e, f"b{part}"), bits, False)
+            piece = b.shl(piece, lanes.like(piece, part * i)) if i else piece
+            acc = piece if acc is None else b.or_(acc, piece)
+        write(dst, acc, t)
+        return True
+    return False

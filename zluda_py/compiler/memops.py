@@ -1,0 +1,77 @@
+"""Target-neutral facts about PTX memory instructions: state space, vector width, atomic ops."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from zluda_py.compiler.errors import UnsupportedError, unsupported
+from zluda_py.compiler.lanes import ptx_bits
+from zluda_py.ptx import ast
+
+SPACES = ("global", "shared", "local", "param", "const", "generic")
+FLOATS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "f16": ir.HalfType()}
+ATOMIC_OPS = {"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"}
+
+
+def space_of(inst: ast.Instruction) -> str:
+    """The state space an ld/st/atom/red/cp names (generic when none)."""
+    for m in inst.mods:
+        if m in SPACES:
+            return m
+        if m.startswith("shared::"):  # shared::cta / shared::cluster (a cluster of one CTA)
+            return "shared"
+        if m.startswith("param::"):
+            return "param"
+    return "generic"
+
+
+def vector_count(inst: ast.Instruction) -> int:
+    """Elements moved by one access: 2, 4 or 8 for .v2/.v4/.v8, else 1."""
+    for m in inst.mods:
+        if m in ("v2", "v4", "v8"):
+            return int(m[1:])
+    return 1
+
+
+def rmw_op(op: str, t: str) -> tuple[str, ir.Type]:
+    """LLVM atomicrmw operation and value type for PTX atomic `op` on type `t` ("cas" for cas)."""
+    bits = ptx_bits(t)
+    if op == "cas":
+        return "cas", ir.IntType(bits)
+    if t in ("f32", "f64", "f16"):
+        fty = FLOATS[t]
+        return {"add": "fadd", "min": "fmin", "max": "fmax", "exch": "xchg"}.get(op, op), \
+            (fty if op != "exch" else ir.IntType(bits))
+    if t in ("f16x2", "bf16x2", "bf16"):
+        base = ir.HalfType() if t.startswith("f16") else ir.IntType(16)
+        if t.startswith("bf"):
+            raise UnsupportedError(f"atomic on {t}")
+        return ("fadd" if op == "add" else "xchg"), (ir.VectorType(base, 2) if op == "add" else ir.IntType(bits))
+    signed = t.startswith("s")
+    return {"add": "add", "inc": "uinc_wrap", "dec": "udec_wrap", "and": "and", "or": "or",
+            "xor": "xor", "exch": "xchg", "min": "min" if signed else "umin",
+            "max": "max" if signed else "umax"}[op], ir.IntType(bits)
+
+
+def atomic_op(inst: ast.Instruction) -> str:
+    """The operation of an atom/red; vector and wider-than-64-bit forms are refused."""
+    ops = [m for m in inst.mods if m in ATOMIC_OPS]
+    if len(ops) != 1 or ptx_bits(inst.types[-1]) > 64 or vector_count(inst) > 1:
+        raise unsupported(inst)
+    return ops[0]
+
+
+def atomic_update(b: ir.IRBuilder, op: str, t: str, x: ir.Value, y: ir.Value | None,
+                  rmw: Callable[[str, ir.Value], ir.Value],
+                  cas: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
+    """The old value of one atomic `op` on PTX type `t` with operands x (and y for cas), as an
+    integer of t's width; the target emits the instruction (`rmw(operation, value)` for
+    atomicrmw, `cas(expected, new)` for cmpxchg) with its own ordering and scope."""
+    ity = ir.IntType(ptx_bits(t))
+    if op == "cas":
+        return b.extract_value(cas(x, y), 0)
+    name, vty = rmw_op(op, t)
+    old = rmw(name, b.bitcast(x, vty) if vty != ity else x)
+    return b.bitcast(old, ity) if vty != ity else old
