@@ -1,5 +1,5 @@
 """The AMDGPU test corpus, built once per session: every CUDA test source (nvcc -ptx, sm_80) and the
-hand-written PTX here, for gfx90a, gfx942 and gfx1100. LLVM code generation for all of it runs
+hand-written PTX (here and in tests/compiler/ptx), for gfx90a, gfx942 and gfx1100. LLVM code generation for all of it runs
 in one child process, so an LLVM abort fails the build instead of killing pytest."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from zluda_py.ptx import ast, parse
 TARGETS = ["gfx90a", "gfx942", "gfx1100"]
 HERE = Path(__file__).parent
 CUDA = HERE.parent / "cuda"
+# hand-written PTX: this suite's and the CPU compiler tests'
+PTX_FILES = sorted([*(HERE / "ptx").glob("*.ptx"), *(HERE.parent / "compiler" / "ptx").glob("*.ptx")])
 # -rdc programs: each group is built separately and linked, as the driver links them
 RDC_GROUPS = [("fatbin_rdc_a.cu", "fatbin_rdc_b.cu"), ("e2e_rdc_main.cu", "e2e_rdc_lib.cu")]
 RDC = {n for group in RDC_GROUPS for n in group}
@@ -45,6 +47,6 @@ def _sources(nvcc) -> dict[str, "ast.Module | Exception"]:
     for group in RDC_GROUPS:
         parts = [parse(nvcc([n], ["-ptx", "-arch=sm_80", "-rdc=true"], ".ptx").read_text(), n) for n in group]
         out[rdc_name(group)] = link_ptx(parts)
-    for p in sorted((HERE / "ptx").glob("*.ptx")):
+    for p in PTX_FILES:
         out[p.name] = parse(p.read_text(), p.name)
     return out

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from .corpus import CUDA, HERE, KNOWN_GAPS, RDC, RDC_GROUPS, TARGETS, rdc_name
+from .corpus import CUDA, KNOWN_GAPS, PTX_FILES, RDC, RDC_GROUPS, TARGETS, rdc_name
 from zluda_py.compiler.amdgpu import codeobject
 from zluda_py.compiler.amdgpu.targets import TARGETS as GFX
 from zluda_py.ptx import ast
@@ -26,7 +26,7 @@ SIMD_VGPRS = {"gfx90a": (512, 4), "gfx942": (512, 4), "gfx1100": (1536, 2)}
 
 def _names() -> list:
     names = [p.name for p in sorted(CUDA.glob("*.cu")) if p.name not in RDC] + [rdc_name(g) for g in RDC_GROUPS]
-    names += [p.name for p in sorted((HERE / "ptx").glob("*.ptx"))]
+    names += [p.name for p in PTX_FILES]
     return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[n])) if n in KNOWN_GAPS else n
             for n in names]
 

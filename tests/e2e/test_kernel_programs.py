@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-ONE_WARP = pytest.mark.xfail(strict=True, reason=(
-    "compiler: redux.sync with per-lane member masks (cg::reduce on 16-lane tiles passes 0x0000ffff / "
-    "0xffff0000) reduces every lane with lane 0's mask"))
 GRID_SYNC = pytest.mark.xfail(strict=True, reason=(
     "compiler: %envreg1/%envreg2 (the grid-sync workspace of a cooperative launch, read by "
     "cg::grid_group::sync) is unsupported: 'unsupported: register %envreg2'"))
@@ -25,7 +22,7 @@ PROGRAMS = {
     "blocks": (["e2e_blocks.cu"], [], [], ()),
     "atomics": (["e2e_atomics.cu"], [], [], ()),
     "warp-shuffles-votes": (["e2e_warp.cu"], ["-arch=sm_80"], ["shuffles"], ()),
-    "warp-cooperative-groups": (["e2e_warp.cu"], ["-arch=sm_80"], ["groups"], (ONE_WARP,)),
+    "warp-cooperative-groups": (["e2e_warp.cu"], ["-arch=sm_80"], ["groups"], ()),
     "grid-sync": (["e2e_grid_sync.cu"], [], [], (GRID_SYNC,)),
     "streams-events-callbacks": (["e2e_streams_threads.cu"], [], ["streams"], ()),
     "managed-memory": (["e2e_streams_threads.cu"], [], ["managed"], ()),

@@ -7,7 +7,7 @@ from typing import Callable
 from llvmlite import ir
 
 from zluda_py.compiler.errors import UnsupportedError, unsupported
-from zluda_py.compiler.lanes import ptx_bits
+from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.ptx import ast
 
 SPACES = ("global", "shared", "local", "param", "const", "generic")
@@ -75,3 +75,35 @@ def atomic_update(b: ir.IRBuilder, op: str, t: str, x: ir.Value, y: ir.Value | N
     name, vty = rmw_op(op, t)
     old = rmw(name, b.bitcast(x, vty) if vty != ity else x)
     return b.bitcast(old, ity) if vty != ity else old
+
+
+def cp_async_size(inst: ast.Instruction) -> int | None:
+    """Bytes one cp.async copies, or None for commit_group/wait_group/wait_all (a copy completes
+    at once on our targets, so there is nothing to wait for)."""
+    if not inst.has("async"):
+        raise unsupported(inst)
+    if inst.has("commit_group") or inst.has("wait_group") or inst.has("wait_all"):
+        return None
+    size = inst.operands[2]
+    if not isinstance(size, ast.Imm):
+        raise unsupported(inst, "non-constant copy size")
+    return int(size.value)
+
+
+def cp_async_src_size(inst: ast.Instruction) -> ast.Operand | None:
+    """The src-size operand of a cp.async (bytes past it are zero-filled), if it has one."""
+    ops = inst.operands
+    return ops[3] if len(ops) > 3 and isinstance(ops[3], (ast.Imm, ast.Reg)) else None
+
+
+def cp_async_fill(lanes: Lanes, word: ir.Value, k: int, src_size: ir.Value) -> ir.Value:
+    """Word k (bytes 4k..4k+3) of a cp.async's copy with the bytes at or past `src_size` zeroed."""
+    b = lanes.b
+    i64 = lanes.retype(src_size, ir.IntType(64))
+    base = lanes.like(src_size, 4 * k)
+    kept = b.select(b.icmp_unsigned("<=", src_size, base), lanes.like(src_size, 0),
+                    b.select(b.icmp_unsigned(">=", src_size, lanes.like(src_size, 4 * k + 4)),
+                             lanes.like(src_size, 32), b.shl(b.sub(src_size, base), lanes.like(src_size, 3))))
+    one = lanes.like_ty(i64, 1)
+    keep = b.trunc(b.sub(b.shl(one, b.zext(kept, i64)), one), word.type)
+    return b.and_(word, keep)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from zluda_py.compiler.errors import unsupported
 from zluda_py.compiler.lanes import Lanes
+from zluda_py.ptx import ast
 
 SHFL_MODES = ("up", "down", "bfly", "idx")
 REDUX_OPS = ("add", "min", "max", "and", "or", "xor")
@@ -51,6 +53,13 @@ def shfl_source_lanes(lanes: Lanes, mode: str, lane: ir.Value, bval: ir.Value,
              "idx": lambda: b.or_(b.and_(lane, seg), b.and_(bval, notseg))}[mode]()
         ok = b.icmp_signed("<=", j, max_lane)
     return b.select(ok, j, lane), ok
+
+
+def redux_form(inst: ast.Instruction) -> tuple[str, bool]:
+    """(operation, signed) of a redux.sync; only the 32-bit integer forms are translated."""
+    if inst.types[-1] not in ("u32", "s32", "b32"):
+        raise unsupported(inst)
+    return next(m for m in inst.mods if m in REDUX_OPS), inst.types[-1] == "s32"
 
 
 def redux_identity(op: str, signed: bool) -> int:

@@ -14,7 +14,8 @@ from llvmlite.ir.instructions import StoreAtomicInstr
 from zluda_py.compiler.amdgpu.ir_extras import ScopedAtomicRMW, ScopedCmpXchg, insert
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.memops import atomic_op, atomic_update, space_of, vector_count
+from zluda_py.compiler.memops import (atomic_op, atomic_update, cp_async_fill, cp_async_size, cp_async_src_size,
+                                      space_of, vector_count)
 from zluda_py.ptx import ast
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -197,23 +198,19 @@ class MemoryMixin:
             self.write(dst, old, t)
 
     def op_cp(self, inst: ast.Instruction) -> None:
-        """cp.async: the copy completes at once, so commit/wait groups have nothing to wait for."""
-        if not inst.has("async"):
-            raise unsupported(inst)
-        if inst.has("commit_group") or inst.has("wait_group") or inst.has("wait_all"):
+        """cp.async: the copy completes at once (see cp_async_size)."""
+        n = cp_async_size(inst)
+        if n is None:
             return
-        dst, src, size = inst.operands[:3]
-        if not isinstance(size, ast.Imm):
-            raise unsupported(inst, "non-constant copy size")
         b = self.b
-        n = int(size.value)
-        limit = self.read(inst.operands[3], "u32") if len(inst.operands) > 3 and \
-            isinstance(inst.operands[3], (ast.Imm, ast.Reg)) else None
+        dst, src = inst.operands[:2]
+        src_size = cp_async_src_size(inst)
+        limit = self.read(src_size, "u32") if src_size is not None else None
         sp, dp = self.pointer(src, "global"), self.pointer(dst, "shared")
-        for k in range(n // 4):  # bytes past src-size are zero-filled
+        for k in range(n // 4):
             v = b.load(b.gep(sp, [ir.Constant(I64, 4 * k)], source_etype=I8), typ=I32, align=4)
             if limit is not None:
-                v = b.select(b.icmp_unsigned(">", limit, ir.Constant(I32, 4 * k)), v, ir.Constant(I32, 0))
+                v = cp_async_fill(self.lanes, v, k, limit)
             b.store(v, b.gep(dp, [ir.Constant(I64, 4 * k)], source_etype=I8), align=4)
 
 

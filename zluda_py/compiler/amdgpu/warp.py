@@ -11,7 +11,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from zluda_py.compiler.errors import unsupported
-from zluda_py.compiler.warp_rules import REDUX_OPS, SHFL_MODES, redux_identity, redux_intrinsic, shfl_source_lanes
+from zluda_py.compiler.warp_rules import SHFL_MODES, redux_form, redux_identity, redux_intrinsic, shfl_source_lanes
 from zluda_py.ptx import ast
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
@@ -162,13 +162,10 @@ class WarpMixin:
     def op_redux(self, inst: ast.Instruction) -> None:
         b = self.b
         t = inst.types[-1]
-        if t not in ("u32", "s32", "b32"):
-            raise unsupported(inst)
-        op = next(m for m in inst.mods if m in REDUX_OPS)
+        op, signed = redux_form(inst)
         dst, a, m = inst.operands[:3]
         member = self.member_mask(m)
         value = self.read(a, t)
-        signed = t == "s32"
         identity = _c(redux_identity(op, signed))
 
         def combine(x, y):

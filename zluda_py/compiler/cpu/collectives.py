@@ -14,7 +14,7 @@ from llvmlite import ir
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import WARP
 from zluda_py.compiler.errors import unsupported
-from zluda_py.compiler.warp_rules import (REDUX_OPS, SHFL_MODES, redux_identity, redux_intrinsic, shfl_source,
+from zluda_py.compiler.warp_rules import (SHFL_MODES, redux_form, redux_identity, redux_intrinsic, shfl_source,
                                          shfl_source_lanes)
 from zluda_py.ptx import ast
 
@@ -151,12 +151,9 @@ class WarpMixin:
     def op_redux(self, inst: ast.Instruction, mask: ir.Value) -> None:
         b = self.b
         t = inst.types[-1]
-        if t not in ("u32", "s32", "b32"):
-            raise unsupported(inst)
-        op = next(m for m in inst.mods if m in REDUX_OPS)
+        op, signed = redux_form(inst)
         dst, a, m = inst.operands[:3]
         value = self.read(a, t)
-        signed = t == "s32"
         identity = V.splat_const(I32, redux_identity(op, signed))
         name = redux_intrinsic(op, signed)
 

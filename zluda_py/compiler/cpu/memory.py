@@ -15,7 +15,8 @@ from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import BOUNDS_CACHE_ENTRIES, WARP, Ctx
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.memops import SPACES, atomic_op, atomic_update, space_of, vector_count
+from zluda_py.compiler.memops import (SPACES, atomic_op, atomic_update, cp_async_fill, cp_async_size, cp_async_src_size,
+                                      space_of, vector_count)
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
@@ -319,26 +320,17 @@ class MemoryMixin:
             self.write(dst, b.load(result, typ=V.vec(ity)), t, mask)
 
     def op_cp(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        """cp.async: the copy completes at once, so commit/wait groups have nothing to wait for."""
-        if not inst.has("async"):
-            raise unsupported(inst)
-        if inst.has("commit_group") or inst.has("wait_group") or inst.has("wait_all"):
+        """cp.async: the copy completes at once (see cp_async_size)."""
+        n = cp_async_size(inst)
+        if n is None:
             return
-        dst, src, size = inst.operands[:3]
-        if not isinstance(size, ast.Imm):
-            raise unsupported(inst, "non-constant copy size")
-        n = int(size.value)
-        src_size = n
-        if len(inst.operands) > 3 and isinstance(inst.operands[3], (ast.Imm, ast.Reg)):
-            src_size = inst.operands[3]
-        words = n // 4
+        dst, src = inst.operands[:2]
+        src_size = cp_async_src_size(inst)
         # with a src-size operand the source may legally be partly (or wholly, size 0) invalid
-        src_check = mask if isinstance(src_size, int) else None
-        loaded = self.load(self.address(src, "global", n, src_check), I32, words, mask)
-        if not isinstance(src_size, int):  # bytes past src-size are zero-filled
+        loaded = self.load(self.address(src, "global", n, mask if src_size is None else None), I32, n // 4, mask)
+        if src_size is not None:  # bytes past src-size are zero-filled
             limit = self.read(src_size, "u32")
-            loaded = [self.b.select(self.b.icmp_unsigned(">", limit, V.splat_const(I32, 4 * k)), v,
-                                    V.splat_const(I32, 0)) for k, v in enumerate(loaded)]
+            loaded = [cp_async_fill(self.lanes, v, k, limit) for k, v in enumerate(loaded)]
         self.store(self.address(dst, "shared", n, mask), loaded, mask)
 
 

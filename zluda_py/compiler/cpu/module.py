@@ -15,7 +15,8 @@ from zluda_py.compiler.cpu.calls import SYSCALLS
 from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, WARP, BarSlot, Ctx, Frame
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
 from zluda_py.compiler.errors import UnsupportedError
-from zluda_py.compiler.layout import address_offsets, directive_dims, init_type, initial_value, kernel_params, max_threads
+from zluda_py.compiler.layout import (address_offsets, directive_dims, init_type, initial_value, kernel_params,
+                                     max_threads)
 from zluda_py.compiler.ptxtypes import align_up, global_align, var_align, var_size
 from zluda_py.ptx import ast
 
