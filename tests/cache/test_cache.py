@@ -122,7 +122,7 @@ def test_corrupt_entry_is_dropped_rebuilt_and_never_loaded(cache_dir, monkeypatc
         good = conn.execute("SELECT object FROM entries").fetchone()[0]
         bad = {"object byte": ("object", good[:100] + bytes([good[100] ^ 0x40]) + good[101:]),
                "object truncated": ("object", good[: len(good) // 2]),
-               "metadata": ("metadata", '{"kernels": {}, "globals": {}, "static_shared": 0}'),
+               "metadata": ("metadata", '{"kernels": {}, "globals": {}}'),
                "checksum": ("checksum", "0" * 64),
                "object as text": ("object", "not code")}[damage]
         conn.execute(f"UPDATE entries SET {bad[0]} = ?", (bad[1],))

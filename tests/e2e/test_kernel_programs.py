@@ -64,10 +64,6 @@ def test_symbols_printf_recursion(nvcc, run):
     assert lines[between + 1:-1] == [_printf_line(2, 0), "launch 2 second line of thread 0"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "compiler: CompiledModule gives every kernel the module-wide total of .shared variables as "
-    "KernelInfo.static_shared (metadata['static_shared']), so for Thrust's module the occupancy API "
-    "answers 0 blocks and CUB's radix_sort launches grid (0,1,1) -> cudaErrorInvalidValue"))
 def test_thrust_sort_reduce_scan(nvcc, run):
     # translating the module (23 kernels, 21k PTX lines) takes 4-7 minutes cold on 2 cores
     r = run(nvcc(["e2e_thrust.cu"], ["-std=c++17"], ""), timeout=900)

@@ -14,14 +14,14 @@ from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.calls import SYSCALLS
 from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, WARP, BarSlot, Ctx, Frame
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
+from zluda_py.compiler.cpu.shared import is_dynamic, layout_shared
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import (address_offsets, directive_dims, init_type, initial_value, kernel_params,
                                      max_threads)
-from zluda_py.compiler.ptxtypes import align_up, global_align, var_align, var_size
+from zluda_py.compiler.ptxtypes import global_align, var_size
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
-DYN_SHARED_ALIGN = 16
 
 
 class ModuleLowering:
@@ -34,10 +34,11 @@ class ModuleLowering:
         self.functions: dict[str, ast.Function] = {}
         self.llfns: dict[str, ir.Function] = {}
         self.defined: set[str] = set()
-        self.shared_size = 0
+        self.shared = layout_shared(module)
+        self._shared_symbols: dict[str, Symbol] = {}  # module .shared variables as the function being lowered sees them
+        self._lowering: ast.Function | None = None
         self.globals_meta: dict[str, dict] = {}
         self.kernels_meta: dict[str, dict] = {}
-        self._dynamic_shared: list[str] = []
         self._initializers: list[tuple[ast.Variable, ir.GlobalVariable]] = []
 
     # ------------------------------------------------------------------ top level
@@ -45,19 +46,17 @@ class ModuleLowering:
         for f in self.ast.functions():
             self._declare(f)
         for v in self.ast.variables():
-            self.symbols[v.name] = self._variable(v, v.name)
-        for name in self._dynamic_shared:  # extern .shared arrays: the dynamic part after the static
-            self.symbols[name] = Symbol("shared", align_up(self.shared_size, DYN_SHARED_ALIGN))
+            if v.space != "shared":  # .shared offsets depend on the kernel (see _define)
+                self.symbols[v.name] = self._variable(v, v.name)
         for v, g in self._initializers:  # after every symbol exists: initializers may hold addresses
             g.initializer = self._initializer(v)
         for f in self.ast.functions():
             if f.body is not None:
                 self._define(f)
-        return {"kernels": self.kernels_meta, "globals": self.globals_meta,
-                "static_shared": align_up(self.shared_size, DYN_SHARED_ALIGN)}
+        return {"kernels": self.kernels_meta, "globals": self.globals_meta}
 
     def symbol(self, name: str) -> Symbol | None:
-        return self.symbols.get(name)
+        return self._shared_symbols.get(name) or self.symbols.get(name)
 
     def function_variable(self, fn: ast.Function, v: ast.Variable) -> Symbol:
         """A .shared/.global/.const variable declared inside a function body."""
@@ -70,14 +69,10 @@ class ModuleLowering:
     def _variable(self, v: ast.Variable, name: str) -> Symbol:
         if v.type in ("texref", "surfref", "samplerref"):
             return Symbol("handle")  # only texture/surface instructions use these, and they are refused
-        if v.space == "shared":
-            if v.linkage == "extern" or (v.array and v.array[-1] is None):
-                self._dynamic_shared.append(v.name)
-                return Symbol("shared", 0)
-            self.shared_size = align_up(self.shared_size, var_align(v))
-            sym = Symbol("shared", self.shared_size, size=var_size(v))
-            self.shared_size += var_size(v)
-            return sym
+        if v.space == "shared":  # declared in the body of the function being lowered
+            if is_dynamic(v):
+                return Symbol("shared", self.shared.dynamic_base[self._lowering.name])
+            return Symbol("shared", self.shared.local_offsets[(self._lowering.name, v.name)], size=var_size(v))
         if v.space in ("global", "const"):
             size = var_size(v)
             if v.linkage == "extern" and v.init is None:
@@ -118,6 +113,11 @@ class ModuleLowering:
         self.defined.add(f.name)
 
     def _define(self, f: ast.Function) -> None:
+        self._lowering = f
+        offsets, base = self.shared.offsets[f.name], self.shared.dynamic_base[f.name]
+        self._shared_symbols = {
+            v.name: Symbol("shared", base) if is_dynamic(v) else Symbol("shared", offsets[v.name], size=var_size(v))
+            for v in self.ast.variables() if v.space == "shared" and (is_dynamic(v) or v.name in offsets)}
         if f.kind == "func":
             lowering = FunctionLowering(self, f, self.llfns[f.name])
             lowering.lower()
@@ -133,6 +133,7 @@ class ModuleLowering:
         self.kernels_meta[f.name] = {
             "runner": runner, "params": params, "param_size": param_size,
             "local_size": lowering.frame_size, "frame_bytes": lowering.frame_bytes,
+            "static_shared": self.shared.static[f.name],
             "max_threads": max_threads(f), "reqntid": directive_dims(f, "reqntid"),
         }
 

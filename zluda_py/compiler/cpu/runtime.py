@@ -109,11 +109,10 @@ class CompiledModule:
         for g in metadata["globals"].values():
             builder.export_symbol(g["symbol"])
         self._library = builder.link(_the_jit(), f"zluda_module_{next(_names)}")
-        shared = metadata["static_shared"]
         self.kernels: dict[str, KernelInfo] = {}
         for name, k in metadata["kernels"].items():
             self.kernels[name] = KernelInfo(
-                name, [ParamInfo(**p) for p in k["params"]], k["param_size"], shared, k["local_size"],
+                name, [ParamInfo(**p) for p in k["params"]], k["param_size"], k["static_shared"], k["local_size"],
                 k["max_threads"], tuple(k["reqntid"]) if k["reqntid"] else None, k["frame_bytes"],
                 self._library[k["runner"]])
         self.globals = {name: GlobalInfo(self._library[g["symbol"]], g["size"])
