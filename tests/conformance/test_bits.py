@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conformance.harness import Imm
-from conformance.values import as_ints, check, from_int, pairs, random_bits, to_signed
+from conformance.values import as_ints, check_bits, from_int, pairs, random_bits, to_signed
 
 
 def u(arr) -> list[int]:
@@ -25,7 +25,7 @@ def test_count_reverse(run, op, n):
     ref = {"popc": lambda x: bin(x).count("1"),
            "clz": lambda x: n - x.bit_length(),
            "brev": lambda x: int(format(x, f"0{n}b")[::-1], 2)}[op]
-    check(d, [ref(x) for x in u(a)], [a], f"{op}.b{n}")
+    check_bits(d, [ref(x) for x in u(a)], [a], f"{op}.b{n}")
 
 
 @pytest.mark.parametrize("t", ["u32", "s32", "u64", "s64"])
@@ -39,7 +39,7 @@ def test_bfind(run, t, shiftamt):
         y = ~x if x < 0 else x  # signed: the first bit that differs from the sign
         pos = y.bit_length() - 1
         exp.append(0xFFFFFFFF if pos < 0 else (n - 1 - pos if shiftamt else pos))
-    check(d, exp, [a], t)
+    check_bits(d, exp, [a], t)
 
 
 def test_fns(run):
@@ -61,7 +61,7 @@ def test_fns(run):
             if len(hits) >= abs(off):
                 r = hits[abs(off) - 1]
         exp.append(r)
-    check(d, exp, [mask, base, offset], "fns.b32")
+    check_bits(d, exp, [mask, base, offset], "fns.b32")
 
 
 def _positions(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -87,7 +87,7 @@ def test_bfe(run, t):
             b = bit(x, p + i) if (i < l and p + i <= n - 1) else sbit
             r |= b << i
         exp.append(r)
-    check(d, exp, [a, pos, ln], f"bfe.{t}")
+    check_bits(d, exp, [a, pos, ln], f"bfe.{t}")
 
 
 @pytest.mark.parametrize("n", [32, 64])
@@ -103,7 +103,7 @@ def test_bfi(run, n):
             if p + i < n:
                 r = (r & ~(1 << (p + i))) | (bit(x, i) << (p + i))
         exp.append(r)
-    check(d, exp, [f, base, pos, ln], f"bfi.b{n}")
+    check_bits(d, exp, [f, base, pos, ln], f"bfi.b{n}")
 
 
 @pytest.mark.parametrize("mode", ["clamp", "wrap"])
@@ -118,7 +118,7 @@ def test_szext(run, mode, t):
         k = k % 32 if mode == "wrap" else min(k, 32)
         v = x & ((1 << k) - 1)
         exp.append(from_int(to_signed(v, k) if (t == "s32" and k) else v, 32))
-    check(d, exp, [a, w], f"szext.{mode}.{t}")
+    check_bits(d, exp, [a, w], f"szext.{mode}.{t}")
 
 
 @pytest.mark.parametrize("mode", ["clamp", "wrap"])
@@ -135,7 +135,7 @@ def test_bmsk(run, mode):
         else:
             p, l = min(p, 32), min(l, 32)
         exp.append(sum(1 << i for i in range(p, min(p + l, 32))))
-    check(d, exp, [a, b], f"bmsk.{mode}.b32")
+    check_bits(d, exp, [a, b], f"bmsk.{mode}.b32")
 
 
 PRMT_TABLE = {  # d.b3 d.b2 d.b1 d.b0 for selector 0..3, as listed in the PTX manual
@@ -167,7 +167,7 @@ def test_prmt(run, mode):
                 byte = src[int(PRMT_TABLE[mode][s & 3][3 - i])]
             r |= byte << (8 * i)
         exp.append(r)
-    check(d, exp, [a, b, c], f"prmt {mode}")
+    check_bits(d, exp, [a, b, c], f"prmt {mode}")
 
 
 @pytest.mark.parametrize("direction", ["l", "r"])
@@ -182,7 +182,7 @@ def test_shf(run, direction, mode):
         n = n & 31 if mode == "wrap" else min(n, 32)
         both = (hi << 32) | lo
         exp.append(((both << n) >> 32) & 0xFFFFFFFF if direction == "l" else (both >> n) & 0xFFFFFFFF)
-    check(d, exp, [a, b, c], f"shf.{direction}.{mode}")
+    check_bits(d, exp, [a, b, c], f"shf.{direction}.{mode}")
 
 
 @pytest.mark.parametrize("op,t", [("shl", f"b{n}") for n in (16, 32, 64)]
@@ -196,7 +196,7 @@ def test_shifts(run, op, t):
     exp = []
     for x, k in zip(as_ints(a, n, t[0] == "s"), u(s)):
         exp.append(from_int(x << min(k, n), n) if op == "shl" else from_int(x >> min(k, n), n))
-    check(d, exp, [a, s], f"{op}.{t}")
+    check_bits(d, exp, [a, s], f"{op}.{t}")
 
 
 @pytest.mark.parametrize("op,t", [(op, t) for op in ("and", "or", "xor", "not", "cnot")
@@ -209,7 +209,7 @@ def test_logic(run, op, t):
     m = (1 << n) - 1
     ref = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y,
            "not": lambda x, y: ~x & m, "cnot": lambda x, y: int(x == 0)}[op]
-    check(d, [ref(x, y) for x, y in zip(u(a), u(b))], srcs, f"{op}.{t}")
+    check_bits(d, [ref(x, y) for x, y in zip(u(a), u(b))], srcs, f"{op}.{t}")
 
 
 @pytest.mark.parametrize("lut", [0x00, 0xFF, 0xF0, 0xCC, 0xAA, 0x96, 0xE8, 0x80, 0xFE, 0x1E, 0x6A, 0xB4])
@@ -223,7 +223,7 @@ def test_lop3(run, lut):
             idx = (bit(x, i) << 2) | (bit(y, i) << 1) | bit(z, i)
             r |= bit(lut, idx) << i
         exp.append(r)
-    check(d, exp, [a, b, c], f"lop3 {lut:#x}")
+    check_bits(d, exp, [a, b, c], f"lop3 {lut:#x}")
 
 
 @pytest.mark.parametrize("op", ["dp4a", "dp2a.lo", "dp2a.hi"])
@@ -244,5 +244,5 @@ def test_dot(run, op, ta, tb):
             k = 2 if op.endswith("hi") else 0
             r = z + xs[0] * yb[k] + xs[1] * yb[k + 1]
         exp.append(from_int(r, 32))
-    check(d, exp, [a, b, c], f"{op}.{ta}.{tb}")
+    check_bits(d, exp, [a, b, c], f"{op}.{ta}.{tb}")
 

@@ -7,7 +7,7 @@ import pytest
 
 from conformance.floatvals import operand_sets
 from conformance.refs import FORMATS, decode, flush
-from conformance.values import as_ints, check, pairs, random_bits
+from conformance.values import as_ints, check_bits, pairs, random_bits
 
 INT_OPS = {"eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
            "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y}
@@ -51,8 +51,8 @@ def test_setp_int(setp_int, op, t):
     n = int(t[1:])
     f = {**INT_OPS, **UNSIGNED_OPS}[op]
     exp = [int(f(x, y)) for x, y in zip(as_ints(a, n, t[0] == "s"), as_ints(b, n, t[0] == "s"))]
-    check(p, exp, [a, b], f"setp.{op}.{t}")
-    check(q, [1 - e for e in exp], [a, b], f"setp.{op}.{t} q")
+    check_bits(p, exp, [a, b], f"setp.{op}.{t}")
+    check_bits(q, [1 - e for e in exp], [a, b], f"setp.{op}.{t} q")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_setp_float(setp_float, op, t, ftz):
         if ftz:
             x, y = flush(x, f), flush(y, f)
         exp.append(int(float_cmp(op, decode(x, f), decode(y, f))))
-    check(p, exp, [a, b], text)
+    check_bits(p, exp, [a, b], text)
 
 
 @pytest.mark.parametrize("boolop", ["and", "or", "xor"])
@@ -91,8 +91,8 @@ def test_setp_combine(run, boolop, op, t):
     else:
         base = [INT_OPS[op](x, y) for x, y in zip(as_ints(a, 32, True), as_ints(b, 32, True))]
     cs = c.tolist()
-    check(p, [int(BOOL[boolop](int(r), k)) for r, k in zip(base, cs)], [a, b, c], "p")
-    check(q, [int(BOOL[boolop](1 - int(r), k)) for r, k in zip(base, cs)], [a, b, c], "q")
+    check_bits(p, [int(BOOL[boolop](int(r), k)) for r, k in zip(base, cs)], [a, b, c], "p")
+    check_bits(q, [int(BOOL[boolop](1 - int(r), k)) for r, k in zip(base, cs)], [a, b, c], "q")
 
 
 @pytest.mark.parametrize("t", ["f16x2", "bf16x2"])
@@ -105,8 +105,8 @@ def test_setp_packed(run, t, op):
     p, q = run.run(f"setp.{op}.{t}", [a32, b32], pred_out=True)
     lo = [int(float_cmp(op, decode(x & 0xFFFF, f), decode(y & 0xFFFF, f))) for x, y in zip(a32.tolist(), b32.tolist())]
     hi = [int(float_cmp(op, decode(x >> 16, f), decode(y >> 16, f))) for x, y in zip(a32.tolist(), b32.tolist())]
-    check(p, lo, [a32, b32], "p (low halves)")
-    check(q, hi, [a32, b32], "q (high halves)")
+    check_bits(p, lo, [a32, b32], "p (low halves)")
+    check_bits(q, hi, [a32, b32], "q (high halves)")
 
 
 @pytest.mark.parametrize("dtype", ["u32", "s32", "f32"])
@@ -123,7 +123,7 @@ def test_set(run, dtype, op, t):
         base = [fn(x, y) for x, y in zip(as_ints(a, n, t[0] == "s"), as_ints(b, n, t[0] == "s"))]
     (d,) = run.run(f"set.{op}.{dtype}.{t}", [a, b])
     true = 0x3F800000 if dtype == "f32" else 0xFFFFFFFF
-    check(d, [true if r else 0 for r in base], [a, b], f"set.{op}.{dtype}.{t}")
+    check_bits(d, [true if r else 0 for r in base], [a, b], f"set.{op}.{dtype}.{t}")
 
 
 @pytest.mark.parametrize("t", ["b16", "b32", "b64", "f32", "f64", "s32"])
@@ -132,7 +132,7 @@ def test_selp(run, t):
     a, b = random_bits(n, 2000, seed=14), random_bits(n, 2000, seed=15)
     c = random_bits(1, 2000, seed=16)
     (d,) = run.run(f"selp.{t}", [a, b, c])
-    check(d, [x if k else y for x, y, k in zip(a.tolist(), b.tolist(), c.tolist())], [a, b, c], f"selp.{t}")
+    check_bits(d, [x if k else y for x, y, k in zip(a.tolist(), b.tolist(), c.tolist())], [a, b, c], f"selp.{t}")
 
 
 @pytest.mark.parametrize("dt,ct,ftz", [("b32", "s32", False), ("f32", "s32", False), ("u64", "f32", False),
@@ -150,4 +150,4 @@ def test_slct(run, dt, ct, ftz):
             v = decode(flush(k, FORMATS["f32"]) if ftz else k, FORMATS["f32"])
             take = v.kind != "nan" and (v.is_zero or not v.neg)
         exp.append(x if take else y)
-    check(d, exp, [a, b, c], f"slct.{dt}.{ct}")
+    check_bits(d, exp, [a, b, c], f"slct.{dt}.{ct}")

@@ -12,7 +12,7 @@ import pytest
 
 from conformance.floatvals import operand_sets
 from conformance.refs import E4M3, E5M2, F16, F32, FORMATS, TF32, Val, decode, encode, fin, flush, saturate
-from conformance.values import as_ints, check, pairs
+from conformance.values import as_ints, check_bits, pairs
 
 INTS = ["u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"]
 ALL16 = np.arange(65536, dtype=np.uint32).astype(np.uint16)
@@ -55,7 +55,7 @@ def test_int_int(int_int, dst, src, sat):
         if sat:
             x = min(max(x, lo), hi)
         exp.append(x & ((1 << nbits(dst)) - 1))
-    check(d, exp, [a], text)
+    check_bits(d, exp, [a], text)
 
 
 def round_int(v: Fraction, mode: str) -> int:
@@ -100,13 +100,13 @@ def test_float_int(f2i, src, dst, mode):
     text, (a,) = cases[(src, dst, mode)]
     (d,) = outs[(src, dst, mode)]
     f = FORMATS[src]
-    check(d, [f2i_ref(decode(int(x), f), dst, mode) for x in a.tolist()], [a], text)
+    check_bits(d, [f2i_ref(decode(int(x), f), dst, mode) for x in a.tolist()], [a], text)
 
 
 def test_float_int_ftz(run):
     (a,) = operand_sets(F32, 1, n=2000, seed=21)
     (d,) = run.run("cvt.rpi.ftz.s32.f32", [a])
-    check(d, [f2i_ref(decode(flush(int(x), F32), F32), "s32", "rpi") for x in a.tolist()], [a], "ftz")
+    check_bits(d, [f2i_ref(decode(flush(int(x), F32), F32), "s32", "rpi") for x in a.tolist()], [a], "ftz")
 
 
 I2F = [(s, d, "rn") for s in INTS for d in ("f16", "bf16", "f32", "f64") if not (d == "bf16" and s in BF16_8BIT)] + \
@@ -127,13 +127,13 @@ def test_int_float(i2f, src, dst, mode):
     (d,) = outs[(src, dst, mode)]
     f = FORMATS[dst]
     exp = [encode(fin(Fraction(x)), f, mode) for x in as_ints(a, nbits(src), src[0] == "s")]
-    check(d, exp, [a], text)
+    check_bits(d, exp, [a], text)
 
 
 def test_int_float_sat(run):
     a, _ = pairs(32, n=1000)
     (d,) = run.run("cvt.rn.sat.f32.s32", [a])
-    check(d, [saturate(encode(fin(Fraction(x)), F32), F32) for x in as_ints(a, 32, True)], [a], "sat")
+    check_bits(d, [saturate(encode(fin(Fraction(x)), F32), F32) for x in as_ints(a, 32, True)], [a], "sat")
 
 
 def sources(src: str) -> np.ndarray:
@@ -171,7 +171,7 @@ def test_float_narrow(narrowed, src, dst, mode):
     text, (a,) = cases[(src, dst, mode)]
     (d,) = outs[(src, dst, mode)]
     sf, df = FORMATS[src], FORMATS[dst]
-    check(d, [f2f_ref(int(x), sf, df, mode) for x in a.tolist()], [a], text)
+    check_bits(d, [f2f_ref(int(x), sf, df, mode) for x in a.tolist()], [a], text)
 
 
 @pytest.mark.parametrize("src,dst", [("f16", "f32"), ("bf16", "f32"), ("f16", "f64"), ("bf16", "f64"), ("f32", "f64")])
@@ -179,7 +179,7 @@ def test_float_widen(run, src, dst):
     a = sources(src)
     (d,) = run.run(f"cvt.{dst}.{src}", [a])
     sf, df = FORMATS[src], FORMATS[dst]
-    check(d, [f2f_ref(int(x), sf, df, "rn") for x in a.tolist()], [a], f"cvt.{dst}.{src}")
+    check_bits(d, [f2f_ref(int(x), sf, df, "rn") for x in a.tolist()], [a], f"cvt.{dst}.{src}")
 
 
 @pytest.mark.parametrize("text,src,dst,mode,kw", [
@@ -195,7 +195,7 @@ def test_float_widen(run, src, dst):
 def test_float_modifiers(run, text, src, dst, mode, kw):
     a = sources(src)
     (d,) = run.run(text, [a])
-    check(d, [f2f_ref(int(x), FORMATS[src], FORMATS[dst], mode, **kw) for x in a.tolist()], [a], text)
+    check_bits(d, [f2f_ref(int(x), FORMATS[src], FORMATS[dst], mode, **kw) for x in a.tolist()], [a], text)
 
 
 @pytest.mark.parametrize("t", ["f32", "f64", "f16", "bf16"])
@@ -211,7 +211,7 @@ def test_round_integral(run, t, mode):
             r = round_int(v.v, mode)
             v = fin(Fraction(r), v.neg)  # the sign of a zero result follows the operand
         exp.append(encode(v, f))
-    check(d, exp, [a], f"cvt.{mode}.{t}.{t}")
+    check_bits(d, exp, [a], f"cvt.{mode}.{t}.{t}")
 
 
 @pytest.mark.parametrize("mods,mode,satfinite", [("rna", "rna", False), ("rna.satfinite", "rna", True),
@@ -223,7 +223,7 @@ def test_tf32(run, mods, mode, satfinite):
     for x in a.tolist():
         v = decode(x, F32)
         exp.append(0x7FFFFFFF if v.kind == "nan" else encode(v, TF32, mode, satfinite=satfinite) << 13)
-    check(d, exp, [a], f"cvt.{mods}.tf32.f32")
+    check_bits(d, exp, [a], f"cvt.{mods}.tf32.f32")
 
 
 FP8 = {"e4m3x2": E4M3, "e5m2x2": E5M2}
@@ -237,7 +237,7 @@ def test_fp8_from_f32(run, t, relu):
     f = FP8[t]
     exp = [(f2f_ref(int(x), F32, f, "rn", satfinite=True, relu=relu) << 8)
            | f2f_ref(int(y), F32, f, "rn", satfinite=True, relu=relu) for x, y in zip(a.tolist(), b.tolist())]
-    check(d, exp, [a, b], t)
+    check_bits(d, exp, [a, b], t)
 
 
 @pytest.mark.parametrize("t", list(FP8))
@@ -247,7 +247,7 @@ def test_fp8_from_f16x2(run, t):
     f = FP8[t]
     exp = [f2f_ref(x & 0xFFFF, F16, f, "rn", satfinite=True) | (f2f_ref(x >> 16, F16, f, "rn", satfinite=True) << 8)
            for x in a.tolist()]
-    check(d, exp, [a], t)
+    check_bits(d, exp, [a], t)
 
 
 @pytest.mark.parametrize("t", list(FP8))
@@ -255,7 +255,7 @@ def test_f16x2_from_fp8(run, t):
     (d,) = run.run(f"cvt.rn.f16x2.{t}", [ALL16])
     f = FP8[t]
     exp = [encode(decode(x & 0xFF, f), F16) | (encode(decode(x >> 8, f), F16) << 16) for x in ALL16.tolist()]
-    check(d, exp, [ALL16], t)
+    check_bits(d, exp, [ALL16], t)
 
 
 @pytest.mark.parametrize("text,dst,mode,relu", [("cvt.rn.f16x2.f32", "f16", "rn", False),
@@ -268,7 +268,7 @@ def test_packed_halves(run, text, dst, mode, relu):
     f = FORMATS[dst]
     exp = [(f2f_ref(int(x), F32, f, mode, relu=relu) << 16) | f2f_ref(int(y), F32, f, mode, relu=relu)
            for x, y in zip(a.tolist(), b.tolist())]
-    check(d, exp, [a, b], text)
+    check_bits(d, exp, [a, b], text)
 
 
 @pytest.mark.parametrize("t", ["u16", "s16", "u8", "s8", "u4", "s4", "u2", "s2"])
@@ -280,10 +280,10 @@ def test_cvt_pack(run, t):
     if n == 16:
         (d,) = run.run(f"cvt.pack.sat.{t}.s32", [a, b])
         exp = [(x << 16) | y for x, y in zip(*sat)]
-        check(d, exp, [a, b], t)
+        check_bits(d, exp, [a, b], t)
     else:
         c = b[::-1].copy()
         (d,) = run.run(f"cvt.pack.sat.{t}.s32.b32", [a, b, c])
         exp = [((z << 2 * n) | (x << n) | y) & 0xFFFFFFFF for x, y, z in zip(*sat, c.tolist())]
-        check(d, exp, [a, b, c], t)
+        check_bits(d, exp, [a, b, c], t)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.values import check, pairs, random_bits
+from conformance.values import check_bits, pairs, random_bits
 
 
 def u(arr) -> list[int]:
@@ -27,9 +27,9 @@ def test_add_sub_carry(run, op, t):
     else:
         full = [x - y - c for x, y, c in zip(u(a), u(b), cins)]
         carry = [int(v < 0) for v in full]  # borrow
-    check(outs[0], [v & m for v in full], srcs, op)
+    check_bits(outs[0], [v & m for v in full], srcs, op)
     if op.endswith("cc"):
-        check(outs[1], carry, srcs, op + " carry-out")
+        check_bits(outs[1], carry, srcs, op + " carry-out")
 
 
 @pytest.mark.parametrize("op", ["mad.lo.cc", "mad.hi.cc", "madc.lo", "madc.hi", "madc.lo.cc", "madc.hi.cc"])
@@ -52,6 +52,6 @@ def test_mad_carry(run, op, t):
         p = sval(x) * sval(y)
         part = (p >> n) & m if ".hi" in op else p & m
         full.append(part + z + k)
-    check(outs[0], [v & m for v in full], srcs, op)
+    check_bits(outs[0], [v & m for v in full], srcs, op)
     if op.endswith("cc"):
-        check(outs[1], [int(v > m) for v in full], srcs, op + " carry-out")
+        check_bits(outs[1], [int(v > m) for v in full], srcs, op + " carry-out")

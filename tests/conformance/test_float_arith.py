@@ -8,7 +8,7 @@ import pytest
 
 from conformance.floatvals import operand_sets
 from conformance.refs import FORMATS, reference, saturate
-from conformance.values import check
+from conformance.values import check_bits
 
 ARITY = {"add": 2, "sub": 2, "mul": 2, "fma": 3, "div": 2, "rcp": 1, "sqrt": 1}
 MODES = ["rn", "rz", "rm", "rp"]
@@ -37,9 +37,9 @@ def run_and_check(run, text: str, op: str, t: str, mode: str, ftz: bool = False,
         got_nan = np.isnan(d.view(np.float64))
         assert np.array_equal(got_nan, np.array(f64_nan)), f"{text}: NaN mismatch"
         keep = ~got_nan
-        check(d[keep], np.array(exp, np.uint64)[keep], [c[keep] for c in cols], text)
+        check_bits(d[keep], np.array(exp, np.uint64)[keep], [c[keep] for c in cols], text)
     else:
-        check(d, exp, cols, text)
+        check_bits(d, exp, cols, text)
 
 
 # f16/bf16 arithmetic exists with .rn only (their directed rounding is covered through cvt).
@@ -112,7 +112,7 @@ def test_packed_and_relu(run, text, op, e, kw):
             exp.append(one([x & 0xFFFF for x in xs]) | (one([x >> 16 for x in xs]) << 16))
         else:
             exp.append(one(list(xs)))
-    check(d, exp, srcs, text)
+    check_bits(d, exp, srcs, text)
 
 
 def tiny_product_operands(n: int = 3000, seed: int = 77) -> list[np.ndarray]:

@@ -7,7 +7,7 @@ import pytest
 
 from conformance.floatvals import operand_sets
 from conformance.refs import FORMATS, decode, flush
-from conformance.values import check
+from conformance.values import check_bits
 
 ALL16 = np.arange(65536, dtype=np.uint32).astype(np.uint16)
 
@@ -61,7 +61,7 @@ def test_min_max(run, op, t, mods):
             exp.append(minmax_ref(op, xl, yl, e, **kw) | (minmax_ref(op, xh, yh, e, **kw) << 16))
         else:
             exp.append(minmax_ref(op, x, y, e, **kw))
-    check(d, exp, [a, b], f"{op}{mods}.{t}")
+    check_bits(d, exp, [a, b], f"{op}{mods}.{t}")
 
 
 @pytest.mark.parametrize("op", ["min", "max"])
@@ -77,7 +77,7 @@ def test_min_max_three_inputs(run, op, mods):
     mag = (lambda v: v & 0x7FFFFFFF) if ".abs" in mods else (lambda v: v)
     exp = [minmax_ref(op, minmax_ref(op, mag(x), mag(y), "f32", **kw), mag(z), "f32", **kw)
            for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())]
-    check(d, exp, [a, b, c], text)
+    check_bits(d, exp, [a, b, c], text)
 
 
 @pytest.mark.parametrize("op", ["abs", "neg"])
@@ -87,7 +87,7 @@ def test_abs_neg_16_exhaustive(run, op, t, ftz):
     (d,) = run.run(f"{op}{'.ftz' if ftz else ''}.{t}", [ALL16])
     src = [flush(int(x), f) if ftz else int(x) for x in ALL16]
     exp = [x & 0x7FFF if op == "abs" else x ^ 0x8000 for x in src]
-    check(d, exp, [ALL16], f"{op}.{t}")
+    check_bits(d, exp, [ALL16], f"{op}.{t}")
 
 
 @pytest.mark.parametrize("op", ["abs", "neg"])
@@ -108,7 +108,7 @@ def test_abs_neg(run, op, t, mods):
             p = p & ~sign if op == "abs" else p ^ sign
             out |= p << (16 * i)
         exp.append(out)
-    check(d, exp, [a], f"{op}{mods}.{t}")
+    check_bits(d, exp, [a], f"{op}{mods}.{t}")
 
 
 @pytest.mark.parametrize("t", ["f32", "f64"])
@@ -118,7 +118,7 @@ def test_copysign(run, t):
     (d,) = run.run(f"copysign.{t}", [a, b])
     sign = 1 << (f.total - 1)
     exp = [(x & sign) | (y & ~sign) for x, y in zip(a.tolist(), b.tolist())]
-    check(d, exp, [a, b], f"copysign.{t}")
+    check_bits(d, exp, [a, b], f"copysign.{t}")
 
 
 @pytest.mark.parametrize("test", ["finite", "infinite", "number", "notanumber", "normal", "subnormal"])
@@ -134,4 +134,4 @@ def test_testp(run, test, t):
         exp.append(int({"finite": v.kind == "fin", "infinite": v.kind == "inf", "number": v.kind != "nan",
                         "notanumber": v.kind == "nan", "normal": v.kind == "fin" and e != 0,
                         "subnormal": v.kind == "fin" and e == 0 and not v.is_zero}[test]))
-    check(d, exp, [a], f"testp.{test}.{t}")
+    check_bits(d, exp, [a], f"testp.{test}.{t}")

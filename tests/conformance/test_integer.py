@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.values import as_ints, check, from_int, pairs, random_bits, to_signed
+from conformance.values import as_ints, check_bits, from_int, pairs, random_bits, to_signed
 
 TYPES = ["u16", "u32", "u64", "s16", "s32", "s64"]
 
@@ -25,7 +25,7 @@ def test_add_sub(run, op, t):
     a, b = pairs(n)
     (d,) = run.run(f"{op}.{t}", [a, b])
     f = (lambda x, y: x + y) if op == "add" else (lambda x, y: x - y)
-    check(d, [from_int(f(x, y), n) for x, y in zip(ints(a, t), ints(b, t))], [a, b], f"{op}.{t}")
+    check_bits(d, [from_int(f(x, y), n) for x, y in zip(ints(a, t), ints(b, t))], [a, b], f"{op}.{t}")
 
 
 @pytest.mark.parametrize("op", ["add", "sub"])
@@ -34,7 +34,7 @@ def test_add_sub_sat(run, op):
     (d,) = run.run(f"{op}.sat.s32", [a, b])
     f = (lambda x, y: x + y) if op == "add" else (lambda x, y: x - y)
     exp = [from_int(max(-2**31, min(2**31 - 1, f(x, y))), 32) for x, y in zip(ints(a, "s32"), ints(b, "s32"))]
-    check(d, exp, [a, b], f"{op}.sat.s32")
+    check_bits(d, exp, [a, b], f"{op}.sat.s32")
 
 
 @pytest.mark.parametrize("mode,t", [(m, t) for m in ("lo", "hi", "wide") for t in TYPES
@@ -46,7 +46,7 @@ def test_mul(run, mode, t):
     prods = [x * y for x, y in zip(ints(a, t), ints(b, t))]
     exp = {"lo": [from_int(p, n) for p in prods], "hi": [from_int(p >> n, n) for p in prods],
            "wide": [from_int(p, 2 * n) for p in prods]}[mode]
-    check(d, exp, [a, b], f"mul.{mode}.{t}")
+    check_bits(d, exp, [a, b], f"mul.{mode}.{t}")
 
 
 @pytest.mark.parametrize("mode,t", [(m, t) for m in ("lo", "hi", "wide") for t in ("u32", "s32", "u64", "s64", "s16")
@@ -61,7 +61,7 @@ def test_mad(run, mode, t):
     prods = [x * y for x, y in zip(ints(a, t), ints(b, t))]
     part = {"lo": [from_int(p, n) for p in prods], "hi": [from_int(p >> n, n) for p in prods],
             "wide": [from_int(p, 2 * n) for p in prods]}[mode]
-    check(d, [from_int(p + z, cn) for p, z in zip(part, cs)], [a, b, c], f"mad.{mode}.{t}")
+    check_bits(d, [from_int(p + z, cn) for p, z in zip(part, cs)], [a, b, c], f"mad.{mode}.{t}")
 
 
 def test_mad_hi_sat(run):
@@ -71,7 +71,7 @@ def test_mad_hi_sat(run):
     (d,) = run.run("mad.hi.sat.s32", [a, b, c])
     exp = [from_int(max(-2**31, min(2**31 - 1, ((x * y) >> 32) + z)), 32)
            for x, y, z in zip(ints(a, "s32"), ints(b, "s32"), ints(c, "s32"))]
-    check(d, exp, [a, b, c], "mad.hi.sat.s32")
+    check_bits(d, exp, [a, b, c], "mad.hi.sat.s32")
 
 
 @pytest.mark.parametrize("op,t", [(op, t) for op in ("mul24.lo", "mul24.hi", "mad24.lo", "mad24.hi", "mad24.hi.sat")
@@ -93,7 +93,7 @@ def test_24bit(run, op, t):
             else:
                 r = from_int(r + z, 32)
         exp.append(r)
-    check(d, exp, srcs, f"{op}.{t}")
+    check_bits(d, exp, srcs, f"{op}.{t}")
 
 
 @pytest.mark.parametrize("t", TYPES)
@@ -103,7 +103,7 @@ def test_sad(run, t):
     c = random_bits(n, len(a), seed=11)
     (d,) = run.run(f"sad.{t}", [a, b, c])
     exp = [from_int(z + abs(x - y), n) for x, y, z in zip(ints(a, t), ints(b, t), ints(c, t))]
-    check(d, exp, [a, b, c], f"sad.{t}")
+    check_bits(d, exp, [a, b, c], f"sad.{t}")
 
 
 @pytest.mark.parametrize("op", ["div", "rem"])
@@ -121,7 +121,7 @@ def test_div_rem(run, op, t):
             q = abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)
             r = q if op == "div" else x - q * y
         exp.append(from_int(r, n))
-    check(d, exp, [a, b], f"{op}.{t}")
+    check_bits(d, exp, [a, b], f"{op}.{t}")
 
 
 @pytest.mark.parametrize("op", ["abs", "neg"])
@@ -131,7 +131,7 @@ def test_abs_neg(run, op, t):
     a, _ = pairs(n)
     (d,) = run.run(f"{op}.{t}", [a])
     f = abs if op == "abs" else (lambda x: -x)
-    check(d, [from_int(f(x), n) for x in ints(a, t)], [a], f"{op}.{t}")
+    check_bits(d, [from_int(f(x), n) for x in ints(a, t)], [a], f"{op}.{t}")
 
 
 @pytest.mark.parametrize("op,t", [(op, t) for op in ("min", "max") for t in TYPES]
@@ -144,7 +144,7 @@ def test_min_max(run, op, t):
     exp = [f(x, y) for x, y in zip(ints(a, t), ints(b, t))]
     if "relu" in op:
         exp = [max(v, 0) for v in exp]
-    check(d, [from_int(v, n) for v in exp], [a, b], f"{op}.{t}")
+    check_bits(d, [from_int(v, n) for v in exp], [a, b], f"{op}.{t}")
 
 
 PACKED = [("add", "u16x2", False), ("add", "s16x2", False), ("sub", "u16x2", False), ("sub", "s16x2", False),
@@ -171,4 +171,4 @@ def test_packed_16x2(run, op, t, relu):
             v = f(as_ints([(x >> k) & 0xFFFF], 16, sgn)[0], as_ints([(y >> k) & 0xFFFF], 16, sgn)[0])
             out |= from_int(max(v, 0) if relu else v, 16) << k
         exp.append(out)
-    check(d, exp, [a, b], text)
+    check_bits(d, exp, [a, b], text)

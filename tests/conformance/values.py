@@ -55,7 +55,7 @@ def as_ints(arr: np.ndarray, bits: int, signed: bool) -> list[int]:
     return [to_signed(int(x), bits) if signed else int(x) for x in arr]
 
 
-def check(got: np.ndarray, expected: list[int] | np.ndarray, inputs: list[np.ndarray], what: str) -> None:
+def check_bits(got: np.ndarray, expected: list[int] | np.ndarray, inputs: list[np.ndarray], what: str) -> None:
     """Compare bit patterns; on failure name the first mismatching inputs."""
     exp = np.asarray(expected, dtype=got.dtype) if not isinstance(expected, np.ndarray) else expected.astype(got.dtype)
     bad = np.nonzero(got != exp)[0]
