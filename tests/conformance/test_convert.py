@@ -4,27 +4,16 @@ packed halves, and cvt.pack."""
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 import numpy as np
 import pytest
 
 from conformance.floatvals import operand_sets
-from conformance.refs import E4M3, E5M2, F16, F32, FORMATS, TF32, Val, decode, encode, fin, flush, saturate
+from conformance.models.convert import (FP8, INTS, f2f_ref, f2i_ref, i2f_ref, int_int_ref, int_range, nbits, pack_ref,
+                                        round_integral_ref, tf32_ref)
+from conformance.refs import F16, F32, FORMATS, decode, flush
 from conformance.values import as_ints, check_bits, pairs
 
-INTS = ["u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64"]
 ALL16 = np.arange(65536, dtype=np.uint32).astype(np.uint16)
-
-
-def nbits(t: str) -> int:
-    return int(t[1:])
-
-
-def int_range(t: str) -> tuple[int, int]:
-    n = nbits(t)
-    return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if t[0] == "s" else (0, (1 << n) - 1)
 
 
 def fits(src: str, dst: str) -> bool:
@@ -49,34 +38,7 @@ def test_int_int(int_int, dst, src, sat):
     cases, outs = int_int
     text, (a,) = cases[(dst, src, sat)]
     (d,) = outs[(dst, src, sat)]
-    lo, hi = int_range(dst)
-    exp = []
-    for x in as_ints(a, nbits(src), src[0] == "s"):
-        if sat:
-            x = min(max(x, lo), hi)
-        exp.append(x & ((1 << nbits(dst)) - 1))
-    check_bits(d, exp, [a], text)
-
-
-def round_int(v: Fraction, mode: str) -> int:
-    if mode == "rzi":
-        return math.trunc(v)
-    if mode == "rmi":
-        return math.floor(v)
-    if mode == "rpi":
-        return math.ceil(v)
-    return round(v)  # Fraction rounds half to even
-
-
-def f2i_ref(x: Val, dst: str, mode: str) -> int:
-    lo, hi = int_range(dst)
-    if x.kind == "nan":
-        r = 0
-    elif x.kind == "inf":
-        r = lo if x.neg else hi
-    else:
-        r = min(max(round_int(x.v, mode), lo), hi)
-    return r & ((1 << nbits(dst)) - 1)
+    check_bits(d, [int_int_ref(x, dst, sat) for x in as_ints(a, nbits(src), src[0] == "s")], [a], text)
 
 
 F2I = [(s, d, "rzi") for s in ("f16", "bf16", "f32", "f64") for d in INTS if not (s == "bf16" and d in BF16_8BIT)] + \
@@ -126,33 +88,19 @@ def test_int_float(i2f, src, dst, mode):
     text, (a,) = cases[(src, dst, mode)]
     (d,) = outs[(src, dst, mode)]
     f = FORMATS[dst]
-    exp = [encode(fin(Fraction(x)), f, mode) for x in as_ints(a, nbits(src), src[0] == "s")]
+    exp = [i2f_ref(x, f, mode) for x in as_ints(a, nbits(src), src[0] == "s")]
     check_bits(d, exp, [a], text)
 
 
 def test_int_float_sat(run):
     a, _ = pairs(32, n=1000)
     (d,) = run.run("cvt.rn.sat.f32.s32", [a])
-    check_bits(d, [saturate(encode(fin(Fraction(x)), F32), F32) for x in as_ints(a, 32, True)], [a], "sat")
+    check_bits(d, [i2f_ref(x, F32, "rn", sat=True) for x in as_ints(a, 32, True)], [a], "sat")
 
 
 def sources(src: str) -> np.ndarray:
     f = FORMATS[src]
     return ALL16 if f.total == 16 else operand_sets(f, 1, n=4000, seed=22)[0]
-
-
-def f2f_ref(x: int, sf, df, mode: str, ftz=False, sat=False, relu=False, satfinite=False) -> int:
-    if ftz and sf is F32:
-        x = flush(x, sf)
-    v = decode(x, sf)
-    r = encode(v, df, mode, satfinite=satfinite)
-    if ftz and df is F32:
-        r = flush(r, df)
-    if sat:
-        r = saturate(r, df)
-    if relu and decode(r, df).neg and decode(r, df).kind != "nan":
-        r = 0
-    return r
 
 
 NARROW = [(s, d, m) for s, d in (("f64", "f32"), ("f64", "f16"), ("f64", "bf16"), ("f32", "f16"), ("f32", "bf16"),
@@ -204,29 +152,18 @@ def test_round_integral(run, t, mode):
     a = sources(t)
     f = FORMATS[t]
     (d,) = run.run(f"cvt.{mode}.{t}.{t}", [a])
-    exp = []
-    for x in a.tolist():
-        v = decode(x, f)
-        if v.kind == "fin":
-            r = round_int(v.v, mode)
-            v = fin(Fraction(r), v.neg)  # the sign of a zero result follows the operand
-        exp.append(encode(v, f))
-    check_bits(d, exp, [a], f"cvt.{mode}.{t}.{t}")
+    check_bits(d, [round_integral_ref(x, f, mode) for x in a.tolist()], [a], f"cvt.{mode}.{t}.{t}")
 
 
-@pytest.mark.parametrize("mods,mode,satfinite", [("rna", "rna", False), ("rna.satfinite", "rna", True),
-                                                 ("rn", "rn", False), ("rz", "rz", False)])
-def test_tf32(run, mods, mode, satfinite):
+@pytest.mark.parametrize("mods,mode,satfinite,relu", [
+    ("rna", "rna", False, False), ("rna.satfinite", "rna", True, False), ("rn", "rn", False, False),
+    ("rz", "rz", False, False),
+    # regression: .relu tested the sign at bit 18 of the f32-shaped tf32 result, zeroing positives
+    ("rn.relu", "rn", False, True), ("rz.satfinite.relu", "rz", True, True)])
+def test_tf32(run, mods, mode, satfinite, relu):
     (a,) = operand_sets(F32, 1, n=4000, seed=23)
     (d,) = run.run(f"cvt.{mods}.tf32.f32", [a])
-    exp = []
-    for x in a.tolist():
-        v = decode(x, F32)
-        exp.append(0x7FFFFFFF if v.kind == "nan" else encode(v, TF32, mode, satfinite=satfinite) << 13)
-    check_bits(d, exp, [a], f"cvt.{mods}.tf32.f32")
-
-
-FP8 = {"e4m3x2": E4M3, "e5m2x2": E5M2}
+    check_bits(d, [tf32_ref(x, mode, satfinite, relu) for x in a.tolist()], [a], f"cvt.{mods}.tf32.f32")
 
 
 @pytest.mark.parametrize("t", list(FP8))
@@ -254,7 +191,7 @@ def test_fp8_from_f16x2(run, t):
 def test_f16x2_from_fp8(run, t):
     (d,) = run.run(f"cvt.rn.f16x2.{t}", [ALL16])
     f = FP8[t]
-    exp = [encode(decode(x & 0xFF, f), F16) | (encode(decode(x >> 8, f), F16) << 16) for x in ALL16.tolist()]
+    exp = [f2f_ref(x & 0xFF, f, F16, "rn") | (f2f_ref(x >> 8, f, F16, "rn") << 16) for x in ALL16.tolist()]
     check_bits(d, exp, [ALL16], t)
 
 
@@ -274,16 +211,12 @@ def test_packed_halves(run, text, dst, mode, relu):
 @pytest.mark.parametrize("t", ["u16", "s16", "u8", "s8", "u4", "s4", "u2", "s2"])
 def test_cvt_pack(run, t):
     a, b = pairs(32, n=1500)
-    lo, hi = int_range(t)
-    n = nbits(t)
-    sat = [[min(max(v, lo), hi) & ((1 << n) - 1) for v in as_ints(x, 32, True)] for x in (a, b)]
-    if n == 16:
+    sa, sb = as_ints(a, 32, True), as_ints(b, 32, True)
+    if nbits(t) == 16:
         (d,) = run.run(f"cvt.pack.sat.{t}.s32", [a, b])
-        exp = [(x << 16) | y for x, y in zip(*sat)]
-        check_bits(d, exp, [a, b], t)
+        check_bits(d, [pack_ref(x, y, None, t) for x, y in zip(sa, sb)], [a, b], t)
     else:
         c = b[::-1].copy()
         (d,) = run.run(f"cvt.pack.sat.{t}.s32.b32", [a, b, c])
-        exp = [((z << 2 * n) | (x << n) | y) & 0xFFFFFFFF for x, y, z in zip(*sat, c.tolist())]
-        check_bits(d, exp, [a, b, c], t)
+        check_bits(d, [pack_ref(x, y, z, t) for x, y, z in zip(sa, sb, c.tolist())], [a, b, c], t)
 

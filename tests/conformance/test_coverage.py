@@ -11,7 +11,7 @@ from zluda_py.ptx import ast
 def test_every_supported_form_has_typed_operands():
     """Each supported form names operand types of a known width (what the framework allocates)."""
     bad = []
-    for (opcode, _), mods in supported_forms().items():
+    for (opcode, *_), mods in supported_forms().items():
         types = SEMANTICS[opcode].operands(ast.Instruction(opcode, mods))
         try:
             [ptx_bits(t) for t in types.dst + types.src]

@@ -6,34 +6,11 @@ import numpy as np
 import pytest
 
 from conformance.floatvals import operand_sets
-from conformance.refs import FORMATS, decode, flush
+from conformance.models.floating import absneg_ref, copysign_ref, minmax3_ref, minmax_ref, classify_ref
+from conformance.refs import FORMATS
 from conformance.values import check_bits
 
 ALL16 = np.arange(65536, dtype=np.uint32).astype(np.uint16)
-
-
-def minmax_ref(op: str, a: int, b: int, t: str, nan_mode: bool, xorsign: bool, ftz: bool) -> int:
-    f = FORMATS[t]
-    if ftz:
-        a, b = flush(a, f), flush(b, f)
-    sign = 1 << (f.total - 1)
-    if xorsign:
-        s, a, b = (a ^ b) & sign, a & ~sign, b & ~sign
-    x, y = decode(a, f), decode(b, f)
-    if x.kind == "nan" or y.kind == "nan":  # the manual's order: NaN rules, then the xor sign
-        if nan_mode or (x.kind == "nan" and y.kind == "nan"):
-            return f.nan
-        r = b if x.kind == "nan" else a
-        return r | s if xorsign else r
-
-    def key(v, bits):  # total order with -0 < +0
-        inf = float("inf")
-        val = (-inf if v.neg else inf) if v.kind == "inf" else v.v
-        return (val, 0 if bits & sign else 1)
-
-    pick = min if op == "min" else max
-    r = pick((a, b), key=lambda z: key(decode(z, f), z))
-    return r | s if xorsign else r
 
 
 def split16(v):
@@ -73,9 +50,7 @@ def test_min_max_three_inputs(run, op, mods):
     c = np.concatenate([b[len(b) // 2:], a[: len(b) - len(b) // 2]])[::-1].copy()
     text = f"{op}{mods}.f32"
     (d,) = run.run(text, [a, b, c])
-    kw = dict(nan_mode=".NaN" in mods, xorsign=False, ftz="ftz" in mods)
-    mag = (lambda v: v & 0x7FFFFFFF) if ".abs" in mods else (lambda v: v)
-    exp = [minmax_ref(op, minmax_ref(op, mag(x), mag(y), "f32", **kw), mag(z), "f32", **kw)
+    exp = [minmax3_ref(op, x, y, z, ".NaN" in mods, ".abs" in mods, "ftz" in mods)
            for x, y, z in zip(a.tolist(), b.tolist(), c.tolist())]
     check_bits(d, exp, [a, b, c], text)
 
@@ -85,8 +60,7 @@ def test_min_max_three_inputs(run, op, mods):
 def test_abs_neg_16_exhaustive(run, op, t, ftz):
     f = FORMATS[t]
     (d,) = run.run(f"{op}{'.ftz' if ftz else ''}.{t}", [ALL16])
-    src = [flush(int(x), f) if ftz else int(x) for x in ALL16]
-    exp = [x & 0x7FFF if op == "abs" else x ^ 0x8000 for x in src]
+    exp = [absneg_ref(op, int(x), f, ftz) for x in ALL16]
     check_bits(d, exp, [ALL16], f"{op}.{t}")
 
 
@@ -100,14 +74,7 @@ def test_abs_neg(run, op, t, mods):
     exp = []
     for x in a.tolist():
         parts = [x & 0xFFFF, x >> 16] if t.endswith("x2") else [x]
-        out = 0
-        for i, p in enumerate(parts):
-            if mods:
-                p = flush(p, f)
-            sign = 1 << (f.total - 1)
-            p = p & ~sign if op == "abs" else p ^ sign
-            out |= p << (16 * i)
-        exp.append(out)
+        exp.append(sum(absneg_ref(op, p, f, bool(mods)) << (16 * i) for i, p in enumerate(parts)))
     check_bits(d, exp, [a], f"{op}{mods}.{t}")
 
 
@@ -116,8 +83,7 @@ def test_copysign(run, t):
     f = FORMATS[t]
     a, b = operand_sets(f, 2, n=2000, seed=5)
     (d,) = run.run(f"copysign.{t}", [a, b])
-    sign = 1 << (f.total - 1)
-    exp = [(x & sign) | (y & ~sign) for x, y in zip(a.tolist(), b.tolist())]
+    exp = [copysign_ref(x, y, f) for x, y in zip(a.tolist(), b.tolist())]
     check_bits(d, exp, [a, b], f"copysign.{t}")
 
 
@@ -127,11 +93,5 @@ def test_testp(run, test, t):
     f = FORMATS[t]
     (a,) = operand_sets(f, 1, n=3000, seed=6)
     (d,) = run.run(f"testp.{test}.{t}", [a])
-    exp = []
-    for x in a.tolist():
-        v = decode(x, f)
-        e = (x >> f.mbits) & ((1 << f.ebits) - 1)
-        exp.append(int({"finite": v.kind == "fin", "infinite": v.kind == "inf", "number": v.kind != "nan",
-                        "notanumber": v.kind == "nan", "normal": v.kind == "fin" and e != 0,
-                        "subnormal": v.kind == "fin" and e == 0 and not v.is_zero}[test]))
+    exp = [classify_ref(test, x, f) for x in a.tolist()]
     check_bits(d, exp, [a], f"testp.{test}.{t}")

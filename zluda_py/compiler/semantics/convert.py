@@ -81,8 +81,8 @@ def _f_out(L: Lanes, inst: ast.Instruction, x: ir.Value, fmt: Fmt, mode: str) ->
         r = flush(L, r, fmt)
     if inst.has("sat"):
         r = saturate(L, r, fmt)
-    if inst.has("relu"):
-        r = relu(L, r, fmt)
+    if inst.has("relu"):  # tf32 results sit in the top bits of an f32 pattern
+        r = relu(L, r, F32_FMT if fmt.shift else fmt)
     return r
 
 

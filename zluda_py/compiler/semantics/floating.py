@@ -362,8 +362,9 @@ class Arith(Semantic):
 class DivRcpSqrt(Semantic):
     """IEEE forms (.rn .rz .rm .rp), .full (within 2 ulp: computed exactly) and .approx.
 
-    div.approx.f32 is a * RN(1/b), as PTX defines it; rcp/sqrt .approx are computed correctly
-    rounded, which is within their documented bounds.
+    div.approx.f32 is a * RN(1/b), as PTX defines it, with 1/b flushed (PTX gives 0 for
+    2^126 < |b| < 2^128); rcp/sqrt .approx are computed correctly rounded, which is within
+    their documented bounds.
     """
 
     def operands(self, inst: ast.Instruction) -> OperandTypes:
@@ -385,7 +386,9 @@ class DivRcpSqrt(Semantic):
         ftz = inst.has("ftz")
         mode = next((m for m in DIRECTED if inst.has(m)), "rn")
         if inst.opcode == "div" and inst.has("approx"):
-            r = arith(L, "rcp", t, "rn", ftz, [srcs[1]])
+            # 1/b flushes even without .ftz: PTX gives 0 (NaN for an infinite a) for
+            # 2^126 < |b| < 2^128, where 1/b is subnormal.
+            r = flush(L, arith(L, "rcp", t, "rn", ftz, [srcs[1]]), FMT[t])
             return [arith(L, "mul", t, "rn", ftz, [srcs[0], r])]
         return [arith(L, inst.opcode, t, mode, ftz, srcs)]
 
