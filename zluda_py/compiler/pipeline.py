@@ -7,6 +7,7 @@ import llvmlite.binding as llvm
 from zluda_py.compiler.cpu.module import ModuleLowering
 from zluda_py.compiler.cpu.runtime import CompiledModule, target_machine
 from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.compiler.inline import inline_barrier_calls
 from zluda_py.compiler.linker import link
 from zluda_py.ptx import ast
 
@@ -45,6 +46,7 @@ def _parse(m: "str | ast.Module") -> ast.Module:
 
 def lower(module: ast.Module) -> tuple[str, dict]:
     """LLVM IR text and the metadata `load` needs (kernels, parameters, globals)."""
+    module = inline_barrier_calls(module)  # a warp function can yield at a barrier; a .func cannot
     tm = target_machine()
     lowering = ModuleLowering(module, tm.triple, str(tm.target_data))
     metadata = lowering.lower()

@@ -11,7 +11,7 @@ from llvmlite import ir
 
 from zluda_py.compiler.lanes import Lanes
 from zluda_py.compiler.semantics.base import (FLOAT_TYPES, OperandTypes, Semantic, form, has_pred_out,
-                                              register, signed, unsupported)
+                                              register, signed, unsupported, width)
 from zluda_py.compiler.semantics.floating import FMT, as_float, flush, packed
 from zluda_py.compiler.semantics.rounding import F32_FMT, F64_FMT, widen
 from zluda_py.ptx import ast
@@ -41,7 +41,7 @@ def _cmp_op(inst: ast.Instruction, t: str) -> str:
 def _check(inst: ast.Instruction, types_n: int) -> tuple[str, str, str | None]:
     all_cmp = set(FLOAT_CMP) | set(INT_CMP) | set(UNSIGNED_CMP)
     f = form(inst, all_cmp | set(BOOL_OPS) | {"ftz"}, ntypes=types_n,
-             type_ok=lambda t: t in CMP_INT_TYPES or t in CMP_FLOAT_TYPES or t in ("u32", "s32", "f32"))
+             type_ok=lambda t: t in CMP_INT_TYPES or t in CMP_FLOAT_TYPES or t in SET_DTYPES)
     t = f.type
     if t not in CMP_INT_TYPES and t not in CMP_FLOAT_TYPES:
         raise unsupported(inst, "operand type")
@@ -85,6 +85,8 @@ def _combine(L: Lanes, boolop: str | None, p: ir.Value, c: ir.Value | None) -> i
 class Setp(Semantic):
     def operands(self, inst: ast.Instruction) -> OperandTypes:
         t, _, boolop = _check(inst, 1)
+        if has_pred_out(inst) and t in ("f16", "bf16"):
+            raise unsupported(inst, "p|q destination (scalar .f16/.bf16 setp writes p only)")
         dst = ["pred", "pred"] if has_pred_out(inst) else ["pred"]
         return OperandTypes(dst, [t, t] + (["pred"] if boolop else []))
 
@@ -105,24 +107,51 @@ class Setp(Semantic):
         return [p]
 
 
+# set's destination types by source type, as ptxas accepts them (the PTX ISA's set and its
+# half-precision variant): 16-bit integer results only from 16-bit float compares, packed results
+# only from the same packed type, f32 results not from 16-bit floats, f16 results not from bf16.
+SET_DTYPES = frozenset({"u32", "s32", "f32", "u16", "s16", "f16", "bf16", "f16x2", "bf16x2"})
+# The value written where the (combined) comparison is true, per destination element; false is 0.
+SET_TRUE = {"u32": 0xFFFFFFFF, "s32": 0xFFFFFFFF, "f32": 0x3F800000, "u16": 0xFFFF, "s16": 0xFFFF,
+            "f16": 0x3C00, "bf16": 0x3F80}
+
+
+def _set_types_ok(dtype: str, stype: str) -> bool:
+    if packed(stype) or packed(dtype):
+        return dtype in ("u32", "s32", stype)
+    return {"u32": True, "s32": True, "f32": stype not in ("f16", "bf16"), "f16": stype != "bf16", "bf16": True,
+            "u16": stype in ("f16", "bf16"), "s16": stype in ("f16", "bf16")}[dtype]
+
+
 @register("any", "set")
 class Set(Semantic):
-    """set.cmp.dtype.stype: all ones (integer dtype) or 1.0f (f32 dtype) where true, else 0."""
+    """set.cmp.dtype.stype: all ones (integer dtype), 1.0 in the dtype's format (float dtype) where
+    true, else 0. Packed sources compare per half, and each half of d gets 0xffff (.u32 .s32) or
+    1.0 (.f16x2 .bf16x2) where its comparison is true."""
 
     def operands(self, inst: ast.Instruction) -> OperandTypes:
         t, _, boolop = _check(inst, 2)
         dtype = inst.types[0]
-        if dtype not in ("u32", "s32", "f32") or packed(t):
-            raise unsupported(inst, "operand type")
-        if dtype == "f32" and t in ("f16", "bf16"):
-            raise unsupported(inst, "set.f32 of 16-bit floats")
+        if dtype not in SET_DTYPES or not _set_types_ok(dtype, t):
+            raise unsupported(inst, f"set.{dtype} of .{t} values")
+        if dtype == "bf16" and inst.has("ftz"):
+            raise unsupported(inst, ".ftz with a .bf16 result")
         return OperandTypes([dtype], [t, t] + (["pred"] if boolop else []))
 
     def emit(self, L: Lanes, inst: ast.Instruction, srcs: list[ir.Value]) -> list[ir.Value]:
         t, op, boolop = _check(inst, 2)
-        r = _combine(L, boolop, compare(L, inst, t, op, srcs[0], srcs[1]), srcs[2] if boolop else None)
-        true = 0x3F800000 if inst.types[0] == "f32" else 0xFFFFFFFF
-        return [L.b.select(r, L.const(ir.IntType(32), true), L.const(ir.IntType(32), 0))]
+        dtype = inst.types[0]
+        extra = srcs[2] if boolop else None
+
+        def result(e: str, a: ir.Value, c: ir.Value, true: int, bits: int) -> ir.Value:
+            r = _combine(L, boolop, compare(L, inst, e, op, a, c), extra)
+            return L.b.select(r, L.const(ir.IntType(bits), true), L.const(ir.IntType(bits), 0))
+
+        if packed(t):
+            true = 0xFFFF if dtype in ("u32", "s32") else SET_TRUE[dtype[:-2]]
+            (alo, ahi), (clo, chi) = _halves(L, srcs[0]), _halves(L, srcs[1])
+            return [L.join2(result(t[:-2], alo, clo, true, 16), result(t[:-2], ahi, chi, true, 16))]
+        return [result(t, srcs[0], srcs[1], SET_TRUE[dtype], width(dtype))]
 
 
 # PTX types selp/slct/mov name (f16/bf16 values move as .b16/.b32).
