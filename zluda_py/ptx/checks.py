@@ -237,12 +237,17 @@ class Checker:
     def block(self, body: list, scopes: list[dict]) -> None:
         local: dict[str, object] = {}
         scopes = scopes + [local]
+        instruction = self.instruction
+        labels = self.labels
         for s in body:
             t = type(s)
             if t is Instruction:
-                self.instruction(s, scopes, local)
+                instruction(s, scopes, local)
             elif t is Label:
-                self.declare(self.labels, s.name, s, s.pos)
+                if s.name in labels:
+                    self.declare(labels, s.name, s, s.pos)
+                else:
+                    labels[s.name] = s
             elif t is Variable:
                 if s.count is not None:
                     names = [f"{s.name}{k}" for k in range(s.count)]
@@ -300,17 +305,25 @@ class Checker:
             else:
                 if not _special(g.reg):
                     self.pending.append((Reg(g.reg, insn.pos), insn, None, True))
+        local_get = local.get
         for k, op in enumerate(ops):
-            if type(op) is Reg:
-                v = local.get(op.name)
+            t = type(op)
+            if t is Reg:
+                v = local_get(op.name)
                 if v is None:
                     v = self.resolve(op, scopes, insn, None)
+                    if v is None:
+                        continue
+                # Scopes hold Variables; the type test comes first as it rejects most.
                 ok = accepts[k]
-                if ok is not None and type(v) is Variable and v.space == "reg" and v.type not in ok:
+                if ok is not None and v.type not in ok and type(v) is Variable and v.space == "reg":
                     self.type_error(insn, op, v.type, wants[k])
-            elif type(op) is Addr and type(op.base) is Reg and not op.extra:
+            elif t is Imm:
+                if roles[k] == "p":  # only a predicate operand rejects a constant
+                    self.operand(insn, op, scopes, "p", wants[k])
+            elif t is Addr and type(op.base) is Reg and not op.extra:
                 # `[%rd1+8]`: only the base register needs resolving (a register has no space)
-                v = local.get(op.base.name)
+                v = local_get(op.base.name)
                 if v is None:
                     v = self.resolve(op.base, scopes, insn, op)
                 if v is not None and (type(v) is not Variable or v.space != "reg"):

@@ -1,9 +1,11 @@
 """Recursive-descent parser from PTX text to the AST of ast.py.
 
-Speed matters (modules of tens of MB come from fatbins), so the lexer is pulled by the
-parser one token at a time with precompiled regexes, and the common one-line instruction
-goes through a fast path (`_FAST_INSN`) that builds the same AST as the general path
-without tokenizing. The general path handles everything else and produces the errors.
+Speed matters (modules of tens of MB come from fatbins). Function bodies are read one
+statement per match of one compiled regex (`_BODY`): instructions, labels, `.loc` and `.reg`
+lines are built straight from the match, their operands from per-module shared nodes and
+module-independent recipes (`_RECIPES`). Everything else goes through the general path: a
+lexer pulled by the parser one token at a time, which builds the same AST and produces the
+errors.
 """
 
 from __future__ import annotations
@@ -46,94 +48,167 @@ FUNC_DIRECTIVES = frozenset(
 # Directives whose arguments run to the end of the line (no ';').
 LINE_DIRECTIVES = frozenset(("file", "loc"))
 
-# Fast paths for the line shapes that make up most of nvcc's output. Each builds the same AST
-# as the general path; anything they do not match exactly goes through the general path,
+# Fast paths for the statement shapes that make up most of nvcc's output. Each builds the same
+# AST as the general path; anything they do not match exactly goes through the general path,
 # which also produces the errors.
-# `[@[!]%p] opcode op, op, ...;` alone on its line (operands without braces or parentheses).
-# Each ends with _EOL: the end of the line, and the blanks of the lines after it, so that the
-# next statement starts where the match ends.
-_EOL = r"[ \t\r]*(?:(?=//)|(?:\n[ \t\r]*)+|\Z)"
-_FAST_INSN = re.compile(
-    r"(?:@(!?)(%[\w$]+)[ \t]+)?([a-z][\w$]*(?:(?:\.|::)[\w$]+)*)"
-    r"(?:[ \t]+([^;\n]*))?;" + _EOL  # operands the fast path cannot build go the general way
+_DEC = r"(0|[1-9]\d*)"
+_EOL = r"(?=[ \t\r]*(?://|\n|\Z))"  # a label or `.loc` must end its line
+# One match per statement of a body, after the blanks and `//` comments before it; which
+# group matched (lastindex) says what the statement is, _B_OTHER: one for the general path.
+_BODY = re.compile(
+    r"(?:[ \t\r\n]+|//[^\n]*)*(?:"
+    # 1: `[@[!]p] opcode op, op, ...;`: 2 '!', 3 guard, 4 opcode with modifiers, 5 operands
+    # (over several lines for a call; a piece the fast path cannot read goes the general way;
+    # bounded, so that text without ';' is not rescanned to its end for every statement)
+    r"((?:@(!?)([A-Za-z_$%][\w$]*)[ \t]+)?([a-z][\w$]*(?:(?:\.|::)[\w$]+)*)"
+    r"(?:[ \t\r\n]+([^;]{0,4096}))?;)"
+    # 6: `name:` (7) alone on its line (`name: .callprototype ...` is no label)
+    r"|(([A-Za-z_$][\w$]*):" + _EOL + ")"
+    # 8: `.loc file line col[, function_name name, inlined_at file line col]` (9-17)
+    rf"|(\.loc[ \t]+{_DEC}[ \t]+{_DEC}[ \t]+{_DEC}"
+    rf"(?:[ \t]*,[ \t]*(function_name)[ \t]+([A-Za-z_$][\w$]*)[ \t]*,"
+    rf"[ \t]*(inlined_at)[ \t]+{_DEC}[ \t]+{_DEC}[ \t]+{_DEC})?" + _EOL + ")"
+    # 18: `.reg .type name;`, `.reg .type %r<N>;`, `.param .type name;`: 19 space, 20 type,
+    # 21 name, 22 count
+    r"|(\.(reg|param)[ \t]+\.([a-z]\w*)[ \t]+([A-Za-z_$%][\w$]*)(?:<([1-9]\d*|0)>)?[ \t]*;)"
+    r"|())"
 )
-# One operand of _FAST_INSN's list (the text between commas).
+_B_INSN, _B_LABEL, _B_LOC, _B_DECL, _B_OTHER = 1, 6, 8, 18, 23
+# One operand of an instruction's list (the text between commas).
+_BL = r"[ \t\r\n\f\v]*"  # blanks, as _SKIP has them
 _FAST_OPERAND = re.compile(
-    r"[ \t]*(?:(%[\w$]+(?:\.[\w$]+)?)|(-?(?:0[xX][0-9a-fA-F]+|[1-9]\d*|0)U?)"
+    _BL + r"(?:(%[\w$]+(?:\.[\w$]+)?)|(-?(?:0[xX][0-9a-fA-F]+|[1-9]\d*|0)U?)"
     r"|(0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16})"
     r"|(\[[ \t]*)(%?[A-Za-z_$][\w$]*)[ \t]*(?:([+-])[ \t]*(-?(?:[1-9]\d*|0)))?[ \t]*\]"
-    r"|([A-Za-z$][\w$]*|_[\w$]*))[ \t]*"
+    r"|([A-Za-z$][\w$]*|_[\w$]*))" + _BL
 )
-# `name:` alone on its line.
-_FAST_LABEL = re.compile(r"([A-Za-z_$][\w$]*):" + _EOL)
-# `.loc file line col[, function_name label, inlined_at file line col]` alone on its line.
-_DEC = r"(0|[1-9]\d*)"
-_FAST_LOC = re.compile(
-    rf"\.loc[ \t]+{_DEC}[ \t]+{_DEC}[ \t]+{_DEC}"
-    rf"(?:[ \t]*,[ \t]*(function_name)[ \t]+([A-Za-z_$][\w$]*)[ \t]*,"
-    rf"[ \t]*(inlined_at)[ \t]+{_DEC}[ \t]+{_DEC}[ \t]+{_DEC})?" + _EOL
-)
-# `.reg .type name;`, `.reg .type %r<N>;`, `.param .type name;` alone on its line.
-_FAST_DECL = re.compile(
-    r"\.(reg|param)[ \t]+\.([a-z]\w*)[ \t]+([A-Za-z_$%][\w$]*)(?:<([1-9]\d*|0)>)?"
-    r"[ \t]*;" + _EOL
-)
+# Vectors `{a, b}`, call argument lists `(a, b)` and `d|p`, of simple operands.
+_FAST_VEC = re.compile(f"({_BL}){{([^{{}}]*)}}{_BL}")
+_FAST_ARGS = re.compile(rf"({_BL})\(([^()]*)\){_BL}")
+_FAST_PRED_OUT = re.compile(r"([^|]*)\|([^|]*)")
 _WS = " \t\r\n\f\v"
 _new = object.__new__
-_SKIP_START = _WS + "/"
 
-# Operand kinds of the fast path's per-parse cache: operand text -> how to build it.
-_K_NAME, _K_IMM, _K_ADDR, _K_SINK, _K_GENERAL = range(5)
-_GENERAL = (None, _K_GENERAL)  # the spec of an operand only the general path can parse
-
-
-def _fast_operand_spec(piece: str, share: bool) -> tuple:
-    """How to build the operand written as `piece` (with its surrounding blanks):
-    (shared node or None, kind, recipe...), or _GENERAL when the general path must parse it.
-    Offsets in the recipe are relative to the start of `piece`.
-
-    With `share`, registers, immediates, the sink and `[%reg+imm]` come as one node for every
-    occurrence in the module, without a position (NOPOS): nothing mutates them, and building
-    one node per operand was most of the parse. Names (`Sym`) stay one node per occurrence:
-    the checks may replace them, and the compiler names their position in its errors."""
-    recipe = _fast_operand_recipe(piece)
-    if not share or recipe is _GENERAL:
-        return recipe
-    kind = recipe[1]
-    if kind == _K_NAME and recipe[3] is Reg:
-        return (Reg(recipe[4]), *recipe[1:])
-    if kind == _K_IMM:
-        return (Imm(recipe[3], recipe[4]), *recipe[1:])
-    if kind == _K_ADDR and recipe[3] is Reg:
-        return (Addr(Reg(recipe[4]), recipe[6]), *recipe[1:])
-    if kind == _K_SINK:
-        return (Sink(), *recipe[1:])
-    return recipe
+# How the fast path builds one operand of an instruction, from its text (`piece`, with the
+# blanks around it): a recipe (kind, offset of the operand in piece, args...). Recipes do not
+# depend on the module, so they are kept across parses (bounded); the nodes built from them
+# are kept per parse (Parser._nodes). Kinds up to _K_SINK build nodes that are shared.
+_K_REG, _K_IMM, _K_ADDR_REG, _K_SINK, _K_SYM, _K_ADDR_SYM, _K_VEC, _K_ARGS, _K_PRED_OUT = range(9)
+_GENERAL = (None,)  # the recipe of an operand only the general path can parse
+_RECIPES: dict[str, tuple] = {}
+_RECIPES_MAX = 200_000
 
 
-def _fast_operand_recipe(piece: str) -> tuple:
+def _operand_recipe(piece: str) -> tuple:
+    """The recipe for `piece` (see _RECIPES), or _GENERAL."""
     # Most operands are plain registers (`%r12`, ` %rd3`): no regex needed for them.
     lead = 1 if piece[:1] == " " else 0
     if piece[lead:lead + 1] == "%" and piece[lead + 1:].isalnum() and piece.isascii():
-        return (None, _K_NAME, lead, Reg, piece[lead:])
+        return (_K_REG, lead, piece[lead:])
     om = _FAST_OPERAND.fullmatch(piece)
     if om is None:
-        return _GENERAL
+        return _composite_recipe(piece)
     reg, num, fhex, bracket, abase, sign, off, sym = om.groups()
     if reg is not None:
-        return (None, _K_NAME, om.start(1), Reg, reg)
+        return (_K_REG, om.start(1), reg)
     if num is not None:
         value = int_value(num.lstrip("-"))  # no octal: the pattern leaves it to the general path
-        return (None, _K_IMM, om.start(2), -value if num[0] == "-" else value, "int")
+        return (_K_IMM, om.start(2), -value if num[0] == "-" else value, "int")
     if fhex is not None:
-        raw, kind = hex_float_value(fhex)
-        return (None, _K_IMM, om.start(3), raw, kind)
+        return (_K_IMM, om.start(3), *hex_float_value(fhex))
     if abase is not None:
         offset = 0 if off is None else (int(off) if sign == "+" else -int(off))
-        return (None, _K_ADDR, om.start(4), Reg if abase[0] == "%" else Sym, abase, om.start(5), offset)
+        kind = _K_ADDR_REG if abase[0] == "%" else _K_ADDR_SYM
+        return (kind, om.start(4), abase, offset, om.start(5))
     if sym == "_":
-        return (None, _K_SINK, om.start(8))
-    return (None, _K_NAME, om.start(8), Sym, sym)
+        return (_K_SINK, om.start(8))
+    return (_K_SYM, om.start(8), sym)
+
+
+def _recipe(piece: str) -> tuple:
+    """The recipe for `piece` from _RECIPES, made and kept there on a miss."""
+    recipe = _RECIPES.get(piece)
+    if recipe is None:
+        recipe = _operand_recipe(piece)
+        if len(_RECIPES) < _RECIPES_MAX:
+            _RECIPES[piece] = recipe
+    return recipe
+
+
+def _composite_recipe(piece: str) -> tuple:
+    """The recipe of a vector `{a, b}`, an argument list `(a, b)` or `d|p` (with the recipes of
+    their parts and where those start in `piece`), or _GENERAL."""
+    allowed = (_K_REG, _K_IMM, _K_SINK, _K_SYM)
+    kind = _K_VEC
+    m = _FAST_VEC.fullmatch(piece)
+    if m is None:
+        kind = _K_ARGS
+        m = _FAST_ARGS.fullmatch(piece)
+    if m is not None:
+        at, parts = m.end(1) + 1, m[2].split(",")
+        if kind == _K_ARGS and not m[2].strip(_WS):
+            parts = []  # `()`
+    else:
+        m = _FAST_PRED_OUT.fullmatch(piece)
+        if m is None:
+            return _GENERAL
+        allowed, kind, at, parts = (_K_REG, _K_SINK, _K_SYM), _K_PRED_OUT, 0, m.group(1, 2)
+    elems = []
+    for part in parts:
+        recipe = _operand_recipe(part)
+        if recipe[0] not in allowed:
+            return _GENERAL
+        elems.append((recipe, at))
+        at += len(part) + 1
+    if kind == _K_PRED_OUT:
+        return (kind, elems[0][0][1], tuple(elems))
+    return (kind, m.end(1), tuple(elems))
+
+
+def _shared_node(recipe: tuple) -> Operand:
+    """The node, without a position, of a recipe whose kind is at most _K_SINK."""
+    kind = recipe[0]
+    if kind == _K_REG:
+        return Reg(recipe[2])
+    if kind == _K_IMM:
+        return Imm(recipe[2], recipe[3])
+    if kind == _K_ADDR_REG:
+        return Addr(Reg(recipe[2]), recipe[3])
+    return Sink()
+
+
+def _placed_node(recipe: tuple, at: int, pos) -> Operand:
+    """The node of `recipe` with its position (the piece starts at offset `at`)."""
+    kind = recipe[0]
+    if kind == _K_SYM:
+        return Sym(recipe[2], pos(at + recipe[1]))
+    if kind == _K_REG:
+        return Reg(recipe[2], pos(at + recipe[1]))
+    if kind == _K_IMM:
+        return Imm(recipe[2], recipe[3], pos(at + recipe[1]))
+    if kind == _K_SINK:
+        return Sink(pos(at + recipe[1]))
+    if kind == _K_VEC or kind == _K_ARGS:
+        elems = [_placed_node(r, at + off, pos) for r, off in recipe[2]]
+        return (Vec if kind == _K_VEC else ArgList)(elems, pos(at + recipe[1]))
+    if kind == _K_PRED_OUT:
+        (dest, d_at), (pred, p_at) = recipe[2]
+        return PredOut(_placed_node(dest, at + d_at, pos), _placed_node(pred, at + p_at, pos),
+                       pos(at + recipe[1]))
+    base = (Reg if kind == _K_ADDR_REG else Sym)(recipe[2], pos(at + recipe[4]))
+    return Addr(base, recipe[3], pos(at + recipe[1]))
+
+
+def _bracket_pieces(pieces: list[str]) -> list[str]:
+    """Comma-split operand text with the pieces of each `{a, b}` and `(a, b)` joined again."""
+    out: list[str] = []
+    for piece in pieces:
+        if out and (out[-1].count("{") > out[-1].count("}")
+                    or out[-1].count("(") > out[-1].count(")")):
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return out
 
 
 def _end_before_blanks(text: str, end: int) -> int:
@@ -145,7 +220,7 @@ def _end_before_blanks(text: str, end: int) -> int:
 
 class Parser:
     def __init__(self, text: str, filename: str, share: bool = True) -> None:
-        self.share = share  # see _fast_operand_spec
+        self.share = share  # share operand nodes (see _RECIPES)
         self.src = Source(text, filename)
         self.text = text
         self.i = 0
@@ -154,10 +229,10 @@ class Parser:
         self.limit = len(text)  # lexing stops here (the end of a line for .loc/.file)
         self._peek_at = -1
         self._peek_tok: tuple[str, str, int] = ("eof", "", 0)
-        # Per-parse caches of the fast path: opcode text -> (opcode, mods), operand text -> spec.
+        # Per-parse caches of the fast path: opcode text -> (opcode, mods), guard text -> Guard.
         self._opcodes: dict[str, tuple[str | None, tuple[str, ...]]] = {}
-        self._operand_specs: dict[str, tuple] = {}
-        self._guards: dict[tuple[str, str], Guard] = {}
+        self._nodes: dict[str, Operand] = {}  # operand text -> its shared node (see _RECIPES)
+        self._guards: dict[str, Guard] = {}
 
     # ------------------------------------------------------------------ tokens
 
@@ -570,65 +645,73 @@ class Parser:
     # ------------------------------------------------------------------ bodies
 
     def body(self) -> list[Statement]:
-        """Statements up to and including the closing '}'."""
+        """Statements up to and including the closing '}'.
+
+        The common statements (instruction, label, `.loc`, `.reg`) are built here straight
+        from one _BODY match each; everything else, and every error, goes through
+        `statement` (the general path), which builds the same AST token by token."""
         out: list[Statement] = []
         append = out.append
         text = self.text
         pos = self._pos
-        skip = _SKIP.match
-        insn_match = _FAST_INSN.match
-        label_match = _FAST_LABEL.match
-        loc_match = _FAST_LOC.match
-        decl_match = _FAST_DECL.match
-        fast_instruction = self.fast_instruction
-        i = self.i  # kept in a local; self.i is synchronised around the general path
+        types = grammar.TYPES
+        opcodes = self._opcodes
+        split_opcode = grammar.split_opcode
+        nodes_get = self._nodes.get
+        scan = _BODY.scanner(text, self.i).match
         while True:
-            c = text[i:i + 1]
-            if c in _SKIP_START:  # also at the end ("" is in every string)
-                i = skip(text, i).end()
-                c = text[i:i + 1]
-            if c == ".":
-                m = loc_match(text, i)
-                if m is not None:
-                    args: list = [int(m[1]), int(m[2]), int(m[3])]
-                    if m[4] is not None:
-                        args += [Sym(m[4], pos(m.start(4))), Sym(m[5], pos(m.start(5))),
-                                 Sym(m[6], pos(m.start(6))), int(m[7]), int(m[8]), int(m[9])]
-                    d = _new(Directive)  # Directive("loc", args, pos) without a Python call
-                    d.name = "loc"
-                    d.args = args
-                    d.pos = pos(i)
-                    append(d)
-                    i = m.end()
-                    continue
-                m = decl_match(text, i)
-                if m is not None and m[2] in grammar.TYPES:
-                    count = m[4]
-                    append(Variable(m[3], m[1], m[2], count=None if count is None else int(count),
-                                    pos=pos(m.start(3))))
-                    i = m.end()
-                    continue
-            elif c == "$":
-                m = label_match(text, i)
-                if m is not None:
-                    append(Label(m[1], pos(i)))
-                    i = m.end()
-                    continue
-            elif c != "}" and c != "{":
-                m = insn_match(text, i)
-                if m is not None:
-                    insn = fast_instruction(m, i)
-                    if insn is not None:
+            m = scan()  # never None: _B_OTHER matches the empty string
+            k = m.lastindex
+            if k == _B_INSN:
+                name, operands = m.group(4, 5)
+                split = opcodes.get(name)
+                if split is None:
+                    split = opcodes[name] = split_opcode(name)
+                if split[0] is not None:
+                    if not operands:
+                        ops: list[Operand] | None = []
+                    else:
+                        # Operands met before in this module are shared nodes, one dict lookup
+                        # each (nvcc separates them with ", "). Nodes are always true, so
+                        # all() finds a miss, which fill_operands builds.
+                        pieces = operands.split(", ")
+                        ops = [*map(nodes_get, pieces)]
+                        if not all(ops):
+                            ops = self.fill_operands(ops, pieces, operands, m.start(5))
+                    if ops is not None:
+                        # Instruction(...) without the dataclass __init__: same object.
+                        insn = _new(Instruction)
+                        insn.opcode, insn.mods = split
+                        insn.operands = ops
+                        insn.guard = None if m[3] is None else self.guard(m[2], m[3])
+                        insn.pos = pos(m.start(1))
                         append(insn)
-                        i = m.end()
                         continue
-                elif c != "/":
-                    m = label_match(text, i)
-                    if m is not None:
-                        append(Label(m[1], pos(i)))
-                        i = m.end()
-                        continue
-            self.i = i
+                self.i = m.start(1)
+            elif k == _B_LABEL:
+                label = _new(Label)  # Label(name, pos) without a Python call
+                label.name = m[7]
+                label.pos = pos(m.start(7))
+                append(label)
+                continue
+            elif k == _B_LOC:
+                args: list = [int(m[9]), int(m[10]), int(m[11])]
+                if m[12] is not None:
+                    args += [Sym(m[12], pos(m.start(12))), Sym(m[13], pos(m.start(13))),
+                             Sym(m[14], pos(m.start(14))), int(m[15]), int(m[16]), int(m[17])]
+                d = _new(Directive)  # Directive("loc", args, pos) without a Python call
+                d.name = "loc"
+                d.args = args
+                d.pos = pos(m.start(8))
+                append(d)
+                continue
+            elif k == _B_DECL and m[20] in types:
+                count = m[22]
+                append(Variable(m[21], m[19], m[20], count=None if count is None else int(count),
+                                pos=pos(m.start(21))))
+                continue
+            else:
+                self.i = m.start(k)
             tok = self.peek()
             if tok[1] == "}" and tok[0] == "p":
                 self.next()
@@ -640,7 +723,7 @@ class Parser:
             except PtxError as e:
                 self.errors.append(e)
                 self.recover(tok[2])
-            i = self.i
+            scan = _BODY.scanner(text, self.i).match
 
     def recover(self, start: int) -> None:
         """Skip past the statement that failed, so later errors are reported too."""
@@ -799,56 +882,58 @@ class Parser:
 
     # ------------------------------------------------------------------ fast path
 
-    def fast_instruction(self, m: re.Match, start: int) -> Instruction | None:
-        """Build the instruction matched by _FAST_INSN, or None to use the general path."""
-        name = m[3]
-        split = self._opcodes.get(name)
-        if split is None:
-            split = self._opcodes[name] = grammar.split_opcode(name)
-        opcode, mods = split
-        if opcode is None:
-            return None
-        pos = self._pos
-        guard = None
-        if m[2] is not None:
-            guard_text = m.group(1, 2)
-            guard = self._guards.get(guard_text)
-            if guard is None:  # guards are shared like registers (see _fast_operand_spec)
-                guard = self._guards[guard_text] = Guard(m[2], m[1] == "!")
+    def fill_operands(self, ops: list, pieces: list[str], text: str,
+                      at: int) -> list[Operand] | None:
+        """`ops` (the nodes of `pieces`, the ", "-split operand list `text` at offset `at`)
+        with each missing node (None) built; fast_operands(text) when a piece is not one
+        whole operand (a piece of a vector, or operands split otherwise)."""
+        start = at
+        for k, piece in enumerate(pieces):
+            if ops[k] is None:
+                recipe = _recipe(piece)
+                if recipe is _GENERAL:
+                    return self.fast_operands(text, start)
+                ops[k] = self.node(recipe, piece, at)
+            at += len(piece) + 2
+        return ops
+
+    def node(self, recipe: tuple, piece: str, at: int) -> Operand:
+        """The node of `recipe` for the operand text `piece` at offset `at`: shared (and
+        kept under its text without blanks) where its kind allows."""
+        if self.share and recipe[0] <= _K_SINK:
+            key = piece.strip(_WS)
+            node = self._nodes.get(key)  # an operand written twice in one instruction
+            if node is None:
+                self._nodes[key] = node = _shared_node(recipe)
+            return node
+        return _placed_node(recipe, at, self._pos)
+
+    def fast_operands(self, text: str, at: int) -> list[Operand] | None:
+        """The operands of the operand list `text` (at offset `at`), or None when one of them
+        needs the general path. Shared nodes are kept under their text without blanks."""
+        nodes = self._nodes
         ops: list[Operand] = []
-        body = m[4]
-        if body:
-            append = ops.append
-            specs = self._operand_specs
-            at = m.start(4)
-            share = self.share
-            for piece in body.split(","):
-                spec = specs.get(piece)
-                if spec is None:
-                    spec = specs[piece] = _fast_operand_spec(piece, share)
-                node = spec[0]
-                if node is None:
-                    kind = spec[1]
-                    if kind == _K_NAME:
-                        node = spec[3](spec[4], pos(at + spec[2]))
-                    elif kind == _K_IMM:
-                        node = Imm(spec[3], spec[4], pos(at + spec[2]))
-                    elif kind == _K_ADDR:
-                        node = Addr(spec[3](spec[4], pos(at + spec[5])), spec[6], pos(at + spec[2]))
-                    elif kind == _K_SINK:
-                        node = Sink(pos(at + spec[2]))
-                    else:
-                        return None
-                append(node)
-                at += len(piece) + 1
-        # Instruction(...) without the dataclass __init__ (a Python-level call): same object.
-        insn = _new(Instruction)
-        insn.opcode = opcode
-        insn.mods = mods
-        insn.operands = ops
-        insn.guard = guard
-        insn.pos = pos(start)
-        return insn
+        pieces = text.split(",")
+        if "{" in text or "(" in text:
+            pieces = _bracket_pieces(pieces)
+        for piece in pieces:
+            node = nodes.get(piece.strip(_WS))
+            if node is None:
+                recipe = _recipe(piece)
+                if recipe is _GENERAL:
+                    return None
+                node = self.node(recipe, piece, at)
+            ops.append(node)
+            at += len(piece) + 1
+        return ops
+
+    def guard(self, negated: str, reg: str) -> Guard:
+        """The guard `@reg` or `@!reg`; shared like registers (see _RECIPES)."""
+        key = negated + reg
+        guard = self._guards.get(key)
+        if guard is None:
+            guard = self._guards[key] = Guard(reg, negated == "!")
+        return guard
 
 
 def parse(text: str, filename: str = "<ptx>") -> Module:
