@@ -48,3 +48,17 @@ def nvcc_build(sources: list[str | Path], args: list[str], suffix: str) -> Path:
 def nvcc():
     """The nvcc_build function, for tests that build CUDA programs."""
     return nvcc_build
+
+
+# Tests that share a module- or session-scoped build (compiled conformance batches, the AMDGPU
+# corpus, nvcc programs) must run in one worker under `pytest -n N --dist loadgroup`, or each
+# worker builds it again. Modules whose tests are independent opt out by setting
+# `XDIST_INDEPENDENT = True` and are spread over the workers test by test.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module
+        if getattr(module, "XDIST_INDEPENDENT", False) or item.get_closest_marker("xdist_group"):
+            continue
+        # tests/amdgpu shares one corpus across its modules: one group for the directory
+        group = "amdgpu" if "amdgpu" in module.__name__.split(".") else module.__name__
+        item.add_marker(pytest.mark.xdist_group(group))

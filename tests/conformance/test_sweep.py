@@ -14,6 +14,7 @@ from conformance.models import Case, case_for
 from conformance.values import check_bits
 
 CHUNK = 32  # forms per kernel: one compilation each
+XDIST_INDEPENDENT = True  # each chunk compiles its own kernel: spread them over the workers
 
 
 def _chunks() -> list[tuple[str, list[tuple[str, ...]]]]:
