@@ -37,9 +37,9 @@ Model = Callable[[str, tuple[str, ...]], "Case | None"]
 
 def families() -> list[Model]:
     """The family modules' `model` functions, in the order the sweep asks them."""
-    from conformance.models import compare, convert, floating, integer
+    from conformance.models import compare, convert, floating, integer, video
 
-    return [compare.model, convert.model, integer.model, floating.model]
+    return [compare.model, convert.model, integer.model, floating.model, video.model]
 
 
 def case_for(opcode: str, mods: tuple[str, ...]) -> Case | None:

@@ -9,7 +9,7 @@ report.
 from __future__ import annotations
 
 from zluda_py.compiler.semantics import (bits, compare, convert, extended, floating, integer,  # noqa: F401
-                                         transcendental)
+                                         transcendental, video)
 from zluda_py.compiler.semantics.base import SEMANTICS, OperandTypes, Semantic, UnsupportedError
 from zluda_py.ptx import ast
 

@@ -1,0 +1,162 @@
+"""Reference model for the SIMD video instructions (vadd2 ... vset4; see models/__init__.py).
+
+Exact Python from the PTX ISA manual's definition (SIMD Video Instructions): n elements of
+32/n bits are taken from a and b, sign- or zero-extended by .atype/.btype, operated on as
+unbounded integers (vavrg: (s + 1) >> 1 for s >= 0, else s >> 1), clamped to .dtype's element
+range under .sat, compared to 0/1 by vset; then merged into c's elements (the result truncated
+to the element width) or, with .add, summed onto c modulo 2^32. Operands use the default
+selectors (a.b3210/a.h10, b.b7654/b.h32) and the default full mask.
+
+The scalar forms (vadd vsub vabsdiff vmin vmax vshl vshr vset) take whole words, extended to
+33 bits by .atype/.btype; vshl/vshr shift by b, limited to 32 (.clamp) or taken mod 32 (.wrap);
+.sat clamps to .dtype's 32-bit range; the secondary .add/.min/.max then combines the result
+with c (signed as .dtype; .u32 for vset), and d is the low 32 bits. vmad (no negated
+operands): a*b + c (+1 for .po) exactly, signed when .atype or .btype is, floored by
+.shr7/.shr15, clamped by .sat; .dtype does not enter (the manual's pseudocode).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.harness import DTYPES
+from conformance.models import Case
+from conformance.values import int_edges, pairs, random_bits, to_signed
+
+ARITH = ("vadd", "vsub", "vavrg", "vabsdiff", "vmin", "vmax")
+CMP = {"eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,
+       "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y}
+SCALAR = ("vadd", "vsub", "vabsdiff", "vmin", "vmax", "vshl", "vshr", "vset")
+SECONDARY = ("add", "min", "max")
+N_RANDOM = 256  # random rows per form in the sweep, after the edge rows
+
+
+def elements(word: int, n: int, signed: bool) -> list[int]:
+    """The n elements of a 32-bit word, lowest first, as the integers .s32/.u32 make them."""
+    e = 32 // n
+    parts = [(word >> (i * e)) & ((1 << e) - 1) for i in range(n)]
+    return [to_signed(p, e) if signed else p for p in parts]
+
+
+def element_op(base: str, x: int, y: int) -> int:
+    if base == "vadd":
+        return x + y
+    if base == "vsub":
+        return x - y
+    if base == "vavrg":
+        s = x + y
+        return (s + 1) >> 1 if s >= 0 else s >> 1
+    if base == "vabsdiff":
+        return abs(x - y)
+    if base == "vmin":
+        return min(x, y)
+    return max(x, y)
+
+
+def simd(opcode: str, mods: tuple[str, ...], a: int, b: int, c: int) -> int:
+    """d for one row of `opcode.mods` (vop2/vop4 .dtype.atype.btype, vset2/vset4 .atype.btype.cmp)."""
+    base, n = opcode[:-1], int(opcode[-1])
+    e = 32 // n
+    types = [m for m in mods if m in ("u32", "s32")]
+    va, vb = elements(a, n, types[-2] == "s32"), elements(b, n, types[-1] == "s32")
+    if base == "vset":
+        cmp = next(CMP[m] for m in mods if m in CMP)
+        t = [int(cmp(x, y)) for x, y in zip(va, vb)]
+    else:
+        t = [element_op(base, x, y) for x, y in zip(va, vb)]
+        if "sat" in mods:
+            lo, hi = (-(1 << (e - 1)), (1 << (e - 1)) - 1) if types[0] == "s32" else (0, (1 << e) - 1)
+            t = [min(hi, max(lo, v)) for v in t]
+    if "add" in mods:
+        return (c + sum(t)) & 0xFFFFFFFF
+    return sum((v & ((1 << e) - 1)) << (i * e) for i, v in enumerate(t))
+
+
+def scalar(opcode: str, mods: tuple[str, ...], a: int, b: int, c: int = 0) -> int:
+    """d for one row of a scalar video form (whole-word operands, no data merge)."""
+    types = [m for m in mods if m in ("u32", "s32")]
+    dtype = "u32" if opcode == "vset" else types[0]
+    x, y = (to_signed(v, 32) if t == "s32" else v for v, t in ((a, types[-2]), (b, types[-1])))
+    if opcode == "vset":
+        t = int(next(CMP[m] for m in mods if m in CMP)(x, y))
+    elif opcode in ("vshl", "vshr"):
+        n = min(y, 32) if "clamp" in mods else y & 31
+        t = x << n if opcode == "vshl" else x >> n
+    else:
+        t = element_op(opcode, x, y)
+    if "sat" in mods:
+        t = min((1 << 31) - 1, max(-(1 << 31), t)) if dtype == "s32" else min((1 << 32) - 1, max(0, t))
+    cv = to_signed(c, 32) if dtype == "s32" else c
+    if "add" in mods:
+        t += cv
+    elif "min" in mods:
+        t = min(t, cv)
+    elif "max" in mods:
+        t = max(t, cv)
+    return t & 0xFFFFFFFF
+
+
+def vmad(mods: tuple[str, ...], a: int, b: int, c: int) -> int:
+    """vmad without negation: a*b + c (+1 for .po), signed when .atype or .btype is (c alike),
+    floored by .shr7/.shr15, clamped to that signedness's 32-bit range by .sat."""
+    _, atype, btype = (m for m in mods if m in ("u32", "s32"))
+    sign = "s32" in (atype, btype)
+    x = to_signed(a, 32) if atype == "s32" else a
+    y = to_signed(b, 32) if btype == "s32" else b
+    t = x * y + (to_signed(c, 32) if sign else c) + ("po" in mods)
+    t >>= 7 if "shr7" in mods else 15 if "shr15" in mods else 0
+    if "sat" in mods:
+        t = min((1 << 31) - 1, max(-(1 << 31), t)) if sign else min((1 << 32) - 1, t)
+    return t & 0xFFFFFFFF
+
+
+def element_edges(e: int) -> list[int]:
+    """Element patterns at the signed/unsigned limits and around them."""
+    m = (1 << e) - 1
+    h = 1 << (e - 1)
+    return sorted({0, 1, 2, h - 2, h - 1, h, h + 1, m - 1, m})
+
+
+def words(n: int, seed: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """a, b, c rows: every pair of element edges (alternating order across the elements, so
+    each element sees both (x, y) and (y, x)), then random words."""
+    e = 32 // n
+    edges = element_edges(e)
+    pack = lambda xs: sum(x << (i * e) for i, x in enumerate(xs))  # noqa: E731
+    a = [pack([x if i % 2 == 0 else y for i in range(n)]) for x in edges for y in edges]
+    b = [pack([y if i % 2 == 0 else x for i in range(n)]) for x in edges for y in edges]
+    c_edges = [0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE]
+    c = [c_edges[k % len(c_edges)] for k in range(len(a))]
+    u32 = DTYPES[32]
+    return (np.concatenate([np.array(a, u32), random_bits(32, count, seed)]),
+            np.concatenate([np.array(b, u32), random_bits(32, count, seed + 1)]),
+            np.concatenate([np.array(c, u32), random_bits(32, count, seed + 2)]))
+
+
+def expected(opcode: str, mods: tuple[str, ...], a: np.ndarray, b: np.ndarray, c: np.ndarray) -> list[int]:
+    return [simd(opcode, mods, int(x), int(y), int(z)) for x, y, z in zip(a, b, c)]
+
+
+def scalar_inputs(seed: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """a, b: every pair of 32-bit edges (shift amounts 0..65 among them), then random; c cycles
+    through the edges, then random."""
+    a, b = pairs(32, n=count, seed=seed)
+    edges = int_edges(32)
+    c = random_bits(32, len(a), seed + 2)
+    c[: 4 * len(edges)] = np.array(edges * 4, DTYPES[32])
+    return a, b, c
+
+
+def model(opcode: str, mods: tuple[str, ...]) -> Case | None:
+    if opcode == "vmad":
+        a, b, c = scalar_inputs(seed=47, count=N_RANDOM)
+        return Case([a, b, c], [[vmad(mods, int(x), int(y), int(z)) for x, y, z in zip(a, b, c)]])
+    if opcode in SCALAR:
+        a, b, c = scalar_inputs(seed=43, count=N_RANDOM)
+        with_c = any(m in mods for m in SECONDARY)
+        exp = [scalar(opcode, mods, int(x), int(y), int(z)) for x, y, z in zip(a, b, c)]
+        return Case([a, b, c] if with_c else [a, b], [exp])
+    if opcode[:-1] not in ARITH + ("vset",) or opcode[-1] not in "24":
+        return None
+    a, b, c = words(int(opcode[-1]), seed=41, count=N_RANDOM)
+    return Case([a, b, c], [expected(opcode, mods, a, b, c)])
