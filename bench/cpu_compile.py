@@ -3,6 +3,8 @@
     python bench/cpu_compile.py                 # a generated module of 96 trivial kernels
     python bench/cpu_compile.py FILE.ptx        # any PTX module (e.g. nvcc -ptx of tests/cuda/corpus_thrust.cu)
     python bench/cpu_compile.py FILE.ptx --codegen 0   # try another back-end level
+    python bench/cpu_compile.py --setp 48       # the conformance harness's kernel of 48 setp ops
+                                                # (144 loads/stores of lane-consecutive elements)
 
 Times are process CPU time (meaningful on a shared machine), per step of `pipeline.compile`.
 """
@@ -10,6 +12,7 @@ Times are process CPU time (meaningful on a shared machine), per step of `pipeli
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -41,13 +44,24 @@ def trivial_module(n: int) -> str:
     return ".version 8.0\n.target sm_80\n.address_size 64\n" + "".join(TRIVIAL.format(i=i) for i in range(n))
 
 
+def setp_module(n: int) -> str:
+    """tests/conformance/harness.py's kernel over n setp instructions (3 ld/st each)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.conformance.harness import make_op, ptx_kernel
+
+    ops = [make_op(f"setp.{c}.{t}", [0, 0], False)
+           for t in ("s32", "u32", "s64", "u64", "s16", "u16", "f32", "f64") for c in ("eq", "ne", "lt", "le", "gt", "ge")]
+    return ptx_kernel(ops[:n])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("ptx", nargs="?", help="PTX file (default: 96 generated trivial kernels)")
     ap.add_argument("--opt", type=int, help="optimiser level (default: what the pipeline picks)")
     ap.add_argument("--codegen", type=int, help="back-end level (default: the optimiser level)")
+    ap.add_argument("--setp", type=int, help="compile the conformance harness's kernel of this many setp ops")
     a = ap.parse_args()
-    text = Path(a.ptx).read_text() if a.ptx else trivial_module(96)
+    text = Path(a.ptx).read_text() if a.ptx else setp_module(a.setp) if a.setp else trivial_module(96)
     clock = time.process_time
     t0 = clock()
     module = link([parse(text)])

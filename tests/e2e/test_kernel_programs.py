@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-GRID_SYNC = pytest.mark.xfail(strict=True, reason=(
-    "compiler: %envreg1/%envreg2 (the grid-sync workspace of a cooperative launch, read by "
-    "cg::grid_group::sync) is unsupported: 'unsupported: register %envreg2'"))
 LAUNCH_CODE = pytest.mark.xfail(strict=True, reason=(
     "driver: cuLaunchKernel answers an oversized block with CUDA_ERROR_INVALID_VALUE (the driver API's "
     "documented code), which cudart 13 passes through as cudaErrorInvalidValue; on NVIDIA's stack cudart "
@@ -23,7 +20,7 @@ PROGRAMS = {
     "atomics": (["e2e_atomics.cu"], [], [], ()),
     "warp-shuffles-votes": (["e2e_warp.cu"], ["-arch=sm_80"], ["shuffles"], ()),
     "warp-cooperative-groups": (["e2e_warp.cu"], ["-arch=sm_80"], ["groups"], ()),
-    "grid-sync": (["e2e_grid_sync.cu"], [], [], (GRID_SYNC,)),
+    "grid-sync": (["e2e_grid_sync.cu"], [], [], ()),
     "streams-events-callbacks": (["e2e_streams_threads.cu"], [], ["streams"], ()),
     "managed-memory": (["e2e_streams_threads.cu"], [], ["managed"], ()),
     "host-threads": (["e2e_streams_threads.cu"], [], ["threads"], ()),

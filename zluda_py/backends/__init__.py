@@ -2,10 +2,18 @@
 `cpu` runs kernels on the host (the default); `hip` targets AMD GPUs through ROCm.
 
 The driver reaches its backend only through `select()`. A backend module provides:
-  * `available() -> bool`: whether it can run here (a ROCm device for hip);
-  * `memory`: the allocation tracker (`cpu.Memory`'s interface);
-  * `load(ptx_texts: list[str])` -> a compiled module (`CompiledModule`'s interface);
-  * `launch(module, kernel, grid, block, params: bytes, shared_mem: int) -> None`.
+  * `available() -> bool`: whether it can run here (a ROCm device for hip); optionally
+    `unavailable_reason() -> str`, which says why not;
+  * `memory`: the allocation tracker (`tracking.Memory`'s interface: allocate/register/
+    release/find/overlapping/owned_by), which also moves the bytes:
+    `memory.copy(dst, src, size)` copies between any two addresses the program may name (host
+    or device), `memory.fill(dst, value, element_size, count)` stores `count` elements of 1, 2
+    or 4 bytes; the driver never dereferences a device pointer itself;
+  * `load(ptx_texts: list[str])` -> a compiled module (`CompiledModule`'s interface: `.kernels`
+    of `KernelInfo`, `.globals` of `GlobalInfo`);
+  * `launch(module, kernel, grid, block, params: bytes, shared_mem: int, grid_workspace: int = 0)
+    -> None`, returning when the grid has finished; a nonzero `grid_workspace` (device memory,
+    zeroed) makes it a cooperative launch.
 """
 
 from __future__ import annotations
@@ -45,7 +53,8 @@ def _usable(name: str) -> ModuleType:
     except Exception as e:  # noqa: BLE001 - a broken ROCm install is "unavailable", not a crash
         raise BackendUnavailable(f"the {name} backend failed to start: {e}") from e
     if not ok:
-        raise BackendUnavailable(f"the {name} backend found no device (ROCm and an AMD GPU are needed)")
+        reason = mod.unavailable_reason() if hasattr(mod, "unavailable_reason") else "ROCm and an AMD GPU are needed"
+        raise BackendUnavailable(f"the {name} backend found no device ({reason})")
     return mod
 
 

@@ -4,13 +4,15 @@ module, releasing the GIL."""
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import threading
-from dataclasses import dataclass
+
+import numpy as np
 
 from ..compiler.cpu.bounds import register_memory, unregister_memory
-from ..driver.cdata import addr, ffi, libc
+from ..driver.cdata import addr, ffi, libc, memmove, memset
+from . import tracking
+from .tracking import Allocation
 
 ALIGNMENT = 256  # cudaMalloc's documented minimum alignment
 # Device and pinned host memory is resident from the moment it is allocated, as on NVIDIA's
@@ -20,85 +22,44 @@ ALIGNMENT = 256  # cudaMalloc's documented minimum alignment
 POPULATE_MIN = 1 << 20
 _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, _MAP_POPULATE = 0x3, 0x22, 0x8000
 _MAP_FAILED = (1 << 64) - 1
+_ELEMENT = {2: np.uint16, 4: np.uint32}
 
 
-@dataclass
-class Allocation:
-    base: int
-    size: int
-    kind: str  # "device", "host", "managed" or "registered"
-    flags: int
-    owner: object  # the context it belongs to
-    buffer_id: int
-    mapped: bool = False  # mmap'ed (released with munmap) rather than from the C heap
+class Memory(tracking.Memory):
+    """Host memory; every tracked range is valid for device accesses (bounds checks, error 700)."""
 
-
-class Memory:
-    """Allocations by address, for frees, address-range and pointer-attribute queries."""
-
-    def __init__(self) -> None:
-        self._bases: list[int] = []
-        self._by_base: dict[int, Allocation] = {}
-        self._lock = threading.Lock()
-        self._next_id = 1
-
-    def allocate(self, size: int, kind: str, flags: int, owner: object) -> Allocation:
+    def _obtain(self, size: int, kind: str, flags: int) -> tuple[int, bool]:
         if size >= POPULATE_MIN and kind in ("device", "host"):
             base = addr(libc.mmap(ffi.NULL, size, _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS | _MAP_POPULATE, -1, 0))
             if base == _MAP_FAILED:
                 raise MemoryError(size)
-            return self._track(base, size, kind, flags, owner, mapped=True)
+            return base, True
         out = ffi.new("void **")
         if libc.posix_memalign(out, ALIGNMENT, max(size, 1)) != 0:
             raise MemoryError(size)
-        return self._track(addr(out[0]), size, kind, flags, owner)
+        return addr(out[0]), False
 
-    def register(self, base: int, size: int, flags: int, owner: object) -> Allocation:
-        return self._track(base, size, "registered", flags, owner)
-
-    def _track(self, base: int, size: int, kind: str, flags: int, owner: object, mapped: bool = False) -> Allocation:
-        with self._lock:
-            a = Allocation(base, size, kind, flags, owner, self._next_id, mapped)
-            self._next_id += 1
-            bisect.insort(self._bases, base)
-            self._by_base[base] = a
-        register_memory(base, size)  # valid for device accesses (bounds checks, error 700)
+    def add(self, base: int, size: int, kind: str, flags: int, owner: object, mapped: bool = False) -> Allocation:
+        a = super().add(base, size, kind, flags, owner, mapped)
+        register_memory(base, size)
         return a
 
-    def release(self, base: int) -> Allocation | None:
-        """Forget the allocation starting at base (freeing its memory unless registered)."""
-        with self._lock:
-            a = self._by_base.pop(base, None)
-            if a is None:
-                return None
-            del self._bases[bisect.bisect_left(self._bases, base)]
-        unregister_memory(base)
+    def _give_back(self, a: Allocation) -> None:
+        unregister_memory(a.base)
         if a.mapped:
-            libc.munmap(ffi.cast("void *", base), a.size)
-        elif a.kind != "registered":
-            libc.free(ffi.cast("void *", base))
-        return a
+            libc.munmap(ffi.cast("void *", a.base), a.size)
+        elif a.kind not in ("registered", "global"):
+            libc.free(ffi.cast("void *", a.base))
 
-    def find(self, ptr: int) -> Allocation | None:
-        """The allocation containing ptr, if any."""
-        with self._lock:
-            i = bisect.bisect_right(self._bases, ptr) - 1
-            if i < 0:
-                return None
-            a = self._by_base[self._bases[i]]
-        return a if a.base <= ptr < a.base + max(a.size, 1) else None
+    def copy(self, dst: int, src: int, size: int) -> None:
+        memmove(dst, src, size)  # a device pointer is a host pointer
 
-    def overlapping(self, base: int, size: int) -> Allocation | None:
-        with self._lock:
-            i = bisect.bisect_left(self._bases, base + size) - 1
-            if i < 0:
-                return None
-            a = self._by_base[self._bases[i]]
-        return a if a.base + a.size > base else None
-
-    def owned_by(self, owner: object) -> list[Allocation]:
-        with self._lock:
-            return [a for a in self._by_base.values() if a.owner is owner]
+    def fill(self, dst: int, value: int, element_size: int, count: int) -> None:
+        if element_size == 1:
+            memset(dst, value & 0xFF, count)
+        elif count:
+            buf = ffi.buffer(ffi.cast("char *", dst), count * element_size)
+            np.frombuffer(buf, dtype=_ELEMENT[element_size]).fill(value)
 
 
 memory = Memory()
@@ -127,5 +88,5 @@ def load(ptx_texts: list[str]):
 
 
 def launch(module, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
-           shared_mem: int) -> None:
-    module.launch_raw(kernel, grid, block, params, shared_mem)
+           shared_mem: int, grid_workspace: int = 0) -> None:
+    module.launch_raw(kernel, grid, block, params, shared_mem, grid_workspace=grid_workspace)

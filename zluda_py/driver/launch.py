@@ -10,7 +10,7 @@ import os
 
 from . import context as ctxs, device as devices
 from .api import entry
-from .cdata import addr, ffi, read_bytes, store
+from .cdata import addr, ffi, memset, read_bytes, store
 from .errors import (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_INVALID_VALUE, CudaError)
 from .init_device import require
 from .module import Function, function_of
@@ -18,6 +18,7 @@ from .. import backends
 
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
+GRID_WORKSPACE_BYTES = 8  # cooperative_groups' grid_workspace: {u32 wsSize; u32 barrier}
 
 
 def _params(fn: Function, kernel_params, extra) -> bytes:
@@ -64,18 +65,41 @@ def check_config(fn: Function, grid: tuple[int, int, int], block: tuple[int, int
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{shared} bytes of dynamic shared memory, {fn.name} allows {fn.max_dynamic_shared}")
 
 
+def coresident_blocks(fn: Function, block_size: int, dynamic_shared: int, device: devices.Device) -> int:
+    """How many blocks of this kernel can run at once: what a cooperative grid may hold, as
+    cuOccupancyMaxActiveBlocksPerMultiprocessor x MULTIPROCESSOR_COUNT tells programs."""
+    return max_active_blocks(fn, block_size, dynamic_shared) * device.cores  # cores = MULTIPROCESSOR_COUNT
+
+
 def launch(handle: int, grid, block, shared: int, stream_handle: int, kernel_params, extra,
            cooperative: bool = False) -> None:
     fn = function_of(handle)
     grid, block = tuple(grid), tuple(block)
     check_config(fn, grid, block, shared)
-    resident = max_active_blocks(fn, block[0] * block[1] * block[2], shared) * ctxs.current().device.cores
-    if cooperative and grid[0] * grid[1] * grid[2] > resident:
-        raise CudaError(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, f"{grid} blocks cannot all be resident")
+    if cooperative:
+        resident = coresident_blocks(fn, block[0] * block[1] * block[2], shared, ctxs.current().device)
+        if grid[0] * grid[1] * grid[2] > resident:
+            raise CudaError(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                            f"cooperative launch of {fn.name}: grid {grid} has more blocks than the {resident} "
+                            f"that can be resident at once with block {block} and {shared} bytes of dynamic shared memory")
     params = _params(fn, kernel_params, extra)
     stream = ctxs.resolve_stream(stream_handle)
     compiled = fn.module.compiled
-    op = stream.ctx.submit(stream, lambda: backends.select().launch(compiled, fn.name, grid, block, params, shared))
+
+    def run() -> None:
+        backend = backends.select()
+        if not cooperative:
+            backend.launch(compiled, fn.name, grid, block, params, shared)
+            return
+        # the grid workspace nvcc's grid.sync() counts arrivals in: zeroed, one per launch
+        workspace = backend.memory.allocate(GRID_WORKSPACE_BYTES, "device", 0, stream.ctx)
+        try:
+            memset(workspace.base, 0, GRID_WORKSPACE_BYTES)
+            backend.launch(compiled, fn.name, grid, block, params, shared, grid_workspace=workspace.base)
+        finally:
+            backend.memory.release(workspace.base)
+
+    op = stream.ctx.submit(stream, run)
     if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
         op.done.wait()
         stream.raise_error()

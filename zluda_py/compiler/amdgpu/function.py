@@ -43,6 +43,11 @@ SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
 IMPLICIT_BLOCK_COUNT = 0  # u32 x3
 IMPLICIT_GROUP_SIZE = 12  # u16 x3
 IMPLICIT_DYNAMIC_LDS = 120  # u32
+# The grid workspace of a cooperative launch (0 otherwise): a u64 kernel argument after CUDA's
+# parameter buffer, at the next multiple of 8, so it ends where the v5 hidden arguments begin.
+GRID_WORKSPACE_ARG = "zluda.grid_workspace"
+GRID_WORKSPACE_BYTES = 8
+ENVREG_WORKSPACE = ("%envreg1", "%envreg2")  # its high and low 32 bits, as nvcc reads them
 
 
 @dataclass
@@ -397,8 +402,13 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
             v = self.implicit_arg(IMPLICIT_DYNAMIC_LDS, I32)
         elif base in ("%smid", "%gridid"):  # volatile ids: any value in range is a valid answer
             v = ir.Constant(I32, 0)
-        elif base.startswith("%envreg"):  # nvcc's grid.sync() reads its workspace from these
-            raise UnsupportedError(f"register {name} (grid-wide sync of cooperative launches)")
+        elif base in ENVREG_WORKSPACE:
+            # the grid workspace argument ends where the hidden arguments begin (module.py), so
+            # kernels and the functions they call alike find it just before implicitarg.ptr
+            ws = self.implicit_arg(-GRID_WORKSPACE_BYTES, I64)
+            v = b.trunc(b.lshr(ws, ir.Constant(I64, 32)) if base == "%envreg1" else ws, I32)
+        elif base.startswith("%envreg"):  # driver-defined; nothing else defines them for a launch
+            v = ir.Constant(I32, 0)
         else:
             raise UnsupportedError(f"register {name} (not declared)")
         return self.lanes.resize(v, bits, False)

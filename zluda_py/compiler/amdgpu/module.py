@@ -2,8 +2,9 @@
 
 Kernels are `amdgpu_kernel` functions with one `byref` kernarg per PTX parameter, aligned
 as CUDA lays out its parameter buffer, so the kernarg segment is the CUDA parameter buffer
-followed by the v5 hidden arguments. `.func`s take a private buffer pointer per parameter and
-return value. Module `.global`/`.const` variables are exported (protected) symbols in the
+followed by the v5 hidden arguments (in modules that use grid.sync(), the grid workspace
+pointer comes between the two: see GRID_WORKSPACE_ARG). `.func`s take a private buffer
+pointer per parameter and return value. Module `.global`/`.const` variables are exported (protected) symbols in the
 code object, so the runtime finds them by name (cuModuleGetGlobal).
 """
 
@@ -15,7 +16,8 @@ from functools import cached_property
 from llvmlite import ir
 
 from zluda_py.compiler.amdgpu.codegen import CODE_OBJECT_FLAG
-from zluda_py.compiler.amdgpu.function import SYSCALLS, FunctionLowering, Symbol
+from zluda_py.compiler.amdgpu.function import (ENVREG_WORKSPACE, GRID_WORKSPACE_ARG, GRID_WORKSPACE_BYTES, SYSCALLS,
+                                               FunctionLowering, Symbol)
 from zluda_py.compiler.amdgpu.ir_extras import ByRefAttributes
 from zluda_py.compiler.amdgpu.printf import BUFFER_SYMBOL
 from zluda_py.compiler.amdgpu.targets import GfxTarget
@@ -148,17 +150,29 @@ class ModuleLowering:
             g.align = 4
         return g
 
-    @cached_property
-    def has_bar_red(self) -> bool:
-        """Whether any function uses bar.red (then every kernel zeroes its LDS counter)."""
+    def _instructions(self):
         stack = [s for f in self.ast.functions() for s in (f.body or [])]
         while stack:
             s = stack.pop()
             if isinstance(s, ast.Block):
                 stack.extend(s.body)
-            elif isinstance(s, ast.Instruction) and s.opcode in ("bar", "barrier") and s.has("red"):
-                return True
-        return False
+            elif isinstance(s, ast.Instruction):
+                yield s
+
+    @cached_property
+    def has_bar_red(self) -> bool:
+        """Whether any function uses bar.red (then every kernel zeroes its LDS counter)."""
+        return any(i.opcode in ("bar", "barrier") and i.has("red") for i in self._instructions())
+
+    @cached_property
+    def has_grid_workspace(self) -> bool:
+        """Whether any function reads %envreg1/%envreg2 (nvcc's grid.sync()): then every kernel
+        takes the grid workspace as a last, hidden-by-convention kernel argument."""
+        def reads(op) -> bool:
+            if isinstance(op, ast.Vec):
+                return any(reads(e) for e in op.elems)
+            return isinstance(op, ast.Reg) and op.name in ENVREG_WORKSPACE
+        return any(reads(op) for i in self._instructions() for op in i.operands)
 
     # ------------------------------------------------------------------ functions
     def _declare(self, f: ast.Function) -> None:
@@ -168,12 +182,15 @@ class ModuleLowering:
                 return
             raise UnsupportedError(f"unresolved .extern .func {f.name} (link the module that defines it)", f.pos)
         if f.kind == "entry":
-            params = [ir.PointerType(addrspace=4)] * len(f.params)
+            params = [ir.PointerType(addrspace=4)] * (len(f.params) + self.has_grid_workspace)
             llfn = ir.Function(self.ir, ir.FunctionType(ir.VoidType(), params), name=f.name)
             llfn.calling_convention = "amdgpu_kernel"
             for p, arg in zip(f.params, llfn.args):
                 arg.name = p.name
                 arg.attributes = ByRefAttributes(ir.ArrayType(I8, var_size(p)), var_align(p))
+            if self.has_grid_workspace:
+                llfn.args[-1].name = GRID_WORKSPACE_ARG
+                llfn.args[-1].attributes = ByRefAttributes(I64, GRID_WORKSPACE_BYTES)
             self.kernel_attrs[f.name] = max_threads(f)
         else:
             params = [ir.PointerType(addrspace=5)] * (len(f.returns) + len(f.params))
@@ -184,5 +201,7 @@ class ModuleLowering:
 
     def _kernel_meta(self, f: ast.Function) -> None:
         params, param_size = kernel_params(f)
+        workspace = -(-param_size // GRID_WORKSPACE_BYTES) * GRID_WORKSPACE_BYTES if self.has_grid_workspace else None
         self.kernels_meta[f.name] = {"params": params, "param_size": param_size, "symbol": f"{f.name}.kd",
-                                     "max_threads": self.kernel_attrs[f.name], "reqntid": directive_dims(f, "reqntid")}
+                                     "max_threads": self.kernel_attrs[f.name], "reqntid": directive_dims(f, "reqntid"),
+                                     "grid_workspace_offset": workspace}

@@ -19,6 +19,9 @@ BAR_SLOTS = 8  # i64 slots per hardware barrier (see BarSlot)
 FRAME_HEADER = 64  # bytes at the start of each warp frame
 STACK_ALIGN = 16
 BOUNDS_CACHE_ENTRIES = 8
+# Status of a block that left a wait because another block of the launch faulted (not a
+# CUresult: the launch reports the other block's fault).
+ABORTED = 0x10000
 
 
 class Ctx(IntEnum):
@@ -56,7 +59,8 @@ class Ctx(IntEnum):
     NRANGES = 30
     PARAM_SIZE = 31
     BOUNDS_CACHE = 32  # BOUNDS_CACHE_ENTRIES [lo, hi) pairs: ranges access sites hit last (0: empty)
-    SLOTS = 32 + 2 * BOUNDS_CACHE_ENTRIES
+    GRID_WORKSPACE = 32 + 2 * BOUNDS_CACHE_ENTRIES  # cooperative launch: its grid workspace (%envreg1:%envreg2), else 0
+    SLOTS = GRID_WORKSPACE + 1
 
 
 class Frame(IntEnum):

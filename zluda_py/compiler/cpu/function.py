@@ -455,6 +455,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
             first = {"%ntid": Ctx.BLOCK_X, "%ctaid": Ctx.CTA_X, "%nctaid": Ctx.GRID_X,
                      "%clusterid": Ctx.CTA_X, "%nclusterid": Ctx.GRID_X}[base]
             v = V.splat(b, u32(first + axis))
+        elif base in ("%envreg1", "%envreg2"):
+            # the grid workspace of a cooperative launch (0 otherwise), as nvcc's grid.sync()
+            # reads it: %envreg1 the high and %envreg2 the low 32 bits of its address
+            ws = self.ctx_i64(Ctx.GRID_WORKSPACE)
+            v = V.splat(b, b.trunc(b.lshr(ws, ir.Constant(I64, 32)) if base == "%envreg1" else ws, I32))
         elif base in ("%cluster_ctaid", "%cluster_ctarank", "%is_explicit_cluster") or base.startswith("%envreg"):
             v = V.splat_const(I32, 0)
         elif base in ("%cluster_nctaid", "%cluster_nctarank"):

@@ -3,16 +3,22 @@
 Device pointers are host pointers. A `.shared` address is an offset into the block's arena and
 a `.local` address an offset into the lane's stack window, as on the GPU (so 32-bit shared and
 local addresses work); cvta adds the arena or the lane's window base to make a generic
-(host) address. Accesses from consecutive lanes to consecutive elements become one masked
-vector load/store; anything else is a masked gather/scatter.
+(host) address. How a warp's ld/st moves data follows from what `affine.py` knows about its
+address register (see Access): one scalar access for a uniform address, one masked vector
+load/store with a single range check for lane-consecutive addresses (proven, or tested at
+run time), else a gather/scatter through an out-of-line helper that checks every lane.
 """
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 from llvmlite import ir
 
+from zluda_py.compiler.cpu import affine
 from zluda_py.compiler.cpu import values as V
-from zluda_py.compiler.cpu.abi import BOUNDS_CACHE_ENTRIES, WARP, Ctx
+from zluda_py.compiler.cpu.abi import ABORTED, BOUNDS_CACHE_ENTRIES, WARP, Ctx
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.memops import (SPACES, atomic_op, atomic_update, cp_async_fill, cp_async_size, cp_async_src_size,
@@ -20,6 +26,26 @@ from zluda_py.compiler.memops import (SPACES, atomic_op, atomic_update, cp_async
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
+STRONG_LOADS = ("volatile", "relaxed", "acquire")
+
+
+
+@dataclass
+class Access:
+    """One warp's ld/st: `host` is the host address (`<32 x i64>`, or a scalar for a symbol);
+    `offsets` the register-based address in its space that is bounds-checked (None: valid by
+    construction); `nbytes` per lane; `plan` how the data moves: scalar (one address, a
+    symbol's), uniform (every active lane has the same address: checked and accessed once),
+    contiguous (lane i at base + i*nbytes: one range check, one masked vector load/store),
+    ends (contiguous if the last active lane is where it would be: see Form.two_lane_test),
+    check (contiguous if every active lane is: a vector compare), else per lane; gather
+    (per-lane checks, gather/scatter)."""
+
+    host: ir.Value
+    offsets: ir.Value | None
+    space: str
+    nbytes: int
+    plan: str
 
 
 class MemoryMixin:
@@ -72,20 +98,29 @@ class MemoryMixin:
         With a `mask`, an address computed from a register is checked for an access of
         `nbytes` per lane (addresses of symbols plus constant offsets are valid by construction).
         """
+        host, offsets = self._locate(addr, space)
+        if offsets is not None and mask is not None:
+            self.check_bounds(offsets, space, nbytes, mask)
+        return host
+
+    def _locate(self, addr: ast.Addr, space: str) -> tuple[ir.Value, ir.Value | None]:
+        """(host address: scalar or per lane, the register-based address in its space to
+        bounds-check: None when valid by construction)."""
         b = self.b
         off = ir.Constant(I64, addr.offset)
         if isinstance(addr.base, ast.Sym):
             sym = self.symbol(addr.base.name, addr.pos)
             if sym.kind == "kparam":
-                return b.add(self.ctx_i64(Ctx.PARAMS), ir.Constant(I64, sym.offset + addr.offset))
+                return b.add(self.ctx_i64(Ctx.PARAMS), ir.Constant(I64, sym.offset + addr.offset)), None
             if sym.kind in ("global", "const"):
-                return b.add(b.ptrtoint(sym.ptr, I64), off)
+                return b.add(b.ptrtoint(sym.ptr, I64), off), None
             if sym.kind == "shared":
-                return b.add(self.ctx_i64(Ctx.SHARED), ir.Constant(I64, sym.offset + addr.offset))
+                return b.add(self.ctx_i64(Ctx.SHARED), ir.Constant(I64, sym.offset + addr.offset)), None
             if sym.kind == "local":
-                return b.add(self.lane_local_base(), V.splat(b, b.add(self.sp, ir.Constant(I64, sym.offset + addr.offset))))
+                local = V.splat(b, b.add(self.sp, ir.Constant(I64, sym.offset + addr.offset)))
+                return b.add(self.lane_local_base(), local), None
             if sym.kind in ("lparam", "regparam"):
-                return self.lane_param_address(sym, addr.offset)
+                return self.lane_param_address(sym, addr.offset), None
             raise UnsupportedError(f"memory operand {addr.base.name}", addr.pos)
         if addr.base is None:
             value = V.splat_const(I64, addr.offset)
@@ -93,13 +128,54 @@ class MemoryMixin:
             value = V.resize(b, self.read(addr.base, "u64" if self.reg_bits(addr.base) == 64 else "u32"), 64, False)
             if addr.offset:
                 value = b.add(value, V.splat(b, off))
-        if mask is not None:
-            self.check_bounds(value, space, nbytes, mask)
         base = self.space_base(space)
-        return value if base is None else b.add(base, value)
+        return (value if base is None else b.add(base, value)), value
+
+    def access(self, inst: ast.Instruction, addr: ast.Addr, space: str, nbytes: int, checked: bool = True) -> Access:
+        """Where `inst`'s warp access of `nbytes` per lane through `addr` goes, and how to make it
+        (see Access); `checked=False`: skip the bounds check (the source may be partly invalid)."""
+        host, offsets = self._locate(addr, space)
+        if not isinstance(host.type, ir.VectorType):
+            return Access(host, None, space, nbytes, "scalar")
+        if offsets is None:  # per-lane parameter buffers and .local variables
+            sym = self.symbol(addr.base.name)
+            plan = "contiguous" if sym.kind in ("lparam", "regparam") and sym.size == nbytes else "gather"
+            return Access(host, None, space, nbytes, plan)
+        plan = "uniform" if addr.base is None else self._plan(inst, addr.base.name, space, nbytes)
+        return Access(host, offsets if checked else None, space, nbytes, self._plan_for_size(plan))
+
+    def _plan(self, inst: ast.Instruction, reg: str, space: str, nbytes: int) -> str:
+        """The Access plan for an address in register `reg` (see Access)."""
+        if space == "local":  # each lane's own stack window
+            return "gather"
+        if not hasattr(self, "_affine"):
+            params = {n for n, s in self.symbols.items() if s.kind == "kparam"}
+            self._affine = affine.Analysis(self.body, {n: bits for n, (_, bits) in self.regs.items()},
+                                           self._uniform_symbol, params.__contains__)
+        form = affine.resize(self._affine.address_form(inst, reg), 64, False)
+        if form is None:
+            return "check"
+        if form.uniform:
+            return "uniform"
+        if form.stride != nbytes:
+            return "gather"
+        if not form.hazards:
+            return "contiguous"
+        return "ends" if form.two_lane_test else "check"
+
+    def _plan_for_size(self, plan: str) -> str:
+        """Functions too large for converged clones (cub/thrust) take the per-lane helper where a
+        run-time test would be needed: their code generation time grows faster than linearly."""
+        return "gather" if plan in ("ends", "check") and not self.cloned else plan
+
+    def _uniform_symbol(self, name: str) -> bool:
+        """The value of `name` as an operand is the same in every lane (per-lane .param buffers are not)."""
+        sym = self.symbols.get(name) or self.mod.symbol(name)
+        return sym is not None and sym.kind in ("kparam", "local", "shared", "global", "const", "func")
 
     # ------------------------------------------------------------------ bounds checks (error 700)
-    def check_bounds(self, value: ir.Value, space: str, nbytes: int, mask: ir.Value) -> None:
+    def check_bounds(self, value: ir.Value, space: str, nbytes: int, mask: ir.Value,
+                     cache: ir.Value | None = None) -> None:
         """Fault with 700 unless every active lane's [value, value+nbytes) is valid in `space`.
 
         .shared/.local offsets are checked against the arena / the lane's stack window; host
@@ -109,28 +185,111 @@ class MemoryMixin:
         b = self.b
         if space == "param":  # kernel/.func parameter buffers: only symbol-based in practice
             return
-        size = ir.Constant(I64, nbytes)
         if space in ("shared", "local"):
-            total = self.ctx_i64(Ctx.TOTAL_SMEM if space == "shared" else Ctx.STACK_SIZE)
-            limit = b.sub(total, size)
-            over = b.and_(mask, b.icmp_unsigned(">", value, V.splat(b, limit)))
-            bad = b.or_(V.any_lane(b, over), b.and_(V.any_lane(b, mask), b.icmp_unsigned("<", total, size)))
-            with b.if_then(bad, likely=False):
-                first = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, mask), ir.Constant(I1, 1)])
-                self.fault(CUDA_ERROR_ILLEGAL_ADDRESS, mask, b.extract_element(value, first))
+            limit = V.splat(b, b.sub(self._window_size(space), ir.Constant(I64, nbytes)))
+            over = V.any_lane(b, b.and_(mask, b.icmp_unsigned(">", value, limit)))
+            first = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, mask), ir.Constant(I1, 0)])
+            self._window_check(over, lambda: b.extract_element(value, first), space, nbytes, mask)
             return
-        cache = self._bounds_cache()
-        lo = V.reduce(b, "umin", b.select(mask, value, V.splat_const(I64, -1)))
-        top = V.reduce(b, "umax", b.select(mask, value, V.splat_const(I64, 0)))
-        hi = b.add(top, size)
-        c_lo = b.load(cache, typ=I64)
-        c_hi = b.load(b.gep(cache, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
-        ok = b.and_(b.and_(b.icmp_unsigned(">=", lo, c_lo), b.icmp_unsigned("<=", hi, c_hi)),
-                    b.icmp_unsigned(">=", hi, top))
+        cache = cache if cache is not None else self._bounds_cache()
+        ok = b.call(_lanes_check_function(self.mod), [self.ctx, value, mask, ir.Constant(I64, nbytes), cache])
         with b.if_then(b.not_(ok), likely=False):
+            self._illegal_address(mask)
+
+    def _check_range(self, acc: Access, mask: ir.Value, first: ir.Value, last: ir.Value, cache: ir.Value | None) -> None:
+        """check_bounds for active lanes at consecutive (or equal) addresses: all of them lie
+        in [first lane's, last lane's + nbytes), unless that wraps around."""
+        b = self.b
+        if acc.offsets is None or acc.space == "param":
+            return
+        lo, top = b.extract_element(acc.offsets, first), b.extract_element(acc.offsets, last)
+        if acc.space in ("shared", "local"):
+            limit = b.sub(self._window_size(acc.space), ir.Constant(I64, acc.nbytes))
+            over = b.or_(b.icmp_unsigned(">", top, limit), b.icmp_unsigned("<", top, lo))
+            self._window_check(over, lambda: lo, acc.space, acc.nbytes, mask)
+            return
+        # the lanes' addresses again from lo (not the vector: the fast path then needs two lanes of it)
+        stride = 0 if acc.plan == "uniform" else acc.nbytes
+        start = b.sub(lo, b.mul(b.zext(first, I64), ir.Constant(I64, stride)))
+        lanes = b.add(V.splat(b, start), _lane_offsets(stride))
+        self._host_check(lo, top, lanes, acc.nbytes, mask, cache)
+
+    def _window_size(self, space: str) -> ir.Value:
+        return self.ctx_i64(Ctx.TOTAL_SMEM if space == "shared" else Ctx.STACK_SIZE)
+
+    def _window_check(self, over: ir.Value, first_offset, space: str, nbytes: int, mask: ir.Value) -> None:
+        """Fault (naming the first active lane's offset, `first_offset()`) if `over`, or the
+        window is smaller than one access."""
+        b = self.b
+        small = b.icmp_unsigned("<", self._window_size(space), ir.Constant(I64, nbytes))
+        with b.if_then(b.or_(over, b.and_(V.any_lane(b, mask), small)), likely=False):
+            self._illegal_address(mask, first_offset())
+
+    def _host_check(self, lo: ir.Value, top: ir.Value, value: ir.Value, nbytes: int, mask: ir.Value,
+                    cache: ir.Value) -> None:
+        """[lo, top+nbytes) inside the range this site hit last, else every active lane through `zluda.bounds`."""
+        b = self.b
+        size = ir.Constant(I64, nbytes)
+        with b.if_then(b.not_(_in_cached_range(b, lo, top, size, cache)), likely=False):
             found = b.call(_bounds_function(self.mod), [self.ctx, value, mask, size, cache])
             with b.if_then(b.not_(found), likely=False):
-                self.fault(CUDA_ERROR_ILLEGAL_ADDRESS, mask)
+                self._illegal_address(mask)
+
+    def _per_lane(self, acc: Access, mask: ir.Value, cache: ir.Value | None, elt: ir.IntType, n: int,
+                  values: list[ir.Value] | None = None) -> list[ir.Value]:
+        """Check every active lane's address, then gather n elements per lane (values None) or
+        scatter `values`, through one out-of-line helper (`_lanes_function`)."""
+        b = self.b
+        host = acc.offsets is not None and acc.space not in ("shared", "local", "param")
+        if acc.offsets is not None and not host:  # window checks stay inline (small)
+            self.check_bounds(acc.offsets, acc.space, acc.nbytes, mask)
+        addrs, data = self._lane_buffers()
+        b.store(acc.host, addrs)
+        vt = V.vec(elt)
+        slot = lambda k: b.bitcast(b.gep(data, [ir.Constant(I64, 0), ir.Constant(I64, k * WARP * elt.width // 8)]),  # noqa: E731
+                                   vt.as_pointer())
+        for k, v in enumerate(values or []):
+            b.store(v, slot(k))
+        fn = _lanes_function(self.mod, "gather" if values is None else "scatter", elt, n)
+        ok = b.call(fn, [self.ctx, addrs, V.mask_bits(b, mask), ir.Constant(I64, acc.nbytes),
+                         cache if host else ir.Constant(PTR, None), data])
+        if host:
+            with b.if_then(b.not_(ok), likely=False):
+                self._illegal_address(mask)
+        if values is not None:
+            return []
+        return [b.load(slot(k)) for k in range(n)]
+
+    def _lane_buffers(self) -> tuple[ir.Value, ir.Value]:
+        """This function's buffers for the per-lane helpers: 32 addresses, and the data (at most
+        32 bytes per lane: ld/st .v4.b64, .v8.b32)."""
+        if getattr(self, "_lane_bufs", None) is None:
+            b = self.b
+            entry = b.function.entry_basic_block
+            with b.goto_block(entry):
+                b.position_at_start(entry)
+                addrs, data = b.alloca(V.vec(I64)), b.alloca(ir.ArrayType(V.I8, 32 * WARP))
+                addrs.align = data.align = 64
+                self._lane_bufs = (addrs, data)
+        return self._lane_bufs
+
+    def _illegal_address(self, mask: ir.Value, arg: ir.Value | None = None) -> None:
+        """Leave with 700 for the lanes of `mask` (naming address `arg`, else the one `zluda.bounds`
+        recorded) through one shared block per function: a fault block per site costs compile time."""
+        b = self.b
+        blocks = self.__dict__.setdefault("_fault_blocks", {})
+        named = arg is not None
+        if named not in blocks:
+            block = self.llfn.append_basic_block("illegal_address")
+            with b.goto_block(block):
+                lanes, value = b.phi(I32), (b.phi(I64) if named else None)
+                self.fault(CUDA_ERROR_ILLEGAL_ADDRESS, V.bits_mask(b, lanes), value)
+            blocks[named] = (block, lanes, value)
+        block, lanes, value = blocks[named]
+        lanes.add_incoming(V.mask_bits(b, mask), b.block)
+        if value is not None:
+            value.add_incoming(arg, b.block)
+        b.branch(block)
 
     def _bounds_cache(self) -> ir.Value:
         """[lo, hi) of the range this access site last hit: one of the worker's launch-record
@@ -145,68 +304,116 @@ class MemoryMixin:
         return 64
 
     # ------------------------------------------------------------------ vector memory access
-    def load(self, ptrs: ir.Value, elt: ir.Type, n: int, mask: ir.Value) -> list[ir.Value]:
+    def load(self, acc: Access, elt: ir.IntType, n: int, mask: ir.Value) -> list[ir.Value]:
         """n consecutive elements per lane starting at each lane's address."""
         b = self.b
         size = elt.width // 8
-        if not isinstance(ptrs.type, ir.VectorType):  # uniform address: scalar loads
-            return [V.splat(b, b.load(b.inttoptr(b.add(ptrs, ir.Constant(I64, k * size)), PTR), typ=elt))
-                    for k in range(n)]
-        contiguous = self._contiguous(ptrs, size * n)
-        with b.if_else(contiguous, likely=True) as (then, other):
-            with then:
-                wide = ir.VectorType(elt, WARP * n)
-                base = b.inttoptr(b.extract_element(ptrs, ir.Constant(I32, 0)), PTR)
-                whole = V.intrinsic(b, f"llvm.masked.load.v{WARP * n}i{elt.width}.p0", wide,
-                                    [base, ir.Constant(I32, size), self._widen_mask(mask, n),
-                                     ir.Constant(wide, None)])
-                fast = [b.shuffle_vector(whole, ir.Constant(wide, None),
-                                         V.lane_consts(I32, [i * n + k for i in range(WARP)])) for k in range(n)]
-                fast_block = b.block
-            with other:
-                slow = []
-                for k in range(n):
-                    p = b.inttoptr(b.add(ptrs, V.splat_const(I64, k * size)), ir.VectorType(PTR, WARP))
-                    slow.append(V.intrinsic(b, f"llvm.masked.gather.v{WARP}i{elt.width}.v{WARP}p0", V.vec(elt),
-                                            [p, ir.Constant(I32, size), mask, ir.Constant(V.vec(elt), None)]))
-                slow_block = b.block
-        out = []
-        for f, s in zip(fast, slow):
-            phi = b.phi(V.vec(elt))
-            phi.add_incoming(f, fast_block)
-            phi.add_incoming(s, slow_block)
-            out.append(phi)
-        return out
+        if acc.plan == "scalar":
+            return [V.splat(b, v) for v in self._scalar_loads(acc.host, elt, n)]
 
-    def store(self, ptrs: ir.Value, values: list[ir.Value], mask: ir.Value) -> None:
+        def uniform(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
+            return [V.splat(b, v) for v in self._scalar_loads(b.extract_element(acc.host, first), elt, n)]
+
+        def contiguous(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
+            wide = ir.VectorType(elt, WARP * n)
+            whole = V.intrinsic(b, f"llvm.masked.load.v{WARP * n}i{elt.width}.p0", wide,
+                                [self._base(acc, first), ir.Constant(I32, size), self._widen_mask(mask, n),
+                                 ir.Constant(wide, None)])
+            return [b.shuffle_vector(whole, ir.Constant(wide, None), V.lane_consts(I32, [i * n + k for i in range(WARP)]))
+                    for k in range(n)]
+
+        return self._emit(acc, mask, uniform, contiguous, lambda cache: self._per_lane(acc, mask, cache, elt, n),
+                          [V.vec(elt)] * n)
+
+    def store(self, acc: Access, values: list[ir.Value], mask: ir.Value) -> None:
         b = self.b
         elt = values[0].type.element
         size, n = elt.width // 8, len(values)
-        if not isinstance(ptrs.type, ir.VectorType):
-            ptrs = V.splat(b, ptrs)
-        contiguous = self._contiguous(ptrs, size * n)
-        with b.if_else(contiguous, likely=True) as (then, other):
-            with then:
-                whole = values[0]
-                if n > 1:
-                    whole = _concat(b, values)
-                    order = [ir.Constant(I32, k * WARP + i) for i in range(WARP) for k in range(n)]
-                    whole = b.shuffle_vector(whole, ir.Constant(whole.type, None),
-                                             ir.Constant(ir.VectorType(I32, WARP * n), order))
-                base = b.inttoptr(b.extract_element(ptrs, ir.Constant(I32, 0)), PTR)
-                V.intrinsic(b, f"llvm.masked.store.v{WARP * n}i{elt.width}.p0", ir.VoidType(),
-                            [whole, base, ir.Constant(I32, size), self._widen_mask(mask, n)])
-            with other:
-                for k, v in enumerate(values):
-                    p = b.inttoptr(b.add(ptrs, V.splat_const(I64, k * size)), ir.VectorType(PTR, WARP))
-                    V.intrinsic(b, f"llvm.masked.scatter.v{WARP}i{elt.width}.v{WARP}p0", ir.VoidType(),
-                                [v, p, ir.Constant(I32, size), mask])
+        if acc.plan == "scalar":  # every lane stores to the same place: the last one's value stays
+            last = b.sub(ir.Constant(I32, WARP - 1), V.intrinsic(b, "llvm.ctlz.i32", I32, [V.mask_bits(b, mask),
+                                                                                           ir.Constant(I1, 0)]))
+            with b.if_then(V.any_lane(b, mask)):
+                self._scalar_stores(acc.host, [b.extract_element(v, last) for v in values])
+            return
 
-    def _contiguous(self, ptrs: ir.Value, stride: int) -> ir.Value:
+        def uniform(_first: ir.Value, last: ir.Value) -> list[ir.Value]:
+            self._scalar_stores(b.extract_element(acc.host, last), [b.extract_element(v, last) for v in values])
+            return []
+
+        def contiguous(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
+            whole = values[0]
+            if n > 1:
+                whole = _concat(b, values)
+                order = [ir.Constant(I32, k * WARP + i) for i in range(WARP) for k in range(n)]
+                whole = b.shuffle_vector(whole, ir.Constant(whole.type, None), ir.Constant(ir.VectorType(I32, WARP * n), order))
+            V.intrinsic(b, f"llvm.masked.store.v{WARP * n}i{elt.width}.p0", ir.VoidType(),
+                        [whole, self._base(acc, first), ir.Constant(I32, size), self._widen_mask(mask, n)])
+            return []
+
+        self._emit(acc, mask, uniform, contiguous, lambda cache: self._per_lane(acc, mask, cache, elt, n, values), [])
+
+    def _emit(self, acc: Access, mask: ir.Value, uniform, contiguous, per_lane, types: list[ir.Type]) -> list[ir.Value]:
+        """Emit an access by its plan: `uniform(first, last)` / `contiguous(first, last)` for the
+        active lanes first..last after one range check; `per_lane(cache)` checks each lane.
+        Returns the loaded values (merged over the paths taken)."""
         b = self.b
-        first = V.splat(b, b.extract_element(ptrs, ir.Constant(I32, 0)))
-        expect = b.add(first, V.lane_consts(I64, [i * stride for i in range(WARP)]))
-        return V.reduce(b, "and", b.icmp_unsigned("==", ptrs, expect))
+        cache = self._bounds_cache() if acc.offsets is not None else None
+        if acc.plan == "gather":
+            return per_lane(cache)
+        full = mask is V.ALL
+        bits = V.mask_bits(b, mask)
+        first = ir.Constant(I32, 0) if full else V.intrinsic(b, "llvm.cttz.i32", I32, [bits, ir.Constant(I1, 0)])
+        last = ir.Constant(I32, WARP - 1) if full else b.sub(
+            ir.Constant(I32, WARP - 1), V.intrinsic(b, "llvm.ctlz.i32", I32, [bits, ir.Constant(I1, 0)]))
+        some = ir.Constant(I1, 1) if full else V.any_lane(b, mask)
+        if acc.plan == "ends":
+            span = b.sub(b.extract_element(acc.host, last), b.extract_element(acc.host, first))
+            go = b.select(some, b.icmp_unsigned("==", span, b.mul(b.zext(b.sub(last, first), I64),
+                                                                   ir.Constant(I64, acc.nbytes))), ir.Constant(I1, 0))
+        elif acc.plan == "check":  # contiguous if every active lane is at lane 0's address + lane * nbytes
+            start = b.sub(b.extract_element(acc.host, first), b.mul(b.zext(first, I64), ir.Constant(I64, acc.nbytes)))
+            expect = b.add(V.splat(b, start), _lane_offsets(acc.nbytes))
+            fits = V.reduce(b, "and", b.select(mask, b.icmp_unsigned("==", acc.host, expect), V.ALL))
+            go = b.select(some, fits, ir.Constant(I1, 0))  # no active lane: the per-lane path does nothing
+        else:
+            go = some
+        paths: list[tuple[ir.Block, list[ir.Value]]] = []
+        fast = b.append_basic_block("mem.fast")
+        other = b.append_basic_block("mem.none" if acc.plan in ("uniform", "contiguous") else "mem.lanes")
+        join = b.append_basic_block("mem.done")
+        b.cbranch(go, fast, other).set_weights([1000, 1])
+        b.position_at_end(fast)
+        self._check_range(acc, mask, first, last, cache)
+        moved = (uniform if acc.plan == "uniform" else contiguous)(first, last)
+        paths.append((b.block, moved))
+        b.branch(join)
+        b.position_at_end(other)
+        moved = [V.undef(t) for t in types] if acc.plan in ("uniform", "contiguous") else per_lane(cache)
+        paths.append((b.block, moved))
+        b.branch(join)
+        b.position_at_end(join)
+        out = []
+        for k, t in enumerate(types):
+            phi = b.phi(t)
+            for block, values in paths:
+                phi.add_incoming(values[k], block)
+            out.append(phi)
+        return out
+
+    def _base(self, acc: Access, first: ir.Value) -> ir.Value:
+        """Where lane 0's element would be, from the first active lane's address (contiguous lanes)."""
+        b = self.b
+        start = b.extract_element(acc.host, first)
+        return b.inttoptr(b.sub(start, b.mul(b.zext(first, I64), ir.Constant(I64, acc.nbytes))), PTR)
+
+    def _scalar_loads(self, address: ir.Value, elt: ir.IntType, n: int) -> list[ir.Value]:
+        b = self.b
+        return [b.load(b.inttoptr(b.add(address, ir.Constant(I64, k * elt.width // 8)), PTR), typ=elt) for k in range(n)]
+
+    def _scalar_stores(self, address: ir.Value, values: list[ir.Value]) -> None:
+        b = self.b
+        for k, v in enumerate(values):
+            b.store(v, b.inttoptr(b.add(address, ir.Constant(I64, k * v.type.width // 8)), PTR))
 
     def _widen_mask(self, mask: ir.Value, n: int) -> ir.Value:
         if n == 1:
@@ -221,12 +428,30 @@ class MemoryMixin:
             raise unsupported(inst, "no type")
         return types[-1]
 
+    def leave_if_stopped(self, inst: ast.Instruction, mask: ir.Value, spin: bool = False) -> None:
+        """Strong loads and atomics on memory other blocks see are where a block can wait for
+        another (spin-waits, grid.sync): once some block of the launch has faulted it will never
+        arrive, so leave with ABORTED instead of waiting forever. `spin` (a strong load): in a
+        cooperative launch, where every block is an OS thread, yield the core to the blocks
+        being waited for (32 blocks on 2 cores would otherwise spin whole time slices away)."""
+        if space_of(inst) in ("shared", "local", "param", "const"):
+            return
+        b = self.b
+        stop = b.load_atomic(b.inttoptr(self.ctx_i64(Ctx.STOP), PTR), "monotonic", 4, typ=I32)
+        with b.if_then(b.icmp_unsigned("!=", stop, ir.Constant(I32, 0)), likely=False):
+            self.fault(ABORTED, mask)
+        if spin:
+            with b.if_then(b.icmp_unsigned("!=", self.ctx_i64(Ctx.GRID_WORKSPACE), ir.Constant(I64, 0))):
+                b.call(self.mod.libc("sched_yield", I32, []), [])
+
     def op_ld(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        if any(inst.has(m) for m in STRONG_LOADS):
+            self.leave_if_stopped(inst, mask, spin=True)
         t = self._mem_type(inst)
         dst, addr = inst.operands[0], inst.operands[1]
         bits = ptx_bits(t)
         n = vector_count(inst)
-        values = self.load(self.address(addr, space_of(inst), bits // 8 * n, mask), ir.IntType(bits), n, mask)
+        values = self.load(self.access(inst, addr, space_of(inst), bits // 8 * n), ir.IntType(bits), n, mask)
         dests = dst.elems if isinstance(dst, ast.Vec) else [dst]
         for d, v in zip(dests, values):
             self.write(d, v, t, mask)
@@ -237,7 +462,7 @@ class MemoryMixin:
         t = self._mem_type(inst)
         addr, src = inst.operands[0], inst.operands[1]
         srcs = src.elems if isinstance(src, ast.Vec) else [src]
-        self.store(self.address(addr, space_of(inst), ptx_bits(t) // 8 * len(srcs), mask),
+        self.store(self.access(inst, addr, space_of(inst), ptx_bits(t) // 8 * len(srcs)),
                    [self.read(s, t) for s in srcs], mask)
 
     def op_cvta(self, inst: ast.Instruction, mask: ir.Value) -> None:
@@ -287,6 +512,7 @@ class MemoryMixin:
 
     def _atomic(self, inst: ast.Instruction, mask: ir.Value, dst, addr, srcs) -> None:
         """One atomic per active lane, in lane order (LLVM atomicrmw/cmpxchg, seq_cst)."""
+        self.leave_if_stopped(inst, mask)
         b = self.b
         t = inst.types[-1]
         op = atomic_op(inst)
@@ -327,11 +553,11 @@ class MemoryMixin:
         dst, src = inst.operands[:2]
         src_size = cp_async_src_size(inst)
         # with a src-size operand the source may legally be partly (or wholly, size 0) invalid
-        loaded = self.load(self.address(src, "global", n, mask if src_size is None else None), I32, n // 4, mask)
+        loaded = self.load(self.access(inst, src, "global", n, checked=src_size is None), I32, n // 4, mask)
         if src_size is not None:  # bytes past src-size are zero-filled
             limit = self.read(src_size, "u32")
             loaded = [cp_async_fill(self.lanes, v, k, limit) for k, v in enumerate(loaded)]
-        self.store(self.address(dst, "shared", n, mask), loaded, mask)
+        self.store(self.access(inst, dst, "shared", n), loaded, mask)
 
 
 HOST_BOUNDS = 3  # zluda_host kind: is [a, b) registered now (memory registered during the launch)?
@@ -427,6 +653,80 @@ def _bounds_function(mod) -> ir.Function:
     b.ret(ir.Constant(I1, 1))
     b.position_at_end(fail)
     b.ret(ir.Constant(I1, 0))
+    return fn
+
+
+@functools.lru_cache(maxsize=None)
+def _lane_offsets(stride: int) -> ir.Constant:
+    """<0, stride, 2*stride, ...> as i64 (one object per stride: llvmlite prints constants slowly)."""
+    return V.lane_consts(I64, [i * stride for i in range(WARP)])
+
+
+def _in_cached_range(b: ir.IRBuilder, lo: ir.Value, top: ir.Value, size: ir.Value, cache: ir.Value) -> ir.Value:
+    """[lo, top+size) lies in the range a site hit last (`cache`: [lo, hi) u64) and does not wrap."""
+    hi = b.add(top, size)
+    c_lo = b.load(cache, typ=I64)
+    c_hi = b.load(b.gep(cache, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
+    return b.and_(b.and_(b.icmp_unsigned(">=", lo, c_lo), b.icmp_unsigned("<=", hi, c_hi)),
+                  b.and_(b.icmp_unsigned(">=", hi, top), b.icmp_unsigned(">=", top, lo)))
+
+
+def _lanes_check_function(mod) -> ir.Function:
+    """`i1 zluda.check_lanes(ctx, <32 x i64> addr, <32 x i1> mask, i64 size, ptr cache)`: the
+    per-lane check of host addresses (out of line: the rare path of most accesses): the active
+    lanes' [min, max+size) against the site's cached range, else `zluda.bounds`."""
+    fn = mod.ir.globals.get("zluda.check_lanes")
+    if fn is not None:
+        return fn
+    fn = _helper(mod, "zluda.check_lanes", I1, [PTR, V.vec(I64), V.MASK, I64, PTR])
+    ctx, addrs, mask, size, cache = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    lo = V.reduce(b, "umin", b.select(mask, addrs, V.splat_const(I64, -1)))
+    top = V.reduce(b, "umax", b.select(mask, addrs, V.splat_const(I64, 0)))
+    with b.if_then(_in_cached_range(b, lo, top, size, cache), likely=True):
+        b.ret(ir.Constant(I1, 1))
+    b.ret(b.call(_bounds_function(mod), [ctx, addrs, mask, size, cache]))
+    return fn
+
+
+def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
+    """`i1 zluda.<kind>.iW.xN(ctx, ptr addrs, i32 mask, i64 size, ptr cache, ptr data)`: with a
+    `cache` (host addresses), check every active lane's address first (0: some lane is out of
+    bounds, nothing moved); then gather N consecutive elements per lane into `data` (N vectors)
+    or scatter them from it, in lane order (the highest lane's value stays where lanes collide).
+    Out of line, with its operands in memory: a 32-lane gather is much machine code and the rare
+    path of most accesses."""
+    name = f"zluda.{kind}.i{elt.width}.x{n}"
+    fn = mod.ir.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = _helper(mod, name, I1, [PTR, PTR, I32, I64, PTR, PTR])
+    ctx, addrs_p, bits, size, cache, data = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    addrs, mask, vt = b.load(addrs_p, typ=V.vec(I64)), V.bits_mask(b, bits), V.vec(elt)
+    with b.if_then(b.icmp_unsigned("!=", cache, ir.Constant(PTR, None))):
+        ok = b.call(_lanes_check_function(mod), [ctx, addrs, mask, size, cache])
+        with b.if_then(b.not_(ok), likely=False):
+            b.ret(ir.Constant(I1, 0))
+    for k in range(n):
+        p = b.inttoptr(b.add(addrs, V.splat_const(I64, k * elt.width // 8)), ir.VectorType(PTR, WARP))
+        slot = b.gep(data, [ir.Constant(I64, k * WARP * elt.width // 8)], source_etype=V.I8)
+        align = ir.Constant(I32, elt.width // 8)
+        if kind == "gather":
+            v = V.intrinsic(b, f"llvm.masked.gather.v{WARP}i{elt.width}.v{WARP}p0", vt,
+                            [p, align, mask, ir.Constant(vt, None)])
+            b.store(v, slot)
+        else:
+            V.intrinsic(b, f"llvm.masked.scatter.v{WARP}i{elt.width}.v{WARP}p0", ir.VoidType(),
+                        [b.load(slot, typ=vt), p, align, mask])
+    b.ret(ir.Constant(I1, 1))
+    return fn
+
+
+def _helper(mod, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    fn = ir.Function(mod.ir, ir.FunctionType(ret, args), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
     return fn
 
 

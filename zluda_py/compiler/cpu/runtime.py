@@ -17,11 +17,11 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from zluda_py.compiler.cpu import bounds as address_ranges
-from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, WARP, Ctx
+from zluda_py.compiler.cpu.abi import ABORTED, BAR_SLOTS, NBARRIERS, WARP, Ctx
 from zluda_py.compiler.cpu.calls import FAULT_BRKPT
 from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
-from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_INVALID_VALUE,
-                                      CUDA_ERROR_LAUNCH_FAILED, LaunchError)
+from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_ILLEGAL_ADDRESS,
+                                      CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_LAUNCH_FAILED, LaunchError)
 
 DEFAULT_STACK_SIZE = 1024  # bytes per thread, NVIDIA's default cudaLimitStackSize
 WORKER_THREAD_STACK = 64 << 20  # native recursion through .func calls runs on the worker's stack
@@ -96,6 +96,48 @@ def _the_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def _run_coresident(run, nblocks: int) -> list:
+    """run(i) for every block at once, each on a new thread (a cooperative grid's blocks spin on
+    each other, so none may wait for another's thread; the OS time-slices them over the cores).
+    The blocks start together once every thread exists: when the OS refuses a thread, none has
+    run and the launch fails with COOPERATIVE_LAUNCH_TOO_LARGE."""
+    results: list = [None] * nblocks
+    go, abandon = threading.Event(), threading.Event()
+
+    def block(i: int) -> None:
+        go.wait()
+        if not abandon.is_set():
+            try:
+                results[i] = run(i)
+            except BaseException as e:  # noqa: BLE001 - re-raised by the launching thread
+                results[i] = e
+
+    threads = []
+    with _jit_lock:  # threading.stack_size is process-wide
+        old = threading.stack_size(WORKER_THREAD_STACK)
+        try:
+            for i in range(nblocks):
+                t = threading.Thread(target=block, args=(i,), name=f"zluda-coop-{i}", daemon=True)
+                t.start()
+                threads.append(t)
+        except RuntimeError as e:  # "can't start new thread"
+            abandon.set()
+            raise LaunchError(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                              f"cooperative launch of {nblocks} blocks: only {len(threads)} threads could start ({e})") from None
+        finally:
+            threading.stack_size(old)
+            go.set()
+            if abandon.is_set():
+                for t in threads:
+                    t.join()
+    for t in threads:
+        t.join()
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
+
+
 class CompiledModule:
     """Native code for one (linked) PTX module, loaded into this process."""
 
@@ -121,7 +163,10 @@ class CompiledModule:
 
     # ------------------------------------------------------------------ launch
     def launch_raw(self, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
-                   shared_mem: int = 0, stack_size: int = DEFAULT_STACK_SIZE) -> None:
+                   shared_mem: int = 0, stack_size: int = DEFAULT_STACK_SIZE, grid_workspace: int = 0) -> None:
+        """Run the grid to completion. A nonzero `grid_workspace` makes it a cooperative launch:
+        %envreg1:%envreg2 read that address (nvcc's grid.sync() counts arrivals there) and every
+        block runs on a thread of its own, since blocks may wait for each other."""
         info = self.kernels[kernel]
         gx, gy, gz = grid
         bx, by, bz = block
@@ -138,7 +183,7 @@ class CompiledModule:
         stop = np.zeros(1, np.int32)
         output: list[bytes] = []
         workers = worker_count()
-        chunks = min(nblocks, workers * 4)
+        chunks = nblocks if grid_workspace else min(nblocks, workers * 4)
         bounds = [nblocks * i // chunks for i in range(chunks + 1)]
         nwarps = (threads + WARP - 1) // WARP
         smem_total = info.static_shared + shared_mem
@@ -164,6 +209,7 @@ class CompiledModule:
             ctx[Ctx.FIRST], ctx[Ctx.COUNT] = first, count
             ctx[Ctx.SMID], ctx[Ctx.NSMID] = i % workers, workers
             ctx[Ctx.BARRIERS] = bars.ctypes.data
+            ctx[Ctx.GRID_WORKSPACE] = grid_workspace
             ctx[Ctx.RANGES], ctx[Ctx.NRANGES], ctx[Ctx.PARAM_SIZE] = ranges.ctypes.data, len(ranges), len(params)
             SINKS.attach(ctx.ctypes.data, output)
             try:
@@ -174,12 +220,14 @@ class CompiledModule:
 
         if chunks == 1:
             results = [run(0)]
+        elif grid_workspace:
+            results = _run_coresident(run, chunks)
         else:
             results = list(_the_pool().map(run, range(chunks)))
         if output:
             os.write(1, b"".join(output))
         for status, ctx in results:
-            if status:
+            if status and status != ABORTED:
                 raise _fault(kernel, status, ctx, grid)
 
     def launch(self, kernel: str, grid, block, args, shared_mem: int = 0) -> None:

@@ -1,0 +1,362 @@
+"""Which register values are uniform or affine in the lane, at each memory access (CPU target).
+
+A value is *affine* when lane i of the warp holds U + i*stride (mod 2**bits), where U is the
+same in every lane and in every execution during the warp's life: it is built only from launch
+constants (kernel parameters, %ctaid, %ntid, %nctaid, %warpid, immediates, symbol addresses)
+and the lane's position (%laneid, %tid.x) by integer add/sub/mul/mad/shl/cvt/cvta. *Uniform*
+is stride 0 (any pure instruction on uniform values is uniform). Lanes of a divergent warp may
+run a definition at different times; the result is the same because U never changes.
+
+A register used by an instruction has the form of its definition only when that one definition
+reaches the use on every path (reaching definitions over the CFG; function entry counts as a
+definition and a guarded write does not kill the ones before it). So a register redefined in a
+loop, or on two paths, is unknown at a use both definitions reach; so is anything that is not
+understood here. Some forms hold only under conditions known at run time (`Form` hazards):
+the memory access then tests them (`Form.two_lane_test`) and keeps a per-lane path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from zluda_py.compiler import cfg
+from zluda_py.compiler.lanes import ptx_bits
+from zluda_py.compiler.ptxtypes import immediate_bits
+from zluda_py.compiler.semantics import SEMANTICS
+from zluda_py.ptx import ast
+
+
+@dataclass(frozen=True)
+class Form:
+    """Lane i holds U + i*stride mod 2**bits; `const` is U when known (uniform values only).
+
+    Without the hazards below the form is exact. `tid`: built from %tid.x, which is lane-linear
+    only in a 1-D block or when %ntid.x is a multiple of 32 (else it wraps to 0 within the
+    warp). `ext`: the width of the one non-uniform value widened on the way (it may wrap around
+    between lanes), `scale` the constant factor applied since. `tangled`: hazards combined in a
+    way `two_lane_test` cannot vouch for.
+    """
+
+    stride: int
+    bits: int
+    const: int | None = None
+    tid: bool = False
+    ext: int = 0
+    scale: int = 1
+    tangled: bool = False
+
+    @property
+    def hazards(self) -> bool:
+        return self.tid or self.ext != 0 or self.tangled
+
+    @property
+    def uniform(self) -> bool:
+        return self.stride == 0 and not self.hazards
+
+    @property
+    def two_lane_test(self) -> bool:
+        """Whether lanes first..last all lie on first + (lane - first) * stride once the last
+        one does. A hazard makes values jump off that line: %tid.x wrapping by %ntid.x <= 1024
+        (the jumps add up to stride * ntid * k, below 2**(ext-1) as the widened stride is
+        small), or the widened value crossing its sign/zero boundary (once: a jump of 2**ext).
+        Jumps only accumulate, and their sum scaled by `scale` is not 0 mod 2**64 while `scale`
+        has fewer than 64 - ext trailing zero bits, so a lane off the line moves the last one."""
+        if self.tangled or self.stride == 0:
+            return False
+        if self.ext == 0:
+            return True
+        return self.scale != 0 and (self.scale & -self.scale).bit_length() - 1 < 64 - self.ext
+
+
+UNIFORM_32 = Form(0, 32)
+# A widened value's stride must stay below 2**(bits - 1 - WIDEN_SHIFT): with up to 31 lanes
+# and %ntid.x <= 1024 (2**15 > 31 * 1024), its %tid.x jumps stay below 2**(bits - 1).
+WIDEN_SHIFT = 16
+# Pure instructions (results depend only on the operands): uniform sources give a uniform result.
+# addc/subc/madc are left out: they read the carry flag, an implicit operand.
+PURE = {"abs", "add", "and", "bfe", "bfi", "bfind", "bmsk", "brev", "clz", "cnot", "copysign", "cos", "cvt",
+        "div", "dp2a", "dp4a", "ex2", "fma", "fns", "lg2", "lop3", "mad", "mad24", "max", "min", "mov", "mul",
+        "mul24", "neg", "not", "or", "popc", "prmt", "rcp", "rem", "rsqrt", "sad", "selp", "set", "setp", "shf",
+        "shl", "shr", "sin", "slct", "sqrt", "sub", "szext", "tanh", "testp", "xor"}
+INT_TYPES = {f"{k}{n}" for k in "sub" for n in (8, 16, 32, 64)}
+# Special registers: uniform over the warp (launch constants), or the lane's position.
+SPECIAL = {**{f"%{r}.{a}": UNIFORM_32 for r in ("ctaid", "ntid", "nctaid") for a in "xyz"},
+           "%warpid": UNIFORM_32, "%nwarpid": UNIFORM_32, "%laneid": Form(1, 32), "%tid.x": Form(1, 32, tid=True)}
+
+
+def resize(f: Form | None, bits: int, signed: bool) -> Form | None:
+    """The form of a value truncated or extended (by `signed`) to `bits`."""
+    if f is None or f.bits == bits:
+        return f
+    if f.uniform:
+        const = f.const
+        if const is not None:
+            const = _wrap(_signed(const, f.bits) if signed and bits > f.bits else const, bits)
+        return Form(0, bits, const)
+    if bits < f.bits:  # truncation keeps U + i*s exact mod 2**bits; not so past a widening
+        return replace(f, stride=_wrap(f.stride, bits), bits=bits, tangled=f.tangled or f.ext != 0)
+    # without wrap-around between the lanes, U + i*s widens to ext(U) + i*s (s read as signed)
+    s = _signed(f.stride, f.bits)
+    wild = f.ext != 0 or f.tangled or abs(s) >> max(f.bits - 1 - WIDEN_SHIFT, 0) != 0
+    return Form(_wrap(s, bits), bits, None, f.tid, f.bits, 1, wild)
+
+
+def _wrap(v: int, bits: int) -> int:
+    return v & ((1 << bits) - 1)
+
+
+def _signed(v: int, bits: int) -> int:
+    return v - (1 << bits) if v >> (bits - 1) & 1 else v
+
+
+def _add(a: Form, b: Form, bits: int, sign: int = 1) -> Form:
+    stride = _wrap(a.stride + sign * b.stride, bits)
+    if a.uniform or b.uniform:  # U + affine keeps the affine side's hazards
+        side = a if b.uniform else b
+        const = None if a.const is None or b.const is None else _wrap(a.const + sign * b.const, bits)
+        return replace(side, stride=stride, bits=bits, const=const)
+    # two lane-dependent values: fine when both are exact, else their jumps could cancel out
+    return Form(stride, bits, tangled=a.hazards or b.hazards)
+
+
+def _mul(a: Form, b: Form, bits: int) -> Form | None:
+    if b.const is not None:
+        a, b = b, a
+    if a.const is not None:  # c * (U + i*s) = cU + i*cs
+        c = a.const
+        if c == 0:
+            return Form(0, bits, 0)
+        if b.uniform:
+            return Form(0, bits, None if b.const is None else _wrap(c * b.const, bits))
+        return replace(b, stride=_wrap(c * b.stride, bits), bits=bits, const=None,
+                       scale=_wrap(b.scale * c, 64) if b.ext else 1)
+    if a.uniform and b.uniform:
+        return Form(0, bits)
+    return None
+
+
+class Analysis:
+    """Forms of the registers memory instructions address through, for one function body."""
+
+    def __init__(self, body: cfg.FunctionBody, reg_bits: dict[str, int],
+                 uniform_symbol: Callable[[str], bool], kernel_param: Callable[[str], bool]) -> None:
+        self.body = body
+        self.reg_bits = reg_bits
+        self.uniform_symbol = uniform_symbol  # the address of this symbol is the same in every lane
+        self.kernel_param = kernel_param  # ld.param from this symbol reads the kernel's parameter blob
+        self.at: dict[tuple[int, str], Form] = {}  # (id(inst), address register) -> form before inst
+        self._defs: list[Form | None] = []  # def id -> the form it writes (None: unknown / entry)
+        self._run()
+
+    def address_form(self, inst: ast.Instruction, reg: str) -> Form | None:
+        """The form of `reg` (at its register width) as `inst` reads it; None: unknown."""
+        return self.at.get((id(inst), reg))
+
+    # ------------------------------------------------------------------ reaching definitions
+    def _run(self) -> None:
+        blocks = self.body.blocks
+        defs_of: dict[str, int] = {}  # register -> bit set of its definitions
+        entry_defs = 0
+        for name in self.reg_bits:  # function entry defines every register (params, or undefined)
+            d = self._new_def(None)
+            defs_of[name] = 1 << d
+            entry_defs |= 1 << d
+        block_defs: list[list[list[tuple[str, int]]]] = []  # per block, per inst: (reg, def id)
+        for blk in blocks:
+            per_inst = []
+            for inst in blk.insts:
+                ids = []
+                for name in _written(inst):
+                    if name in self.reg_bits:
+                        d = self._new_def(None)
+                        defs_of[name] |= 1 << d
+                        ids.append((name, d))
+                per_inst.append(ids)
+            block_defs.append(per_inst)
+        gen, keep = [], []  # OUT = gen | (IN & keep)
+        for blk, per_inst in zip(blocks, block_defs):
+            g, k = 0, -1
+            for inst, ids in zip(blk.insts, per_inst):
+                for name, d in ids:
+                    if inst.guard is None:
+                        g &= ~defs_of[name]
+                        k &= ~defs_of[name]
+                    g |= 1 << d
+            gen.append(g)
+            keep.append(k)
+        preds: list[list[int]] = [[] for _ in blocks]
+        for blk in blocks:
+            for s in blk.succs:
+                preds[s].append(blk.index)
+        reach_in = [0] * len(blocks)
+        reach_out = [0] * len(blocks)
+        changed = True
+        while changed:
+            changed = False
+            for i in range(len(blocks)):
+                new_in = entry_defs if i == 0 else 0
+                for p in preds[i]:
+                    new_in |= reach_out[p]
+                new_out = gen[i] | (new_in & keep[i])
+                if new_in != reach_in[i] or new_out != reach_out[i]:
+                    reach_in[i], reach_out[i] = new_in, new_out
+                    changed = True
+        # Forms in reverse post-order: a single reaching definition comes earlier in this order
+        # (in a reducible CFG); one not evaluated yet reads as unknown.
+        evaluated: set[int] = set()
+        for blk, per_inst in zip(blocks, block_defs):
+            current: dict[str, int | None] = {}  # register -> its one reaching def (None: several)
+
+            def reaching(name: str, i: int = blk.index) -> int | None:
+                if name not in current:
+                    bits = reach_in[i] & defs_of[name]
+                    current[name] = bits.bit_length() - 1 if bits and bits & (bits - 1) == 0 else None
+                return current[name]
+
+            def lookup(name: str) -> Form | None:
+                d = reaching(name)
+                return self._defs[d] if d is not None and d in evaluated else None
+
+            for inst, ids in zip(blk.insts, per_inst):
+                for op in inst.operands:
+                    if isinstance(op, ast.Addr) and isinstance(op.base, ast.Reg) and op.base.name in self.reg_bits:
+                        f = lookup(op.base.name)
+                        if f is not None:
+                            self.at[(id(inst), op.base.name)] = f
+                results = self._evaluate(inst, lookup)
+                for name, d in ids:
+                    self._defs[d] = results.get(name)
+                    evaluated.add(d)
+                    current[name] = d if inst.guard is None else None
+
+    def _new_def(self, form: Form | None) -> int:
+        self._defs.append(form)
+        return len(self._defs) - 1
+
+    # ------------------------------------------------------------------ transfer functions
+    def _read(self, op: ast.Operand, ptype: str, lookup: Callable[[str], Form | None]) -> Form | None:
+        """The form of a source operand read as `ptype` (mirrors FunctionLowering.read)."""
+        bits = ptx_bits(ptype)
+        if isinstance(op, ast.Reg):
+            if op.name in self.reg_bits:
+                return resize(lookup(op.name), bits, ptype.startswith("s"))
+            return resize(SPECIAL.get(op.name), bits, False)
+        if isinstance(op, ast.Imm):
+            return Form(0, bits, const=immediate_bits(op, ptype))
+        if isinstance(op, ast.Sym) and self.uniform_symbol(op.name):
+            return Form(0, bits)
+        if isinstance(op, ast.Addr) and op.base is None:
+            return Form(0, bits, const=_wrap(op.offset, bits))
+        if isinstance(op, ast.Not):
+            f = self._read(op.operand, ptype, lookup)
+            return Form(0, bits) if f is not None and f.uniform else None
+        return None
+
+    def _evaluate(self, inst: ast.Instruction, lookup: Callable[[str], Form | None]) -> dict[str, Form]:
+        """The forms `inst` writes, by destination register (absent: unknown)."""
+        op = inst.opcode
+        if op == "ld" and inst.has("param") and len(inst.operands) == 2:
+            dst, addr = inst.operands
+            if isinstance(addr, ast.Addr) and isinstance(addr.base, ast.Sym) and self.kernel_param(addr.base.name):
+                return self._store_all(dst, Form(0, ptx_bits(inst.types[-1])), inst.types[-1])
+            return {}
+        if op == "cvta":
+            return self._cvta(inst, lookup)
+        if op not in PURE:
+            return {}
+        types = SEMANTICS[op].operands(inst)
+        if "cc" in types.dst or "cc" in types.src:
+            return {}
+        ops = list(inst.operands)
+        dests: list[ast.Operand] = []
+        while len(dests) < len(types.dst) and ops:
+            o = ops.pop(0)
+            dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
+        if len(dests) != len(types.dst) or len(ops) != len(types.src) or any(isinstance(o, ast.Vec) for o in ops):
+            return {}  # mov's pack/unpack forms, or a shape not understood here
+        srcs = [self._read(o, t, lookup) for o, t in zip(ops, types.src)]
+        result = self._arith(inst, types.src, types.dst, srcs)
+        if result is None:
+            if any(s is None or not s.uniform for s in srcs):
+                return {}
+            return {name: form for d, t in zip(dests, types.dst)
+                    for name, form in self._store_all(d, Form(0, ptx_bits(t)), t).items()}
+        return self._store_all(dests[0], result, types.dst[0])
+
+    def _arith(self, inst: ast.Instruction, src_t: list[str], dst_t: list[str],
+               srcs: list[Form | None]) -> Form | None:
+        """Integer mov/add/sub/mul/mad/shl/cvt on affine sources (None: not one of those)."""
+        op = inst.opcode
+        if any(s is None for s in srcs) or len(dst_t) != 1 or dst_t[0] not in INT_TYPES:
+            return None
+        if any(t not in INT_TYPES for t in src_t):
+            return None
+        plain = {m for m in inst.mods if m not in INT_TYPES}
+        bits = ptx_bits(dst_t[0])
+        if op == "mov" and not plain:
+            return srcs[0]
+        if op in ("add", "sub") and not plain:
+            return _add(srcs[0], srcs[1], bits, 1 if op == "add" else -1)
+        if op in ("mul", "mad") and plain in ({"lo"}, {"wide"}):
+            wide = "wide" in plain
+            a, b = (resize(s, bits, src_t[0].startswith("s")) for s in srcs[:2]) if wide else srcs[:2]
+            product = _mul(a, b, bits)
+            if op == "mul" or product is None:
+                return product
+            return _add(product, srcs[2], bits)
+        if op == "shl" and not plain and srcs[1].const is not None:
+            k = srcs[1].const
+            return _mul(srcs[0], Form(0, bits, const=0 if k >= bits else 1 << k), bits)
+        if op == "cvt" and not plain:
+            return resize(srcs[0], bits, src_t[0].startswith("s"))
+        return None
+
+    def _cvta(self, inst: ast.Instruction, lookup: Callable[[str], Form | None]) -> dict[str, Form]:
+        """cvta adds (or with .to subtracts) the space's base: the same for every lane except in .local."""
+        if inst.has("local") or len(inst.operands) != 2:
+            return {}
+        t = inst.types[-1]
+        f = resize(self._read(inst.operands[1], t, lookup), 64, False)
+        if f is None:
+            return {}
+        if any(m.startswith("shared") for m in inst.mods):  # +- the arena's address
+            f = replace(f, const=None)
+        return self._store_all(inst.operands[0], f, t)
+
+    def _store_all(self, dst: ast.Operand, f: Form, ptype: str) -> dict[str, Form]:
+        """The form each destination register holds after a write of `f` as `ptype`."""
+        regs = dst.elems if isinstance(dst, ast.Vec) else [dst]
+        out = {}
+        for r in regs:
+            if isinstance(r, ast.Reg) and r.name in self.reg_bits:
+                g = resize(f, self.reg_bits[r.name], ptype.startswith("s"))
+                if g is not None:
+                    out[r.name] = g
+        return out
+
+
+def _written(inst: ast.Instruction) -> list[str]:
+    """Registers `inst` may write (an over-approximation is safe: it only makes forms unknown)."""
+    names: list[str] = []
+    ops = inst.operands
+    if inst.opcode == "call":
+        ops = [o for o in ops if isinstance(o, ast.ArgList)]
+    elif ops:
+        ops = ops[:1]
+    for op in ops:
+        for e in (op.args if isinstance(op, ast.ArgList) else [op]):
+            names += _direct_regs(e)
+    if "cc" in inst.mods or inst.opcode in ("addc", "subc", "madc"):
+        names.append("%cc")
+    return names
+
+
+def _direct_regs(op: ast.Operand) -> list[str]:
+    if isinstance(op, ast.Reg):
+        return [op.name]
+    if isinstance(op, ast.Vec):
+        return [n for e in op.elems for n in _direct_regs(e)]
+    if isinstance(op, ast.PredOut):
+        return [n for e in (op.dest, op.pred) for n in _direct_regs(e)]
+    return []
