@@ -64,25 +64,6 @@ def flatten(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: F
     directives: list[ast.Directive] = []
     used: set[str] = set()
 
-    def rename(op: ast.Operand, env: dict[str, str]) -> ast.Operand:
-        if isinstance(op, ast.Reg):
-            n = env.get(op.name, op.name)
-            return op if n == op.name else ast.Reg(n, op.pos)
-        if isinstance(op, ast.Sym):
-            n = env.get(op.name, op.name)
-            return op if n == op.name else ast.Sym(n, op.pos)
-        if isinstance(op, ast.Addr) and op.base is not None:
-            return ast.Addr(rename(op.base, env), op.offset, op.pos)  # type: ignore[arg-type]
-        if isinstance(op, ast.Vec):
-            return ast.Vec([rename(e, env) for e in op.elems], op.pos)
-        if isinstance(op, ast.Not):
-            return ast.Not(rename(op.operand, env), op.pos)  # type: ignore[arg-type]
-        if isinstance(op, ast.PredOut):
-            return ast.PredOut(rename(op.dest, env), rename(op.pred, env), op.pos)  # type: ignore[arg-type]
-        if isinstance(op, ast.ArgList):
-            return ast.ArgList([rename(a, env) for a in op.args], op.pos)
-        return op
-
     def walk(stmts: list[ast.Statement], env: dict[str, str]) -> None:
         env = dict(env)
         for s in stmts:
@@ -105,7 +86,7 @@ def flatten(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: F
                 guard = s.guard
                 if guard is not None and guard.reg in env:
                     guard = ast.Guard(env[guard.reg], guard.negated)
-                out.append(normalize(ast.Instruction(s.opcode, s.mods, [rename(o, env) for o in s.operands],
+                out.append(normalize(ast.Instruction(s.opcode, s.mods, [ast.renamed(o, env) for o in s.operands],
                                                      guard, s.pos), keep))
             elif isinstance(s, ast.Label):
                 out.append(s)

@@ -197,25 +197,6 @@ def _labels(stmts: list[ast.Statement]) -> Iterator[str]:
 # --------------------------------------------------------------------------- renaming
 
 
-def _rename(op: ast.Operand, env: dict[str, str]) -> ast.Operand:
-    if isinstance(op, ast.Reg):
-        return ast.Reg(env[op.name], op.pos) if op.name in env else op
-    if isinstance(op, ast.Sym):
-        return ast.Sym(env[op.name], op.pos) if op.name in env else op
-    if isinstance(op, ast.Addr):
-        base = _rename(op.base, env) if op.base is not None else None
-        return ast.Addr(base, op.offset, op.pos, [_rename(e, env) for e in op.extra])  # type: ignore[arg-type]
-    if isinstance(op, ast.Vec):
-        return ast.Vec([_rename(e, env) for e in op.elems], op.pos)
-    if isinstance(op, ast.Not):
-        return ast.Not(_rename(op.operand, env), op.pos)  # type: ignore[arg-type]
-    if isinstance(op, ast.PredOut):
-        return ast.PredOut(_rename(op.dest, env), _rename(op.pred, env), op.pos)  # type: ignore[arg-type]
-    if isinstance(op, ast.ArgList):
-        return ast.ArgList([_rename(a, env) for a in op.args], op.pos)
-    return op
-
-
 def _declared(v: ast.Variable) -> list[str]:
     return [v.name] if v.count is None else [f"{v.name}{i}" for i in range(v.count)]
 
@@ -386,7 +367,7 @@ class _Inliner:
                 if s.opcode == "ret":
                     out.append(_inst("bra", (), [ast.Sym(returned)], s.pos, guard))
                 else:
-                    ops = [_rename(o, env) for o in s.operands]
+                    ops = [ast.renamed(o, env) for o in s.operands]
                     out.append(_inst(s.opcode, self._space(s.mods, ops), ops, s.pos, guard))
         return out
 
@@ -404,7 +385,7 @@ class _Inliner:
         if d.name == "callprototype" or d.name == "calltargets":
             return ast.Directive(d.name, [env[d.args[0]], *d.args[1:]], d.pos)
         if d.name == "branchtargets":
-            return ast.Directive(d.name, [env[d.args[0]], *[_rename(a, env) for a in d.args[1:]]], d.pos)
+            return ast.Directive(d.name, [env[d.args[0]], *[ast.renamed(a, env) for a in d.args[1:]]], d.pos)
         return d
 
     def _static(self, fname: str, v: ast.Variable) -> str:

@@ -171,6 +171,27 @@ class ArgList:
 Operand = Union[Reg, Sym, Imm, Vec, Addr, Sink, Not, PredOut, ArgList]
 
 
+def renamed(op: Operand, names: "dict[str, str]") -> Operand:
+    """`op` with the registers and symbols named in `names` renamed, at any depth (scope
+    flattening and inlining give declarations new names)."""
+    if isinstance(op, Reg):
+        return Reg(names[op.name], op.pos) if op.name in names else op
+    if isinstance(op, Sym):
+        return Sym(names[op.name], op.pos) if op.name in names else op
+    if isinstance(op, Addr):
+        base = renamed(op.base, names) if op.base is not None else None
+        return Addr(base, op.offset, op.pos, [renamed(e, names) for e in op.extra])  # type: ignore[arg-type]
+    if isinstance(op, Vec):
+        return Vec([renamed(e, names) for e in op.elems], op.pos)
+    if isinstance(op, Not):
+        return Not(renamed(op.operand, names), op.pos)  # type: ignore[arg-type]
+    if isinstance(op, PredOut):
+        return PredOut(renamed(op.dest, names), renamed(op.pred, names), op.pos)  # type: ignore[arg-type]
+    if isinstance(op, ArgList):
+        return ArgList([renamed(a, names) for a in op.args], op.pos)
+    return op
+
+
 # --------------------------------------------------------------------------- statements
 
 
