@@ -1,357 +1,155 @@
-"""The HIP backend: AMD GPUs through ROCm's libamdhip64.so (cffi, ABI mode: nothing to build).
+"""The HIP backend: AMD GPUs through ROCm (the binding is `hip_runtime`).
 
-Modules are HSA code objects from `zluda_py.compiler.amdgpu`; a launch passes CUDA's packed
-parameter buffer as the kernarg buffer (HIP appends the hidden arguments). Device printf goes
-through the code object's `__zluda_printf_buffer`, drained after each launch. Importing this
-module never touches ROCm; the library is opened on first use, and a missing ROCm gives
-`HipUnavailable` with the reason, never a crash.
+Modules are HSA code objects from `zluda_py.compiler.amdgpu`, compiled through the cache for
+the device's gfx target; a launch passes CUDA's packed parameter buffer as the kernarg buffer
+(HIP appends the hidden arguments) and waits for the grid, so that a launch is complete when
+the driver's stream sees it return, as on the CPU backend. Device printf goes through the code
+object's `__zluda_printf_buffer`, drained after each launch. Device memory is HIP memory:
+copies and fills are hipMemcpy (hipMemcpyDefault) and hipMemsetD8/D16/D32.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import cffi
+from . import tracking
+from .hip_runtime import HIP_ERROR_OUT_OF_MEMORY, Hip, HipError, HipUnavailable, gfx_names
+from .tracking import Allocation
 
-ffi = cffi.FFI()
-ffi.cdef("""
-typedef int hipError_t;
-typedef void* hipModule_t;
-typedef void* hipFunction_t;
-typedef void* hipStream_t;
-typedef void* hipEvent_t;
-hipError_t hipInit(unsigned int flags);
-hipError_t hipGetDeviceCount(int* count);
-hipError_t hipSetDevice(int device);
-hipError_t hipDeviceSynchronize(void);
-hipError_t hipDeviceGetAttribute(int* value, int attr, int device);
-hipError_t hipDeviceGetName(char* name, int len, int device);
-hipError_t hipDeviceTotalMem(size_t* bytes, int device);
-hipError_t hipRuntimeGetVersion(int* version);
-const char* hipGetErrorName(hipError_t error);
-const char* hipGetErrorString(hipError_t error);
-hipError_t hipMalloc(void** ptr, size_t size);
-hipError_t hipFree(void* ptr);
-hipError_t hipMemcpyHtoD(void* dst, const void* src, size_t bytes);
-hipError_t hipMemcpyDtoH(void* dst, void* src, size_t bytes);
-hipError_t hipMemcpyDtoD(void* dst, void* src, size_t bytes);
-hipError_t hipMemcpyHtoDAsync(void* dst, const void* src, size_t bytes, hipStream_t stream);
-hipError_t hipMemcpyDtoHAsync(void* dst, void* src, size_t bytes, hipStream_t stream);
-hipError_t hipMemcpyDtoDAsync(void* dst, void* src, size_t bytes, hipStream_t stream);
-hipError_t hipMemsetD8(void* dst, unsigned char value, size_t count);
-hipError_t hipMemsetD32(void* dst, int value, size_t count);
-hipError_t hipMemsetD8Async(void* dst, unsigned char value, size_t count, hipStream_t stream);
-hipError_t hipMemsetD32Async(void* dst, int value, size_t count, hipStream_t stream);
-hipError_t hipModuleLoadData(hipModule_t* module, const void* image);
-hipError_t hipModuleUnload(hipModule_t module);
-hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, const char* name);
-hipError_t hipModuleGetGlobal(void** dptr, size_t* bytes, hipModule_t module, const char* name);
-hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                 unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                                 hipStream_t stream, void** params, void** extra);
-hipError_t hipStreamCreate(hipStream_t* stream);
-hipError_t hipStreamDestroy(hipStream_t stream);
-hipError_t hipStreamSynchronize(hipStream_t stream);
-hipError_t hipStreamQuery(hipStream_t stream);
-hipError_t hipEventCreate(hipEvent_t* event);
-hipError_t hipEventDestroy(hipEvent_t event);
-hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream);
-hipError_t hipEventSynchronize(hipEvent_t event);
-hipError_t hipEventQuery(hipEvent_t event);
-hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop);
-""")
-
-# HIP errors whose number and meaning are CUDA's driver error of the same number.
-_SAME_AS_CUDA = {0, 1, 2, 3, 4, 5, 6, 7, 8, 100, 101, 200, 201, 202, 205, 206, 207, 208, 209, 210, 211, 212, 213,
-                 214, 215, 216, 217, 218, 219, 300, 301, 302, 303, 304, 400, 401, 500, 600, 700, 701, 702, 704, 705,
-                 708, 709, 710, 712, 713, 719, 720, 801, 900, 901, 902, 903, 904, 905, 906, 907, 908, 910, 999}
-# The rest: the closest CUresult.
-_CLOSEST = {9: 1, 12: 1, 13: 500, 17: 1, 21: 1, 35: 803, 52: 1, 53: 719, 98: 400, 911: 1, 912: 1,
-            1052: 2, 1053: 999}
-CUDA_ERROR_UNKNOWN = 999
-CUDA_ERROR_NO_DEVICE = 100
-HIP_ERROR_NOT_READY = 600
-
-# CU_DEVICE_ATTRIBUTE_* -> hipDeviceAttribute_t (ROCm 6 numbering).
-CUDA_TO_HIP_ATTRIBUTE = {
-    1: 56, 2: 26, 3: 27, 4: 28, 5: 29, 6: 30, 7: 31, 8: 74, 9: 83, 11: 58, 12: 71, 13: 5, 14: 81,
-    15: 12, 16: 63, 17: 18, 18: 16, 19: 3, 20: 6, 31: 8, 32: 0, 33: 67, 34: 68, 35: 80, 36: 60,
-    37: 59, 38: 19, 39: 57, 40: 2, 41: 85, 50: 69, 78: 78, 79: 14, 80: 20, 81: 76, 82: 72, 83: 24,
-    84: 17, 85: 62, 95: 10, 97: 75, 106: 25,
-}
-CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10
-LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE, LAUNCH_PARAM_END = 1, 2, 3
 PRINTF_BUFFER_BYTES = 1 << 20
+CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 
 
-def cu_result(hip_error: int) -> int:
-    """The CUresult closest to a hipError_t."""
-    if hip_error in _SAME_AS_CUDA:
-        return hip_error
-    return _CLOSEST.get(hip_error, CUDA_ERROR_UNKNOWN)
+class NoBinaryForGpu(Exception):
+    """The device's gfx target is one the compiler cannot build for."""
+
+    cu_result = CUDA_ERROR_NO_BINARY_FOR_GPU
 
 
-class HipError(Exception):
-    def __init__(self, call: str, code: int, text: str) -> None:
-        super().__init__(f"{call} failed: {text} (hipError {code})")
-        self.code = code
-        self.cu_result = cu_result(code)
-
-
-class HipUnavailable(HipError):
-    """No usable ROCm: no libamdhip64.so, or no AMD GPU."""
-
-    def __init__(self, reason: str, code: int = CUDA_ERROR_NO_DEVICE) -> None:
-        Exception.__init__(self, reason)
-        self.code = code
-        self.cu_result = CUDA_ERROR_NO_DEVICE
-
-
-def library_candidates() -> list[Path]:
-    roots = [os.environ["ROCM_PATH"]] if os.environ.get("ROCM_PATH") else []
-    return [Path(r) / "lib" / "libamdhip64.so" for r in [*roots, "/opt/rocm"]]
-
-
-def gfx_names(nodes: Path = Path("/sys/class/kfd/kfd/topology/nodes")) -> list[str]:
-    """The gfx name of each GPU in KFD order (the order HIP enumerates devices in), from the
-    kernel driver's topology: no HIP struct layouts, which change between ROCm releases."""
-    out = []
-    for node in sorted(nodes.glob("*"), key=lambda p: int(p.name) if p.name.isdigit() else 0):
+def device_gfx(ordinal: int = 0) -> str:
+    """The gfx target of HIP device `ordinal`. HSA_OVERRIDE_GFX_VERSION (ROCm's own setting,
+    "major.minor.stepping") wins, as it does for ROCm's code object loader."""
+    override = os.environ.get("HSA_OVERRIDE_GFX_VERSION", "").strip()
+    if override:
         try:
-            props = dict(line.split() for line in (node / "properties").read_text().splitlines() if line.strip())
-        except (OSError, ValueError):
-            continue
-        version = int(props.get("gfx_target_version", 0))
-        if version:
-            out.append(f"gfx{version // 10000}{version // 100 % 100}{version % 100:x}")
-    return out
+            major, minor, stepping = (int(x) for x in override.split("."))
+        except ValueError:
+            raise HipUnavailable(f"HSA_OVERRIDE_GFX_VERSION={override!r}: expected major.minor.stepping") from None
+        return f"gfx{major}{minor}{stepping:x}"
+    names = gfx_names()
+    if ordinal >= len(names):
+        raise HipUnavailable(f"cannot tell the gfx target of GPU {ordinal}: the KFD topology lists {len(names)} "
+                             "GPU(s); set HSA_OVERRIDE_GFX_VERSION")
+    return names[ordinal]
 
 
-class Hip:
-    """The opened HIP runtime. Every call raises HipError with the CUresult to report."""
-
-    _lock = threading.Lock()
-    _instance: "Hip | None" = None
-
-    def __init__(self) -> None:
-        tried = []
-        for path in library_candidates():
-            if path.exists():
-                try:
-                    self.lib = ffi.dlopen(str(path))
-                    break
-                except OSError as exc:
-                    tried.append(f"{path}: {exc}")
-            else:
-                tried.append(f"{path}: not found")
-        else:
-            raise HipUnavailable("ROCm's HIP runtime is not available (" + "; ".join(tried) +
-                                 "); install ROCm or set ROCM_PATH, or use ZLUDA_BACKEND=cpu")
-        self.check("hipInit", self.lib.hipInit(0))
-
-    @classmethod
-    def get(cls) -> "Hip":
-        with cls._lock:
-            if cls._instance is None:
-                cls._instance = cls()
-            return cls._instance
-
-    def check(self, call: str, code: int) -> None:
-        if code != 0:
-            name = ffi.string(self.lib.hipGetErrorString(code)).decode(errors="replace")
-            if code == CUDA_ERROR_NO_DEVICE:
-                raise HipUnavailable(f"{call}: {name}")
-            raise HipError(call, code, name)
-
-    # ------------------------------------------------------------------ devices
-    def device_count(self) -> int:
-        n = ffi.new("int*")
-        self.check("hipGetDeviceCount", self.lib.hipGetDeviceCount(n))
-        return n[0]
-
-    def set_device(self, device: int) -> None:
-        self.check("hipSetDevice", self.lib.hipSetDevice(device))
-
-    def synchronize(self) -> None:
-        self.check("hipDeviceSynchronize", self.lib.hipDeviceSynchronize())
-
-    def name(self, device: int) -> str:
-        buf = ffi.new("char[256]")
-        self.check("hipDeviceGetName", self.lib.hipDeviceGetName(buf, 256, device))
-        return ffi.string(buf).decode(errors="replace")
-
-    def total_memory(self, device: int) -> int:
-        n = ffi.new("size_t*")
-        self.check("hipDeviceTotalMem", self.lib.hipDeviceTotalMem(n, device))
-        return n[0]
-
-    def attribute(self, cuda_attribute: int, device: int) -> int:
-        """A CU_DEVICE_ATTRIBUTE_* value. The warp is 32 threads on every AMD GPU we target
-        (wave64 GPUs run two CUDA warps per wave); compute capability is the driver's choice."""
-        if cuda_attribute == CU_DEVICE_ATTRIBUTE_WARP_SIZE:
-            return 32
-        hip_attr = CUDA_TO_HIP_ATTRIBUTE.get(cuda_attribute)
-        if hip_attr is None:
-            raise HipError("hipDeviceGetAttribute", 1, f"CUDA device attribute {cuda_attribute} has no HIP equivalent")
-        v = ffi.new("int*")
-        self.check("hipDeviceGetAttribute", self.lib.hipDeviceGetAttribute(v, hip_attr, device))
-        return v[0]
-
-    # ------------------------------------------------------------------ memory
-    def malloc(self, size: int) -> int:
-        p = ffi.new("void**")
-        self.check("hipMalloc", self.lib.hipMalloc(p, max(size, 1)))
-        return int(ffi.cast("uintptr_t", p[0]))
-
-    def free(self, ptr: int) -> None:
-        self.check("hipFree", self.lib.hipFree(ffi.cast("void*", ptr)))
-
-    def copy_to_device(self, dst: int, src: "bytes | int", size: int, stream: int | None = None) -> None:
-        s = src if isinstance(src, bytes) else ffi.cast("void*", src)
-        if stream is None:
-            self.check("hipMemcpyHtoD", self.lib.hipMemcpyHtoD(ffi.cast("void*", dst), s, size))
-        else:
-            self.check("hipMemcpyHtoDAsync", self.lib.hipMemcpyHtoDAsync(ffi.cast("void*", dst), s, size,
-                                                                         ffi.cast("void*", stream)))
-
-    def copy_to_host(self, dst: int, src: int, size: int, stream: int | None = None) -> None:
-        d, s = ffi.cast("void*", dst), ffi.cast("void*", src)
-        if stream is None:
-            self.check("hipMemcpyDtoH", self.lib.hipMemcpyDtoH(d, s, size))
-        else:
-            self.check("hipMemcpyDtoHAsync", self.lib.hipMemcpyDtoHAsync(d, s, size, ffi.cast("void*", stream)))
-
-    def read(self, src: int, size: int) -> bytes:
-        buf = ffi.new("char[]", max(size, 1))
-        self.copy_to_host(int(ffi.cast("uintptr_t", buf)), src, size)
-        return ffi.buffer(buf, size)[:]
-
-    def copy_device(self, dst: int, src: int, size: int, stream: int | None = None) -> None:
-        d, s = ffi.cast("void*", dst), ffi.cast("void*", src)
-        if stream is None:
-            self.check("hipMemcpyDtoD", self.lib.hipMemcpyDtoD(d, s, size))
-        else:
-            self.check("hipMemcpyDtoDAsync", self.lib.hipMemcpyDtoDAsync(d, s, size, ffi.cast("void*", stream)))
-
-    def memset8(self, dst: int, value: int, count: int, stream: int | None = None) -> None:
-        d = ffi.cast("void*", dst)
-        if stream is None:
-            self.check("hipMemsetD8", self.lib.hipMemsetD8(d, value & 0xFF, count))
-        else:
-            self.check("hipMemsetD8Async", self.lib.hipMemsetD8Async(d, value & 0xFF, count, ffi.cast("void*", stream)))
-
-    def memset32(self, dst: int, value: int, count: int, stream: int | None = None) -> None:
-        d, v = ffi.cast("void*", dst), ffi.cast("int", value & 0xFFFFFFFF)
-        if stream is None:
-            self.check("hipMemsetD32", self.lib.hipMemsetD32(d, v, count))
-        else:
-            self.check("hipMemsetD32Async", self.lib.hipMemsetD32Async(d, v, count, ffi.cast("void*", stream)))
-
-    # ------------------------------------------------------------------ streams and events
-    def stream_create(self) -> int:
-        s = ffi.new("hipStream_t*")
-        self.check("hipStreamCreate", self.lib.hipStreamCreate(s))
-        return int(ffi.cast("uintptr_t", s[0]))
-
-    def stream_destroy(self, stream: int) -> None:
-        self.check("hipStreamDestroy", self.lib.hipStreamDestroy(ffi.cast("void*", stream)))
-
-    def stream_synchronize(self, stream: int) -> None:
-        self.check("hipStreamSynchronize", self.lib.hipStreamSynchronize(ffi.cast("void*", stream)))
-
-    def stream_done(self, stream: int) -> bool:
-        code = self.lib.hipStreamQuery(ffi.cast("void*", stream))
-        if code == HIP_ERROR_NOT_READY:
-            return False
-        self.check("hipStreamQuery", code)
-        return True
-
-    def event_create(self) -> int:
-        e = ffi.new("hipEvent_t*")
-        self.check("hipEventCreate", self.lib.hipEventCreate(e))
-        return int(ffi.cast("uintptr_t", e[0]))
-
-    def event_destroy(self, event: int) -> None:
-        self.check("hipEventDestroy", self.lib.hipEventDestroy(ffi.cast("void*", event)))
-
-    def event_record(self, event: int, stream: int = 0) -> None:
-        self.check("hipEventRecord", self.lib.hipEventRecord(ffi.cast("void*", event), ffi.cast("void*", stream)))
-
-    def event_synchronize(self, event: int) -> None:
-        self.check("hipEventSynchronize", self.lib.hipEventSynchronize(ffi.cast("void*", event)))
-
-    def event_done(self, event: int) -> bool:
-        code = self.lib.hipEventQuery(ffi.cast("void*", event))
-        if code == HIP_ERROR_NOT_READY:
-            return False
-        self.check("hipEventQuery", code)
-        return True
-
-    def event_elapsed_ms(self, start: int, stop: int) -> float:
-        ms = ffi.new("float*")
-        self.check("hipEventElapsedTime", self.lib.hipEventElapsedTime(ms, ffi.cast("void*", start),
-                                                                       ffi.cast("void*", stop)))
-        return ms[0]
-
-    # ------------------------------------------------------------------ modules
-    def module_load(self, code_object: bytes) -> int:
-        m = ffi.new("hipModule_t*")
-        image = ffi.from_buffer(code_object)
-        self.check("hipModuleLoadData", self.lib.hipModuleLoadData(m, image))
-        return int(ffi.cast("uintptr_t", m[0]))
-
-    def module_unload(self, module: int) -> None:
-        self.check("hipModuleUnload", self.lib.hipModuleUnload(ffi.cast("void*", module)))
-
-    def module_function(self, module: int, name: str) -> int:
-        f = ffi.new("hipFunction_t*")
-        self.check("hipModuleGetFunction", self.lib.hipModuleGetFunction(f, ffi.cast("void*", module), name.encode()))
-        return int(ffi.cast("uintptr_t", f[0]))
-
-    def module_global(self, module: int, name: str) -> tuple[int, int]:
-        """(device address, size) of a module variable, by name (cuModuleGetGlobal)."""
-        p, n = ffi.new("void**"), ffi.new("size_t*")
-        self.check("hipModuleGetGlobal", self.lib.hipModuleGetGlobal(p, n, ffi.cast("void*", module), name.encode()))
-        return int(ffi.cast("uintptr_t", p[0])), n[0]
-
-    def launch(self, function: int, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
-               shared_mem: int = 0, stream: int = 0) -> None:
-        """hipModuleLaunchKernel with CUDA's packed parameter buffer as the kernarg buffer."""
-        buf = ffi.new("char[]", params or b"\0")
-        size = ffi.new("size_t*", len(params))
-        extra = ffi.new("void*[5]", [ffi.cast("void*", LAUNCH_PARAM_BUFFER_POINTER), buf,
-                                     ffi.cast("void*", LAUNCH_PARAM_BUFFER_SIZE), size,
-                                     ffi.cast("void*", LAUNCH_PARAM_END)])
-        self.check("hipModuleLaunchKernel", self.lib.hipModuleLaunchKernel(
-            ffi.cast("void*", function), *grid, *block, shared_mem, ffi.cast("void*", stream), ffi.NULL, extra))
+def _problem() -> str | None:
+    """Why this backend cannot run here, or None when it can."""
+    try:
+        hip = Hip.get()
+    except HipError as e:
+        return str(e)
+    try:
+        count = hip.device_count()
+    except HipError as e:  # ROCm answers hipErrorNoDevice where there is no GPU
+        return f"ROCm's HIP runtime ({hip.path}) reports no AMD GPU: {e}"
+    if count == 0:
+        return f"ROCm's HIP runtime ({hip.path}) reports no AMD GPU (hipGetDeviceCount = 0)"
+    return None
 
 
 def available() -> bool:
     """Whether ROCm is installed and sees at least one AMD GPU (for ZLUDA_BACKEND=auto)."""
-    try:
-        return Hip.get().device_count() > 0
-    except HipError:
-        return False
+    return _problem() is None
 
 
+def unavailable_reason() -> str:
+    return _problem() or ""
+
+
+# ---------------------------------------------------------------------- memory
+class HipMemory(tracking.Memory):
+    """HIP allocations, tracked for the driver's range and pointer-attribute queries."""
+
+    def _obtain(self, size: int, kind: str, flags: int) -> tuple[int, bool]:
+        hip = Hip.get()
+        try:
+            if kind == "device":
+                return hip.malloc(size), False
+            if kind == "host":
+                return hip.host_malloc(size, flags), False
+            return hip.malloc_managed(size, flags), False
+        except HipError as e:
+            if e.code == HIP_ERROR_OUT_OF_MEMORY:
+                raise MemoryError(size) from e
+            raise
+
+    def _pin(self, base: int, size: int, flags: int) -> None:
+        Hip.get().host_register(base, size, flags)
+
+    def _give_back(self, a: Allocation) -> None:
+        hip = Hip.get()
+        if a.kind in ("device", "managed"):
+            hip.free(a.base)
+        elif a.kind == "host":
+            hip.host_free(a.base)
+        elif a.kind == "registered":
+            hip.host_unregister(a.base)
+        # "global": the module's variable, gone with the module
+
+    def copy(self, dst: int, src: int, size: int) -> None:
+        if size:
+            Hip.get().copy(dst, src, size)
+
+    def fill(self, dst: int, value: int, element_size: int, count: int) -> None:
+        if not count:
+            return
+        hip = Hip.get()
+        if element_size == 1:
+            hip.memset8(dst, value, count)
+        elif element_size == 2:
+            hip.memset16(dst, value, count)
+        else:
+            hip.memset32(dst, value, count)
+
+
+memory = HipMemory()
+
+
+# ---------------------------------------------------------------------- modules
 @dataclass
 class HipModule:
-    """A code object loaded on the current device, with its kernels and printf buffer."""
+    """A code object loaded on the current device: its kernels (`KernelInfo`) and globals
+    (`GlobalInfo`) as the driver reads them from a CompiledModule, and its printf buffer."""
 
     hip: Hip
     handle: int
     metadata: dict
+    kernels: dict = field(default_factory=dict)
+    globals: dict = field(default_factory=dict)
     functions: dict[str, int] = field(default_factory=dict)
     printf_buffer: int = 0
 
     @classmethod
     def load(cls, code_object: bytes, metadata: dict) -> "HipModule":
+        from zluda_py.compiler.amdgpu import codeobject
+        from zluda_py.compiler.cpu.runtime import GlobalInfo, KernelInfo, ParamInfo
+
         hip = Hip.get()
         m = cls(hip, hip.module_load(code_object), metadata)
+        notes = codeobject.read(code_object).kernels
+        for name, k in metadata["kernels"].items():
+            md = notes[name]
+            m.kernels[name] = KernelInfo(name, [ParamInfo(**p) for p in k["params"]], k["param_size"],
+                                         md[".group_segment_fixed_size"], md[".private_segment_fixed_size"],
+                                         k["max_threads"], tuple(k["reqntid"]) if k["reqntid"] else None)
+        for name, g in metadata["globals"].items():
+            address, size = hip.module_global(m.handle, g["symbol"])
+            m.globals[name] = GlobalInfo(address, size)
         symbol = metadata.get("printf_symbol")
         if symbol:
             m.printf_buffer = hip.malloc(PRINTF_BUFFER_BYTES)
@@ -369,13 +167,24 @@ class HipModule:
             self.functions[name] = self.hip.module_function(self.handle, name)
         return self.functions[name]
 
-    def launch(self, kernel: str, grid, block, params: bytes, shared_mem: int = 0, stream: int = 0) -> None:
-        self.hip.launch(self.function(kernel), grid, block, params, shared_mem, stream)
+    def kernargs(self, kernel: str, params: bytes, grid_workspace: int = 0) -> bytes:
+        """The explicit kernel arguments: CUDA's parameter buffer, then, in modules that use
+        grid.sync(), the grid workspace pointer (0 outside cooperative launches)."""
+        offset = self.metadata["kernels"][kernel].get("grid_workspace_offset")
+        if offset is None:
+            return params
+        return params.ljust(offset, b"\0") + grid_workspace.to_bytes(8, "little")
+
+    def launch(self, kernel: str, grid, block, params: bytes, shared_mem: int = 0, stream: int = 0,
+               grid_workspace: int = 0) -> None:
+        """Run the grid to completion (and print its device printf output)."""
+        self.hip.launch(self.function(kernel), grid, block, self.kernargs(kernel, params, grid_workspace),
+                        shared_mem, stream)
+        if stream:
+            self.hip.stream_synchronize(stream)
+        else:
+            self.hip.synchronize()
         if self.printf_buffer:  # printf output appears before the launch returns, as on the CPU
-            if stream:
-                self.hip.stream_synchronize(stream)
-            else:
-                self.hip.synchronize()
             self.drain_printf()
 
     def drain_printf(self) -> None:
@@ -404,6 +213,40 @@ class HipModule:
         return out.split(b"\0", 1)[0]
 
     def unload(self) -> None:
+        for g in self.globals.values():
+            memory.release(g.address)
         if self.printf_buffer:
             self.hip.free(self.printf_buffer)
         self.hip.module_unload(self.handle)
+
+
+# ---------------------------------------------------------------------- the driver interface
+_built: dict[str, tuple[bytes, dict]] = {}
+_build_lock = threading.Lock()
+
+
+def load(ptx_texts: list[str]) -> HipModule:
+    """Compile PTX (several texts are linked into one module) for device 0's gfx target through
+    the compiled-code cache (once per distinct input in this process), and load it."""
+    from ..cache.compile import build
+    from ..cache.key import TargetUnavailable
+
+    gfx = device_gfx(0)
+    key = hashlib.sha256("\0".join([gfx, *ptx_texts]).encode()).hexdigest()
+    with _build_lock:
+        if key not in _built:
+            try:
+                b = build(ptx_texts, gfx)
+            except TargetUnavailable as e:
+                raise NoBinaryForGpu(f"the GPU's target {gfx} cannot be compiled for: {e}") from e
+            _built[key] = (b.object_code, b.metadata)
+    module = HipModule.load(*_built[key])
+    for g in module.globals.values():  # module variables are device memory the driver can name
+        if g.size and memory.find(g.address) is None:
+            memory.add(g.address, g.size, "global", 0, None)
+    return module
+
+
+def launch(module: HipModule, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
+           shared_mem: int, grid_workspace: int = 0) -> None:
+    module.launch(kernel, grid, block, params, shared_mem, grid_workspace=grid_workspace)

@@ -10,7 +10,7 @@ import os
 
 from . import context as ctxs, device as devices
 from .api import entry
-from .cdata import addr, ffi, memset, read_bytes, store
+from .cdata import addr, ffi, read_bytes, store
 from .errors import (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_INVALID_VALUE, CudaError)
 from .init_device import require
 from .module import Function, function_of
@@ -94,7 +94,7 @@ def launch(handle: int, grid, block, shared: int, stream_handle: int, kernel_par
         # the grid workspace nvcc's grid.sync() counts arrivals in: zeroed, one per launch
         workspace = backend.memory.allocate(GRID_WORKSPACE_BYTES, "device", 0, stream.ctx)
         try:
-            memset(workspace.base, 0, GRID_WORKSPACE_BYTES)
+            backend.memory.fill(workspace.base, 0, 1, GRID_WORKSPACE_BYTES)  # device memory on HIP
             backend.launch(compiled, fn.name, grid, block, params, shared, grid_workspace=workspace.base)
         finally:
             backend.memory.release(workspace.base)

@@ -1,31 +1,45 @@
 """Entry points: allocation, pointer queries, memcpy and memset in every form.
 
-On the CPU backend a device pointer is a host pointer, so copies are memmoves; what the driver
-adds is CUDA's checking (device ranges must lie inside an allocation) and ordering (copies
-and sets run on a stream, the synchronous ones on the default stream, then wait)."""
+The backend's `memory` obtains the memory and moves the bytes (`copy`, `fill`: memmove and
+memset on the CPU backend, where a device pointer is a host pointer); what the driver adds is
+CUDA's checking (device ranges must lie inside an allocation) and ordering (copies and sets
+run on a stream, the synchronous ones on the default stream, then wait)."""
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Callable
-
-import numpy as np
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from . import context as ctxs, trace
 from .api import entry
-from .cdata import addr, ffi, memmove, memset, store, store_ptr
+from .cdata import addr, ffi, store, store_ptr
 from .errors import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
                      CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
 from .init_device import require
 from .. import backends
 
 if TYPE_CHECKING:
-    from ..backends.cpu import Allocation
+    from ..backends.tracking import Allocation, Memory
 
 
-def _memory():
-    """The selected backend's allocation tracker."""
+def _memory() -> Memory:
+    """The selected backend's allocation tracker, which also copies and fills."""
     return backends.select().memory
+
+
+@contextmanager
+def _backend_errors() -> Iterator[None]:
+    """A backend failure (e.g. a HIP error) becomes the CUresult it carries."""
+    try:
+        yield
+    except CudaError:
+        raise
+    except Exception as e:
+        code = getattr(e, "cu_result", None)
+        if code is None:
+            raise
+        raise CudaError(code, str(e)) from e
 
 CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_ARRAY, CU_MEMORYTYPE_UNIFIED = 1, 2, 3, 4
 CU_MEMHOSTALLOC_FLAGS = 0x7  # PORTABLE | DEVICEMAP | WRITECOMBINED
@@ -39,7 +53,8 @@ def _allocate(size: int, kind: str, flags: int) -> Allocation:
     if size == 0:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "allocation of 0 bytes")
     try:
-        return _memory().allocate(size, kind, flags, ctx)
+        with _backend_errors():
+            return _memory().allocate(size, kind, flags, ctx)
     except MemoryError:
         raise CudaError(CUDA_ERROR_OUT_OF_MEMORY, f"cannot allocate {size} bytes") from None
 
@@ -79,7 +94,8 @@ def _free_device(ptr: int) -> None:
     a = _memory().find(ptr)
     if a is None or a.base != ptr or a.kind not in ("device", "managed"):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a device allocation")
-    _memory().release(ptr)
+    with _backend_errors():
+        _memory().release(ptr)
 
 
 @entry("cuMemFree_v2")
@@ -141,7 +157,8 @@ def cuMemFreeHost(p):
     if a is None or a.base != ptr or a.kind != "host":
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} was not allocated by cuMemHostAlloc")
     ctxs.current().synchronize()
-    _memory().release(ptr)
+    with _backend_errors():
+        _memory().release(ptr)
 
 
 @entry("cuMemHostGetDevicePointer_v2")
@@ -172,7 +189,8 @@ def cuMemHostRegister(p, size, flags):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"register {ptr:#x}+{size} flags {flags:#x}")
     if _memory().overlapping(ptr, size):
         raise CudaError(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, f"{ptr:#x}+{size}")
-    _memory().register(ptr, size, flags, ctxs.current())
+    with _backend_errors():
+        _memory().register(ptr, size, flags, ctxs.current())
 
 
 @entry("cuMemHostUnregister")
@@ -181,13 +199,15 @@ def cuMemHostUnregister(p):
     a = _memory().find(ptr)
     if a is None or a.base != ptr or a.kind != "registered":
         raise CudaError(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, f"{ptr:#x}")
-    _memory().release(ptr)
+    with _backend_errors():
+        _memory().release(ptr)
 
 
 def free_context(ctx) -> None:
     """A destroyed context's allocations go with it."""
-    for a in _memory().owned_by(ctx):
-        _memory().release(a.base)
+    with _backend_errors():
+        for a in _memory().owned_by(ctx):
+            _memory().release(a.base)
 
 
 # ---- pointer attributes ----
@@ -319,7 +339,7 @@ def run(stream_handle: int, fn: Callable[[], None], sync: bool) -> None:
 
 
 def _copy(dst: int, src: int, size: int, stream: int, sync: bool) -> None:
-    run(stream, lambda: memmove(dst, src, size), sync)
+    run(stream, lambda: _memory().copy(dst, src, size), sync)
 
 
 @entry("cuMemcpy")
@@ -426,9 +446,10 @@ def _copy_3d(p, depth: int) -> Callable[[], None]:
             check_device_range(dst0, span(dst_pitch, dst_slice))
 
     def copy() -> None:
+        memory = _memory()
         for z in range(depth):
             for y in range(height):
-                memmove(dst0 + z * dst_slice + y * dst_pitch, src0 + z * src_slice + y * src_pitch, width)
+                memory.copy(dst0 + z * dst_slice + y * dst_pitch, src0 + z * src_slice + y * src_pitch, width)
     return copy
 
 
@@ -458,9 +479,6 @@ def cuMemcpy3DAsync(p, stream):
 
 
 # ---- sets ----
-_ELEMENT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
-
-
 def _set_2d(dst: int, pitch: int, value: int, elem: int, width: int, height: int) -> Callable[[], None]:
     """Fill `height` rows of `width` elements of `elem` bytes, rows `pitch` bytes apart."""
     if dst % elem or pitch % elem:
@@ -471,13 +489,12 @@ def _set_2d(dst: int, pitch: int, value: int, elem: int, width: int, height: int
         check_device_range(dst, (height - 1) * pitch + width * elem)
 
     def fill() -> None:
+        memory = _memory()
+        if pitch == width * elem:  # contiguous rows: one fill
+            memory.fill(dst, value, elem, width * height)
+            return
         for y in range(height):
-            row = dst + y * pitch
-            if elem == 1:
-                memset(row, value, width)
-            elif width:
-                buf = ffi.buffer(ffi.cast("char *", row), width * elem)
-                np.frombuffer(buf, dtype=_ELEMENT[elem]).fill(value)
+            memory.fill(dst + y * pitch, value, elem, width)
     return fill
 
 
