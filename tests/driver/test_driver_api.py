@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,16 +78,23 @@ def test_get_proc_address_versions_and_per_thread_variants(cu):
     assert look(b"cuNoSuchFunction", 13000)[:2] == (CUDA_ERROR_NOT_FOUND, 1)
 
 
-def test_every_name_cudart_requests_resolves_and_stubs_say_not_supported(cu):
-    from pathlib import Path
+# What cudart 13 asked cuGetProcAddress for, logged on NVIDIA's stack (the project's shared/ folder
+# sits beside the repository)
+CUDART_REQUESTS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "cudart13_getprocaddress_requests.txt"
 
-    requests = Path("/work/shared/reference/cudart13_getprocaddress_requests.txt")
-    lines = [l.split() for l in requests.read_text().splitlines() if l and not l.startswith("#")] if requests.exists() else []
-    names = {l[0]: (int(l[1]), int(l[2])) for l in lines} or {"cuGraphCreate": (10000, 0)}
+
+@pytest.mark.skipif(not CUDART_REQUESTS.exists(), reason=f"{CUDART_REQUESTS} (the shared reference logs) is not here")
+def test_every_name_cudart_requests_resolves(cu):
+    lines = [l.split() for l in CUDART_REQUESTS.read_text().splitlines() if l and not l.startswith("#")]
+    assert len(lines) > 100
     fn, status = c_void_p(), c_int()
-    for name, (version, flags) in names.items():
+    for name, version, flags in ((l[0], int(l[1]), int(l[2])) for l in lines):
         assert cu.cuGetProcAddress_v2(name.encode(), byref(fn), version, c_ulonglong(flags), byref(status)) == 0, name
         assert fn.value, name
+
+
+def test_stubs_say_not_supported(cu):
+    fn, status = c_void_p(), c_int()
     cu.ok(cu.cuGetProcAddress_v2(b"cuGraphCreate", byref(fn), 12000, c_ulonglong(0), byref(status)))
     assert ctypes.CFUNCTYPE(c_int, c_void_p, c_int)(fn.value)(None, 0) == CUDA_ERROR_NOT_SUPPORTED
 
