@@ -54,6 +54,16 @@ def nvcc():
 # corpus, nvcc programs) must run in one worker under `pytest -n N --dist loadgroup`, or each
 # worker builds it again. Modules whose tests are independent opt out by setting
 # `XDIST_INDEPENDENT = True` and are spread over the workers test by test.
+#
+# xdist hands groups to workers in collection order, so the groups that take minutes go first:
+# started last, one of them would keep a single worker busy after the others have finished.
+LONG_GROUPS = ("thrust", "amdgpu")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "xdist_group(name): run these tests in one xdist worker")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module
@@ -62,3 +72,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # tests/amdgpu shares one corpus across its modules: one group for the directory
         group = "amdgpu" if "amdgpu" in module.__name__.split(".") else module.__name__
         item.add_marker(pytest.mark.xdist_group(group))
+
+    def group_of(item: pytest.Item) -> str:
+        marker = item.get_closest_marker("xdist_group")
+        return marker.args[0] if marker and marker.args else ""
+
+    items.sort(key=lambda item: group_of(item) not in LONG_GROUPS)  # stable: keeps order within

@@ -61,6 +61,7 @@ def test_symbols_printf_recursion(nvcc, run):
     assert lines[between + 1:-1] == [_printf_line(2, 0), "launch 2 second line of thread 0"]
 
 
+@pytest.mark.xdist_group("thrust")  # its own group: it builds nothing the others use
 def test_thrust_sort_reduce_scan(nvcc, run):
     # translating the module (23 kernels, 21k PTX lines) takes 4-7 minutes cold on 2 cores
     r = run(nvcc(["e2e_thrust.cu"], ["-std=c++17"], ""), timeout=900)
