@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-RESERVED_SMEM = pytest.mark.xfail(strict=True, reason=(
-    "under -G for sm_80, cooperative_groups::this_thread_block() reads %reserved_smem_offset_1, a "
-    "special register the CPU target does not provide yet (compiler/cpu/function.py `special`)"))
-
 BUILDS = {
     "noinline-with-cooperative-groups": (["-DWITH_CG"], ()),
     "debug-G": (["-G"], ()),
     "debug-G-with-cooperative-groups": (["-G", "-DWITH_CG"], ()),
-    "debug-G-sm80-with-cooperative-groups": (["-G", "-DWITH_CG", "-arch=sm_80"], (RESERVED_SMEM,)),
+    # under -G for sm_80, cooperative_groups::this_thread_block() reads %reserved_smem_offset_1
+    "debug-G-sm80-with-cooperative-groups": (["-G", "-DWITH_CG", "-arch=sm_80"], ()),
 }
 
 

@@ -2,16 +2,15 @@
 
 Combines what the compiler already has: the pure-value semantics answer per form
 (`semantics.supports`); the CPU target dispatches per opcode (`FunctionLowering.lower_inst`:
-its REFUSED and NO_OPS sets and `op_<name>` handlers; `lower_block`: branches, returns,
-traps and block barriers). The target has no per-form predicate, so for its opcodes the
-answer is per opcode: a handler may still refuse one modifier combination at compile time
-with the precise "unsupported" error.
+`check_form` with its refusals and per-opcode form checks, the NO_OPS set and `op_<name>`
+handlers; `lower_block`: branches, returns, traps and block barriers).
 """
 
 from __future__ import annotations
 
 from zluda_py.compiler import cfg
-from zluda_py.compiler.cpu.function import NO_OPS, REFUSED, FunctionLowering
+from zluda_py.compiler.cpu.function import NO_OPS, FunctionLowering, check_form
+from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.semantics import SEMANTICS, supports
 from zluda_py.ptx import ast
 
@@ -21,8 +20,9 @@ def cpu_support(opcode: str, mods: tuple[str, ...]) -> str | None:
     order): "semantics", "target" (a handler of the CPU target), "no-op", or None."""
     inst = cfg.normalize(ast.Instruction(opcode, tuple(mods)), keep=lambda op: op in SEMANTICS)
     op = inst.opcode
-    # The same refusals as FunctionLowering.lower_inst (which does not expose them).
-    if op in REFUSED or (op == "cp" and inst.has("bulk")) or (op in ("st", "red") and inst.has("async")):
+    try:
+        check_form(inst)  # the refusals FunctionLowering.lower_inst makes
+    except UnsupportedError:
         return None
     if op in NO_OPS:
         return "no-op"

@@ -22,6 +22,11 @@ BOUNDS_CACHE_ENTRIES = 8
 # Status of a block that left a wait because another block of the launch faulted (not a
 # CUresult: the launch reports the other block's fault).
 ABORTED = 0x10000
+# Shared memory the system reserves per block (CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK
+# on sm_80+), read through %reserved_smem_offset_*: nvcc's cooperative groups keep state there.
+# It sits after the kernel's own (static + dynamic) shared memory, 16-byte aligned, in launches
+# of modules that read those registers.
+RESERVED_SMEM = 1024
 
 
 class Ctx(IntEnum):
@@ -60,7 +65,8 @@ class Ctx(IntEnum):
     PARAM_SIZE = 31
     BOUNDS_CACHE = 32  # BOUNDS_CACHE_ENTRIES [lo, hi) pairs: ranges access sites hit last (0: empty)
     GRID_WORKSPACE = 32 + 2 * BOUNDS_CACHE_ENTRIES  # cooperative launch: its grid workspace (%envreg1:%envreg2), else 0
-    SLOTS = GRID_WORKSPACE + 1
+    SHARED_WINDOW = GRID_WORKSPACE + 1  # valid bytes of the arena: TOTAL_SMEM, then the reserved region
+    SLOTS = SHARED_WINDOW + 1
 
 
 class Frame(IntEnum):

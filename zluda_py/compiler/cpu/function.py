@@ -10,19 +10,20 @@ early exits, exit inside calls).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from llvmlite import ir
 
 from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu import values as V
-from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, STACK_ALIGN, WARP, Ctx, Frame
+from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, RESERVED_SMEM, STACK_ALIGN, WARP, Ctx, Frame
 from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
 from zluda_py.compiler.cpu.memory import MemoryMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.layout import kernel_params
+from zluda_py.compiler.memops import atomic_op
 from zluda_py.compiler.lowering import lower_mov_vector, lower_semantic
 from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
@@ -42,6 +43,20 @@ FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp fram
 # Families we refuse by design: textures, surfaces and the tensor cores.
 REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma", "wmma",
            "wgmma", "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "cp.async.bulk", "tensormap"}
+
+# Per-opcode form checks of the target's own handlers: each raises the precise unsupported
+# error for a modifier combination its handler does not translate. `zluda ptx coverage` asks
+# the same functions, so the report and the compiler cannot disagree.
+FORM_CHECKS: dict[str, Callable[[ast.Instruction], object]] = {"atom": atomic_op, "red": atomic_op}
+
+
+def check_form(inst: ast.Instruction) -> None:
+    """Raise the unsupported error if this target does not translate `inst`'s form."""
+    op = inst.opcode
+    if op in REFUSED or (op == "cp" and inst.has("bulk")) or (op in ("st", "red") and inst.has("async")):
+        raise unsupported(inst)
+    if op in FORM_CHECKS:
+        FORM_CHECKS[op](inst)
 
 
 @dataclass
@@ -337,8 +352,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
     # ------------------------------------------------------------------ instructions
     def lower_inst(self, inst: ast.Instruction) -> None:
         op = inst.opcode
-        if op in REFUSED or (op == "cp" and inst.has("bulk")) or (op in ("st", "red") and inst.has("async")):
-            raise unsupported(inst)
+        check_form(inst)
         if op in NO_OPS:
             return
         mask = self.guarded(inst, self.cur_mask)
@@ -493,6 +507,18 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
             v = V.splat(b, u32(Ctx.DYN_SMEM))
         elif base in ("%total_smem_size", "%aggr_smem_size"):
             v = V.splat(b, u32(Ctx.TOTAL_SMEM))
+        elif base.startswith("%reserved_smem_offset_"):
+            # the region is the window's last RESERVED_SMEM bytes; _0 and _1 start its halves
+            self.mod.reads_reserved_smem = True  # launches then add the region to the window
+            which = base[len("%reserved_smem_offset_"):]
+            offsets = {"begin": 0, "end": RESERVED_SMEM, "0": 0, "1": RESERVED_SMEM // 2}
+            if which == "cap":
+                v = V.splat_const(I32, RESERVED_SMEM)
+            elif which in offsets:
+                begin = b.sub(u32(Ctx.SHARED_WINDOW), ir.Constant(I32, RESERVED_SMEM))
+                v = V.splat(b, b.add(begin, ir.Constant(I32, offsets[which])))
+            else:
+                raise UnsupportedError(f"special register {name} (PTX defines _0 and _1)")
         else:
             raise UnsupportedError(f"register {name} (not declared)")
         return V.resize(b, v, bits, False)

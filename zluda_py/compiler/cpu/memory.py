@@ -215,7 +215,7 @@ class MemoryMixin:
         self._host_check(lo, top, lanes, acc.nbytes, mask, cache)
 
     def _window_size(self, space: str) -> ir.Value:
-        return self.ctx_i64(Ctx.TOTAL_SMEM if space == "shared" else Ctx.STACK_SIZE)
+        return self.ctx_i64(Ctx.SHARED_WINDOW if space == "shared" else Ctx.STACK_SIZE)
 
     def _window_check(self, over: ir.Value, first_offset, space: str, nbytes: int, mask: ir.Value) -> None:
         """Fault (naming the first active lane's offset, `first_offset()`) if `over`, or the
@@ -484,7 +484,7 @@ class MemoryMixin:
         if space in ("shared", "local"):
             lo = self.ctx_i64(Ctx.SHARED if space == "shared" else Ctx.STACK)
             threads = b.mul(b.mul(self.ctx_i64(Ctx.BLOCK_X), self.ctx_i64(Ctx.BLOCK_Y)), self.ctx_i64(Ctx.BLOCK_Z))
-            size = self.ctx_i64(Ctx.TOTAL_SMEM) if space == "shared" else b.mul(threads, self.ctx_i64(Ctx.STACK_SIZE))
+            size = self.ctx_i64(Ctx.SHARED_WINDOW) if space == "shared" else b.mul(threads, self.ctx_i64(Ctx.STACK_SIZE))
             off = b.sub(addr, V.splat(b, lo))
             result = b.icmp_unsigned("<", off, V.splat(b, size))
         elif space in ("global", "generic"):
@@ -497,7 +497,7 @@ class MemoryMixin:
         b = self.b
         lo = self.ctx_i64(which)
         if which == Ctx.SHARED:
-            size = self.ctx_i64(Ctx.TOTAL_SMEM)
+            size = self.ctx_i64(Ctx.SHARED_WINDOW)
         else:
             threads = b.mul(b.mul(self.ctx_i64(Ctx.BLOCK_X), self.ctx_i64(Ctx.BLOCK_Y)), self.ctx_i64(Ctx.BLOCK_Z))
             size = b.mul(threads, self.ctx_i64(Ctx.STACK_SIZE))
@@ -580,7 +580,7 @@ def _bounds_function(mod) -> ir.Function:
     slot = lambda i: b.load(b.gep(ctx, [ir.Constant(I64, 8 * i)], source_etype=V.I8), typ=I64)  # noqa: E731
     cache_hi = b.gep(cache, [ir.Constant(I64, 1)], source_etype=I64)
     threads = b.mul(b.mul(slot(Ctx.BLOCK_X), slot(Ctx.BLOCK_Y)), slot(Ctx.BLOCK_Z))
-    windows = [(slot(Ctx.SHARED), slot(Ctx.TOTAL_SMEM)), (slot(Ctx.STACK), b.mul(threads, slot(Ctx.STACK_SIZE))),
+    windows = [(slot(Ctx.SHARED), slot(Ctx.SHARED_WINDOW)), (slot(Ctx.STACK), b.mul(threads, slot(Ctx.STACK_SIZE))),
                (slot(Ctx.PARAMS), slot(Ctx.PARAM_SIZE))]
     table = b.inttoptr(slot(Ctx.RANGES), PTR)
     count = slot(Ctx.NRANGES)

@@ -39,6 +39,7 @@ class ModuleLowering:
         self._lowering: ast.Function | None = None
         self.globals_meta: dict[str, dict] = {}
         self.kernels_meta: dict[str, dict] = {}
+        self.reads_reserved_smem = False  # set by FunctionLowering.special
         self._initializers: list[tuple[ast.Variable, ir.GlobalVariable]] = []
 
     # ------------------------------------------------------------------ top level
@@ -53,7 +54,8 @@ class ModuleLowering:
         for f in self.ast.functions():
             if f.body is not None:
                 self._define(f)
-        return {"kernels": self.kernels_meta, "globals": self.globals_meta}
+        return {"kernels": self.kernels_meta, "globals": self.globals_meta,
+                "reserved_smem": self.reads_reserved_smem}
 
     def symbol(self, name: str) -> Symbol | None:
         return self._shared_symbols.get(name) or self.symbols.get(name)

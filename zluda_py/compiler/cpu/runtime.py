@@ -17,7 +17,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from zluda_py.compiler.cpu import bounds as address_ranges
-from zluda_py.compiler.cpu.abi import ABORTED, BAR_SLOTS, NBARRIERS, WARP, Ctx
+from zluda_py.compiler.cpu.abi import ABORTED, BAR_SLOTS, NBARRIERS, RESERVED_SMEM, WARP, Ctx
 from zluda_py.compiler.cpu.calls import FAULT_BRKPT
 from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
 from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_ILLEGAL_ADDRESS,
@@ -157,6 +157,7 @@ class CompiledModule:
                 name, [ParamInfo(**p) for p in k["params"]], k["param_size"], k["static_shared"], k["local_size"],
                 k["max_threads"], tuple(k["reqntid"]) if k["reqntid"] else None, k["frame_bytes"],
                 self._library[k["runner"]])
+        self.reserved_smem = bool(metadata.get("reserved_smem"))
         self.globals = {name: GlobalInfo(self._library[g["symbol"]], g["size"])
                         for name, g in metadata["globals"].items()}
         address_ranges.register_module(self, [(g.address, g.size) for g in self.globals.values()])
@@ -187,12 +188,15 @@ class CompiledModule:
         bounds = [nblocks * i // chunks for i in range(chunks + 1)]
         nwarps = (threads + WARP - 1) // WARP
         smem_total = info.static_shared + shared_mem
+        # only modules that read %reserved_smem_offset_* get the region: elsewhere an access
+        # just past the kernel's own shared memory stays a fault
+        smem_window = (smem_total + 15) // 16 * 16 + RESERVED_SMEM if self.reserved_smem else smem_total
         ranges = address_ranges.RANGES.table()  # stays alive (and unchanged) until the launch returns
 
         def run(i: int) -> tuple[int, list[int]]:
             first, count = bounds[i], bounds[i + 1] - bounds[i]
             ctx = np.zeros(Ctx.SLOTS, np.int64)
-            arena = np.empty(max(smem_total, 16) + 64, np.uint8)
+            arena = np.zeros(max(smem_window, 16) + 64, np.uint8)  # zeros: the reserved region starts cleared
             stacks = np.empty(max(threads * stack_size, 16), np.uint8)
             frames = np.empty(nwarps * info.frame_bytes, np.uint8)
             bars = np.zeros(NBARRIERS * BAR_SLOTS, np.int64)
@@ -202,6 +206,7 @@ class CompiledModule:
             ctx[Ctx.SHARED] = (arena.ctypes.data + 63) // 64 * 64
             ctx[Ctx.DYN_SMEM] = shared_mem
             ctx[Ctx.TOTAL_SMEM] = smem_total
+            ctx[Ctx.SHARED_WINDOW] = smem_window
             ctx[Ctx.STACK] = stacks.ctypes.data
             ctx[Ctx.STACK_SIZE] = stack_size
             ctx[Ctx.FRAMES] = frames.ctypes.data
