@@ -217,6 +217,7 @@ hipError_t hipModuleUnload(void *module) {
         free(g->name), free(g->data), free(g);
     }
     free(m->image), free(m);
+    note("hipModuleUnload");
     return hipSuccess;
 }
 

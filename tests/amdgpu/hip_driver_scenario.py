@@ -93,6 +93,14 @@ def launch(d: ctypes.c_uint64) -> None:
     value = ctypes.c_uint32()
     call("cuMemcpyDtoH_v2", ctypes.byref(value), where, ctypes.c_size_t(4))
     out["counter"] = [size.value, value.value]
+    # a second load is a module of its own, with its own variables; unloading it keeps the first's
+    second = ctypes.c_void_p()
+    call("cuModuleLoadData", ctypes.byref(second), ctypes.c_char_p(PTX))
+    other = ctypes.c_uint64()
+    call("cuModuleGetGlobal_v2", ctypes.byref(other), None, second, b"counter")
+    out["distinct_globals"] = other.value != where.value
+    call("cuModuleUnload", second)
+    call("cuMemcpyDtoH_v2", ctypes.byref(value), where, ctypes.c_size_t(4))
     # the fake reports hipErrorIllegalAddress for this kernel at the next synchronize
     call("cuModuleGetFunction", ctypes.byref(fn), module, b"fault")
     call("cuLaunchKernel", fn, 1, 1, 1, 1, 1, 1, 0, None, None, None)

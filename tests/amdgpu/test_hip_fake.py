@@ -172,7 +172,10 @@ def test_module_load_get_function_and_launch_pass_the_parameter_buffer_exactly(f
     with pytest.raises(hip_runtime.HipError) as err:
         module.function("missing")
     assert err.value.cu_result == 500  # hipErrorNotFound: CUDA_ERROR_NOT_FOUND
-    module.unload()
+    for g in module.globals.values():  # as the driver's cuModuleUnload does
+        hip.memory.release(g.address)
+    hip.unload(module)
+    assert fake()[-1] == "hipModuleUnload"
 
 
 def test_a_gpu_the_compiler_does_not_know_is_no_binary_for_gpu(fake, monkeypatch):
@@ -213,8 +216,12 @@ def test_driver_memory_entry_points_go_through_hip(fake_rocm, tmp_path):
 def test_driver_module_and_launch_go_through_hip(fake_rocm, tmp_path):
     out, log, stderr = _scenario("launch", fake_rocm, tmp_path)
     rc = out["rc"]
-    assert rc["cuModuleLoadData"] == [0]
+    assert rc["cuModuleLoadData"] == [0, 0]
     assert rc["cuModuleGetFunction"] == [0, 500, 0]  # "missing": CUDA_ERROR_NOT_FOUND
+    assert rc["cuModuleUnload"] == [0] and out["distinct_globals"]
+    assert sum(line.startswith("hipModuleLoadData ") for line in log) == 2
+    assert log.count("hipModuleUnload") == 1  # cuModuleUnload gives the code object back
+    assert rc["cuMemcpyDtoH_v2"] == [0, 0]  # the first module's variable outlives the second
     assert rc["cuLaunchKernel"] == [0, 0]
     assert rc["cuCtxSynchronize"] == [0, 700]  # the fake's hipErrorIllegalAddress: CUDA_ERROR_ILLEGAL_ADDRESS
     assert "hipDeviceSynchronize failed: an illegal memory access" in stderr

@@ -179,3 +179,23 @@ def test_function_versions_are_the_ptx_arch_and_the_device(cu):
     cu.ok(cu.cuFuncGetAttribute(byref(value), 6, fn))  # CU_FUNC_ATTRIBUTE_BINARY_VERSION
     assert value.value == 86  # the reported compute capability, 8.6 by default
     cu.ok(cu.cuModuleUnload(mod))
+
+
+def test_each_load_of_a_module_has_its_own_globals(cu):
+    """Two cuModuleLoadData of one image are two modules: each has its own variables, and
+    unloading one leaves the other's intact (NVIDIA's driver instantiates each load)."""
+    image = ctypes.create_string_buffer(CALLEE.encode())
+    first, second = c_void_p(), c_void_p()
+    cu.ok(cu.cuModuleLoadData(byref(first), image))
+    cu.ok(cu.cuModuleLoadData(byref(second), image))
+    base1, _ = _global(cu, cu.cuModuleGetGlobal_v2, first, "base")
+    base2, _ = _global(cu, cu.cuModuleGetGlobal_v2, second, "base")
+    assert base1 != base2
+    seven = np.array([7], dtype=np.uint32)
+    cu.ok(cu.cuMemcpyHtoD_v2(c_ulonglong(base1), seven.ctypes.data_as(c_void_p), c_size_t(4)))
+    assert _read(cu, base2, np.uint32, 1)[0] == 1000
+    cu.ok(cu.cuModuleUnload(first))
+    nine = np.array([9], dtype=np.uint32)
+    cu.ok(cu.cuMemcpyHtoD_v2(c_ulonglong(base2), nine.ctypes.data_as(c_void_p), c_size_t(4)))
+    assert _read(cu, base2, np.uint32, 1)[0] == 9
+    cu.ok(cu.cuModuleUnload(second))

@@ -9,8 +9,10 @@ The driver reaches its backend only through `select()`. A backend module provide
     `memory.copy(dst, src, size)` copies between any two addresses the program may name (host
     or device), `memory.fill(dst, value, element_size, count)` stores `count` elements of 1, 2
     or 4 bytes; the driver never dereferences a device pointer itself;
-  * `load(ptx_texts: list[str])` -> a compiled module (`CompiledModule`'s interface: `.kernels`
-    of `KernelInfo`, `.globals` of `GlobalInfo`);
+  * `load(ptx_texts: list[str])` -> a new instance of the module, with its own variables
+    (`CompiledModule`'s interface: `.kernels` of `KernelInfo`, `.globals` of `GlobalInfo`);
+  * `unload(module) -> None`: gives back what `load` took, after the driver has dropped the
+    module's variables from `memory`;
   * `launch(module, kernel, grid, block, params: bytes, shared_mem: int, grid_workspace: int = 0)
     -> None`, returning when the grid has finished; a nonzero `grid_workspace` (device memory,
     zeroed) makes it a cooperative launch.
@@ -24,7 +26,7 @@ import threading
 from types import ModuleType
 
 CHOICES = ("cpu", "hip", "auto")
-DRIVER_INTERFACE = ("available", "memory", "load", "launch")
+DRIVER_INTERFACE = ("available", "memory", "load", "unload", "launch")
 CUDA_ERROR_NO_DEVICE = 100
 
 

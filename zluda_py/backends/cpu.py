@@ -4,8 +4,6 @@ module, releasing the GIL."""
 
 from __future__ import annotations
 
-import hashlib
-import threading
 
 import numpy as np
 
@@ -69,22 +67,17 @@ def available() -> bool:
     """The host CPU is always there."""
     return True
 
-_compiled: dict[str, object] = {}
-_compile_lock = threading.Lock()
-
-
 def load(ptx_texts: list[str]):
-    """Compile PTX (several texts are linked into one module) for the host CPU; one compile per
-    distinct input in this process (zluda_py.compiler keeps the persistent cache)."""
+    """A new instance (its own variables) of the PTX compiled for the host CPU (several texts
+    are linked into one module); compiled, or read from the persistent cache, once per
+    distinct input in this process."""
     from ..cache import compile_cached
 
-    key = hashlib.sha256("\0".join(ptx_texts).encode()).hexdigest()
-    with _compile_lock:
-        module = _compiled.get(key)
-        if module is None:
-            module = compile_cached(ptx_texts if len(ptx_texts) > 1 else ptx_texts[0], target="cpu")
-            _compiled[key] = module
-    return module
+    return compile_cached(ptx_texts if len(ptx_texts) > 1 else ptx_texts[0], target="cpu", once=True)
+
+
+def unload(module) -> None:
+    """Nothing to give back: the instance's code and variables live as long as the JIT."""
 
 
 def launch(module, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,

@@ -10,10 +10,8 @@ copies and fills are hipMemcpy (hipMemcpyDefault) and hipMemsetD8/D16/D32.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import threading
 from dataclasses import dataclass, field
 
 from . import tracking
@@ -213,38 +211,33 @@ class HipModule:
         return out.split(b"\0", 1)[0]
 
     def unload(self) -> None:
-        for g in self.globals.values():
-            memory.release(g.address)
+        """Free the printf buffer and the code object (the driver has dropped the variables)."""
         if self.printf_buffer:
             self.hip.free(self.printf_buffer)
         self.hip.module_unload(self.handle)
 
 
 # ---------------------------------------------------------------------- the driver interface
-_built: dict[str, tuple[bytes, dict]] = {}
-_build_lock = threading.Lock()
-
-
 def load(ptx_texts: list[str]) -> HipModule:
-    """Compile PTX (several texts are linked into one module) for device 0's gfx target through
-    the compiled-code cache (once per distinct input in this process), and load it."""
-    from ..cache.compile import build
+    """A new instance of the PTX compiled for device 0's gfx target (several texts are linked
+    into one module), through the compiled-code cache once per distinct input in this process."""
+    from ..cache.compile import build_once
     from ..cache.key import TargetUnavailable
 
     gfx = device_gfx(0)
-    key = hashlib.sha256("\0".join([gfx, *ptx_texts]).encode()).hexdigest()
-    with _build_lock:
-        if key not in _built:
-            try:
-                b = build(ptx_texts, gfx)
-            except TargetUnavailable as e:
-                raise NoBinaryForGpu(f"the GPU's target {gfx} cannot be compiled for: {e}") from e
-            _built[key] = (b.object_code, b.metadata)
-    module = HipModule.load(*_built[key])
+    try:
+        built = build_once(ptx_texts, gfx)
+    except TargetUnavailable as e:
+        raise NoBinaryForGpu(f"the GPU's target {gfx} cannot be compiled for: {e}") from e
+    module = HipModule.load(built.object_code, built.metadata)
     for g in module.globals.values():  # module variables are device memory the driver can name
         if g.size and memory.find(g.address) is None:
             memory.add(g.address, g.size, "global", 0, None)
     return module
+
+
+def unload(module: HipModule) -> None:
+    module.unload()
 
 
 def launch(module: HipModule, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from dataclasses import dataclass
 
@@ -49,9 +51,26 @@ def build(ptx: list[str], target: str = "cpu", settings: Settings | None = None)
     return Built(key, object_code, metadata, False, ir_text)
 
 
-def compile_cached(ptx: "str | list[str]", target: str = "cpu"):
+_built_once: dict[tuple[str, ...], Built] = {}
+_built_once_lock = threading.Lock()
+
+
+def build_once(ptx: list[str], target: str = "cpu") -> Built:
+    """`build`, remembered for the life of the process. The driver instantiates a module anew
+    for every cuModuleLoad* (each load has its own variables, as on NVIDIA's driver); this
+    keeps repeated loads of one image from consulting the cache each time."""
+    key = (target, *ptx)
+    with _built_once_lock:
+        built = _built_once.get(key)
+        if built is None:
+            built = _built_once[key] = dataclasses.replace(build(ptx, target), ir_text=None)
+    return built
+
+
+def compile_cached(ptx: "str | list[str]", target: str = "cpu", once: bool = False):
     """zluda_py.compiler.compile, through the persistent cache: a hit is loaded without
-    running LLVM at all."""
+    running LLVM at all. Each call loads a new instance of the module; `once` looks the
+    code up only the first time in this process (`build_once`)."""
     from zluda_py.compiler import compile, load
 
     texts = ptx if isinstance(ptx, list) else [ptx]
@@ -59,7 +78,7 @@ def compile_cached(ptx: "str | list[str]", target: str = "cpu"):
         return compile(ptx, target)  # ASTs have no stable text to key on
     start = time.perf_counter()
     try:
-        built = build(texts, target)
+        built = (build_once if once else build)(texts, target)
     except TargetUnavailable:
         return compile(ptx, target)  # the compiler reports the target in its own words
     module = load(built.object_code, built.metadata)

@@ -169,10 +169,12 @@ def _release(m: Module) -> None:
     modules.remove(m.handle)
     for fn in m.functions.values():
         functions.remove(fn.handle)
+    backend = backends.select()
     for g in m.compiled.globals.values():
-        a = backends.select().memory.find(g.address)
+        a = backend.memory.find(g.address)
         if a is not None and a.owner is None:
-            backends.select().memory.release(g.address)
+            backend.memory.release(g.address)
+    backend.unload(m.compiled)
 
 
 # ---- modules ----
