@@ -5,8 +5,7 @@ kernels of up to 32 forms of one opcode (`CHUNKS`), built by `harness.ptx_kernel
 forms' reference models. The same kernels, one per chunk (named `<opcode>_<chunk>`), are
 compiled here for gfx90a, gfx942 and gfx1100, `MODULE_KERNELS` to a module, so that a
 module's code object, LLVM child process, ld.lld and llvm-objdump runs serve many kernels.
-Forms without a model yet are left out (they join when their model does); the forms of
-`GAPS` go to a module of their own per opcode, a strict xfail, so the rest stays checked.
+Forms without a model yet are left out (they join when their model does).
 
 Cost: models, parsing and lowering run in this process while two worker threads drive the LLVM
 child processes and ld.lld, a module at a time. For 6,463 forms (246 kernels, 36 modules, 3
@@ -32,17 +31,6 @@ from .corpus import TARGETS
 
 MODULE_KERNELS = 8  # sweep chunks (kernels) per compiled module
 WORKERS = 2
-# Forms the AMDGPU target cannot compile yet: LLVM cannot select the f64 transcendental the
-# shared semantics use for these approximations (it aborts in instruction selection).
-_F64_TRANSCENDENTAL = "AMDGPU: LLVM cannot select the f64 {} the .approx semantics emit (LLVM aborts)"
-GAPS = {
-    **{f"cos.approx{m}.f32": _F64_TRANSCENDENTAL.format("fcos") for m in ("", ".ftz")},
-    **{f"sin.approx{m}.f32": _F64_TRANSCENDENTAL.format("fsin") for m in ("", ".ftz")},
-    **{f"lg2.approx{m}.f32": _F64_TRANSCENDENTAL.format("flog2") for m in ("", ".ftz")},
-    **{f"ex2.approx{m}": _F64_TRANSCENDENTAL.format("fexp2")
-       for m in (".f16", ".f16x2", ".f32", ".ftz.f32", ".ftz.bf16", ".ftz.bf16x2")},
-    **{f"tanh.approx.{t}": _F64_TRANSCENDENTAL.format("ftanh") for t in ("f32", "f16", "f16x2", "bf16", "bf16x2")},
-}
 
 
 @dataclass
@@ -57,7 +45,6 @@ class Module:
 
     name: str
     kernels: list[Kernel]
-    gap: str | None = None  # the reason, for a module of GAPS forms
     ast: ast.Module | None = None
     objects: dict[str, tuple[bytes, dict]] = field(default_factory=dict)
     error: Exception | None = None
@@ -71,20 +58,11 @@ def plan() -> list[Module]:
 
     modules: list[Module] = []
     pending: list[Kernel] = []
-    gaps: dict[str, list[str]] = {}
     for i, (opcode, forms) in enumerate(CHUNKS):
-        texts = [".".join((opcode, *mods)) for mods in forms]
-        for t in texts:
-            if t in GAPS:
-                gaps.setdefault(opcode, []).append(t)
-        kept = [t for t in texts if t not in GAPS]
-        if kept:
-            pending.append(Kernel(f"{opcode}_{i}", kept))
-        if len(pending) == MODULE_KERNELS or (i == len(CHUNKS) - 1 and pending):
+        pending.append(Kernel(f"{opcode}_{i}", [".".join((opcode, *mods)) for mods in forms]))
+        if len(pending) == MODULE_KERNELS or i == len(CHUNKS) - 1:
             modules.append(Module(f"{pending[0].name}..{pending[-1].name}", pending))
             pending = []
-    for opcode, texts in gaps.items():
-        modules.append(Module(f"gaps:{opcode}", [Kernel(f"{opcode}_gaps", texts)], gap=GAPS[texts[0]]))
     return modules
 
 

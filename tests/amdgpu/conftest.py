@@ -9,7 +9,7 @@ import pytest
 
 from zluda_py.compiler.errors import PtxError
 
-from .corpus import KNOWN_GAPS, TARGETS, Built, _sources
+from .corpus import TARGETS, Built, _sources
 
 
 @pytest.fixture(scope="session")
@@ -67,10 +67,7 @@ def corpus(nvcc, lld) -> dict[str, Built]:
             built[name].error = exc
             continue
         items += [(name, gfx, meta, text) for gfx, (text, meta) in lowered.items()]
-    # known gaps may get as far as LLVM and crash it: they are built apart from the rest
-    _emit_into(built, [it for it in items if it[0] not in KNOWN_GAPS], os.cpu_count() or 1)
-    for name in KNOWN_GAPS:
-        _emit_into(built, [it for it in items if it[0] == name], 1)
+    _emit_into(built, items, os.cpu_count() or 1)
     return built
 
 

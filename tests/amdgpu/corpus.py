@@ -23,8 +23,6 @@ RDC = {n for group in RDC_GROUPS for n in group}
 
 def rdc_name(group: tuple[str, ...]) -> str:
     return f"{group[0]} (linked)"
-# Sources the compiler core cannot translate yet, for any target; strict, so a fix shows up.
-KNOWN_GAPS = {"corpus_types_cg.cu": "AMDGPU codegen aborts: no libcall available for fexp2 (ex2 lowering)"}
 
 
 @dataclass

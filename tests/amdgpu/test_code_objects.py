@@ -12,15 +12,13 @@ from __future__ import annotations
 import pytest
 
 from .checks import check_disassembly, check_resources, check_structure, disassemble
-from .corpus import CUDA, KNOWN_GAPS, PTX_FILES, RDC, RDC_GROUPS, TARGETS, rdc_name
+from .corpus import CUDA, PTX_FILES, RDC, RDC_GROUPS, TARGETS, rdc_name
 from zluda_py.compiler.amdgpu import codeobject
 
 
-def _names() -> list:
+def _names() -> list[str]:
     names = [p.name for p in sorted(CUDA.glob("*.cu")) if p.name not in RDC] + [rdc_name(g) for g in RDC_GROUPS]
-    names += [p.name for p in PTX_FILES]
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[n])) if n in KNOWN_GAPS else n
-            for n in names]
+    return names + [p.name for p in PTX_FILES]
 
 
 def _built(corpus, name: str):

@@ -100,6 +100,12 @@ class Lanes:
             fn = ir.Function(module, ir.FunctionType(ret_ty, [a.type for a in args]), full)
         return self.b.call(fn, args)
 
+    def math(self, name: str, x: ir.Value) -> ir.Value:
+        """`llvm.<name>` (sin cos log2 exp2 tanh) of f64 lanes that hold f32-or-narrower values,
+        to within a fraction of an f32 ulp. The CPU calls libm's f64 functions; a target without
+        f64 transcendentals overrides this (amdgpu/mathlib.py)."""
+        return self.intrinsic(name, x.type, [x])
+
     # ------------------------------------------------------------------ PTX value views
     def to_float(self, v: ir.Value, ptx_type: str) -> ir.Value:
         """View integer lane bits as floats: f32/f64/f16 directly, f16x2 as 2W halves."""

@@ -20,7 +20,8 @@ from zluda_py.compiler.amdgpu.memory import MemoryMixin
 from zluda_py.compiler.amdgpu.printf import PrintfMixin
 from zluda_py.compiler.amdgpu.warp import WarpMixin
 from zluda_py.compiler.errors import UnsupportedError, unsupported
-from zluda_py.compiler.lanes import Lanes, ptx_bits
+from zluda_py.compiler.amdgpu.mathlib import AmdgpuLanes
+from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.lowering import lower_mov_vector, lower_semantic
 from zluda_py.compiler.ptxtypes import immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
@@ -73,7 +74,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
         self.body = cfg.build(fn.body or [], keep=lambda op: op in SEMANTICS)
         self.allocas = ir.IRBuilder(llfn.append_basic_block("entry"))
         self.b = ir.IRBuilder(llfn.append_basic_block("start"))
-        self.lanes = Lanes(self.b, 1)
+        self.lanes = AmdgpuLanes(self.b, 1)
         self.regs: dict[str, tuple[ir.Value, int]] = {}
         self.symbols: dict[str, Symbol] = {}
         self.reg_returns: list[tuple[ast.Variable, ir.Value]] = []

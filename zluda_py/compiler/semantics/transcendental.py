@@ -1,8 +1,10 @@
 """The .approx functions: sin cos lg2 ex2 tanh rsqrt.
 
-They are computed in f64 (LLVM's math intrinsics) and rounded once to the operand type, so the
-results are within a fraction of an ulp: well inside PTX's documented error bounds, and the
-same on every target. .ftz flushes subnormal inputs and results.
+They are computed in f64 (`Lanes.math`: LLVM's math intrinsics) and rounded once to the operand
+type, so on the CPU the results are within a fraction of an ulp, well inside PTX's documented
+error bounds. AMDGPU has no f64 transcendentals and computes them from its f32 hardware
+functions instead (amdgpu/mathlib.py), also inside the bounds. .ftz flushes subnormal inputs
+and results.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class Approx(Semantic):
             if inst.opcode == "rsqrt":
                 y = b.fdiv(L.like(x, 1.0), L.intrinsic("sqrt", x.type, [x]))
             else:
-                y = L.intrinsic(INTRINSIC[inst.opcode], x.type, [x])
+                y = L.math(INTRINSIC[inst.opcode], x)
             if fmt is F64_FMT:
                 r = b.bitcast(y, a.type)
             else:
