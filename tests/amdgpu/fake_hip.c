@@ -79,6 +79,28 @@ hipError_t hipGetDeviceCount(int *count) {
     return *count ? hipSuccess : hipErrorNoDevice; /* as ROCm answers on a machine without a GPU */
 }
 
+/* Device properties the tests can recognise: attribute a of device d is 1000 * (d + 1) + a. */
+hipError_t hipDeviceGetName(char *name, int len, int device) {
+    if (device < 0 || device >= devices() || len <= 0)
+        return hipErrorInvalidValue;
+    snprintf(name, (size_t)len, "Fake AMD GPU %d", device);
+    return hipSuccess;
+}
+
+hipError_t hipDeviceTotalMem(size_t *bytes, int device) {
+    if (device < 0 || device >= devices())
+        return hipErrorInvalidValue;
+    *bytes = (size_t)(device + 1) << 34;
+    return hipSuccess;
+}
+
+hipError_t hipDeviceGetAttribute(int *value, int attr, int device) {
+    if (device < 0 || device >= devices())
+        return hipErrorInvalidValue;
+    *value = 1000 * (device + 1) + attr;
+    return hipSuccess;
+}
+
 hipError_t hipSetDevice(int device) { return device >= 0 && device < devices() ? hipSuccess : hipErrorInvalidValue; }
 
 static hipError_t pending; /* an asynchronous error the next synchronize reports */

@@ -46,6 +46,8 @@ def main(step: str) -> None:
         memory(dev)
     elif step == "launch":
         launch(dev)
+    elif step == "devices":
+        device_properties()
 
 
 def memory(d: ctypes.c_uint64) -> None:
@@ -75,6 +77,23 @@ def memory(d: ctypes.c_uint64) -> None:
     call("cuMemFree_v2", d)  # a second free: CUDA_ERROR_INVALID_VALUE
     huge = ctypes.c_uint64()  # more than the fake's $FAKE_HIP_MEMORY: hipErrorOutOfMemory
     call("cuMemAlloc_v2", ctypes.byref(huge), ctypes.c_size_t(1 << 20))
+
+
+def device_properties() -> None:
+    count = ctypes.c_int()
+    call("cuDeviceGetCount", ctypes.byref(count))
+    out["count"] = count.value
+    for dev in range(count.value):
+        name = ctypes.create_string_buffer(64)
+        call("cuDeviceGetName", name, 64, dev)
+        total = ctypes.c_size_t()
+        call("cuDeviceTotalMem_v2", ctypes.byref(total), dev)
+        attributes = {}
+        for number in (16, 10, 75, 111):  # SM count, warp size, CC major, reserved shared memory
+            v = ctypes.c_int()
+            call("cuDeviceGetAttribute", ctypes.byref(v), number, dev)
+            attributes[number] = v.value
+        out.setdefault("devices", []).append([name.value.decode(), total.value, attributes])
 
 
 def launch(d: ctypes.c_uint64) -> None:

@@ -232,6 +232,19 @@ def test_driver_module_and_launch_go_through_hip(fake_rocm, tmp_path):
     assert launches[1][1] == "fault" and len(launches[1]) == 13  # no parameters: an empty kernarg buffer
 
 
+def test_devices_are_the_gpus_hip_sees_with_their_attributes(fake_rocm, tmp_path):
+    out, _, _ = _scenario("devices", fake_rocm, tmp_path, FAKE_HIP_DEVICES="2")
+    assert out["count"] == 2
+    assert all(rc == 0 for calls in out["rc"].values() for rc in calls)
+    for d, (name, total, attributes) in enumerate(out["devices"]):
+        assert name == f"Fake AMD GPU {d}" and total == (d + 1) << 34
+        # the fake answers attribute a with 1000 * (device + 1) + a: 16 (SM count) is HIP's 63
+        assert attributes["16"] == 1000 * (d + 1) + 63
+        assert attributes["10"] == 32  # a CUDA warp, on wave64 GPUs too
+        # no HIP equivalent: the driver's own values (compute capability 8.6 by default)
+        assert attributes["75"] == 8 and attributes["111"] == 1024
+
+
 def test_cuinit_without_a_gpu_is_no_device_and_says_why(fake_rocm, tmp_path):
     out, _, stderr = _scenario("init", fake_rocm, tmp_path, FAKE_HIP_DEVICES="0")
     assert out["rc"] == {"cuInit": [100]}  # CUDA_ERROR_NO_DEVICE

@@ -4,6 +4,8 @@
 The driver reaches its backend only through `select()`. A backend module provides:
   * `available() -> bool`: whether it can run here (a ROCm device for hip); optionally
     `unavailable_reason() -> str`, which says why not;
+  * `devices() -> list`: the devices CUDA sees (`driver.device.Device`'s interface: name,
+    uuid, total_mem, sm, attribute(number), pci_bus_id);
   * `memory`: the allocation tracker (`tracking.Memory`'s interface: allocate/register/
     release/find/overlapping/owned_by), which also moves the bytes:
     `memory.copy(dst, src, size)` copies between any two addresses the program may name (host
@@ -26,7 +28,7 @@ import threading
 from types import ModuleType
 
 CHOICES = ("cpu", "hip", "auto")
-DRIVER_INTERFACE = ("available", "memory", "load", "unload", "launch")
+DRIVER_INTERFACE = ("available", "devices", "memory", "load", "unload", "launch")
 CUDA_ERROR_NO_DEVICE = 100
 
 

@@ -76,6 +76,12 @@ def load(ptx_texts: list[str]):
     return compile_cached(ptx_texts if len(ptx_texts) > 1 else ptx_texts[0], target="cpu", once=True)
 
 
+def devices() -> list:
+    from ..driver.device import cpu_devices
+
+    return cpu_devices()
+
+
 def unload(module) -> None:
     """Nothing to give back: the instance's code and variables live as long as the JIT."""
 

@@ -10,12 +10,15 @@ copies and fills are hipMemcpy (hipMemcpyDefault) and hipMemsetD8/D16/D32.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 
+from ..driver.device import Device
 from . import tracking
-from .hip_runtime import HIP_ERROR_OUT_OF_MEMORY, Hip, HipError, HipUnavailable, gfx_names
+from .hip_runtime import HIP_ERROR_INVALID_VALUE, HIP_ERROR_OUT_OF_MEMORY, Hip, HipError, HipUnavailable, gfx_names
 from .tracking import Allocation
 
 PRINTF_BUFFER_BYTES = 1 << 20
@@ -67,6 +70,43 @@ def available() -> bool:
 
 def unavailable_reason() -> str:
     return _problem() or ""
+
+
+# ---------------------------------------------------------------------- devices
+class HipDevice(Device):
+    """An AMD GPU as CUDA sees it: HIP's name, memory and attributes (the warp is 32 lanes on
+    every target; see Hip.attribute). Attributes HIP has no equivalent for, and the compute
+    capability (ZLUDA_COMPUTE_CAPABILITY), keep the CPU device's sm_86 values."""
+
+    @cached_property
+    def name(self) -> str:
+        return Hip.get().name(self.ordinal)[:255]
+
+    @cached_property
+    def uuid(self) -> bytes:
+        return hashlib.md5(f"zluda-py hip device {self.ordinal} {self.name}".encode()).digest()
+
+    @cached_property
+    def total_mem(self) -> int:
+        return Hip.get().total_memory(self.ordinal)
+
+    def attribute(self, number: int) -> int:
+        try:
+            return Hip.get().attribute(number, self.ordinal)
+        except HipError as e:
+            if e.code != HIP_ERROR_INVALID_VALUE:
+                raise
+            return super().attribute(number)
+
+
+_devices: list[HipDevice] = []
+
+
+def devices() -> list[HipDevice]:
+    """The GPUs HIP sees (ROCm applies HIP_VISIBLE_DEVICES/CUDA_VISIBLE_DEVICES itself)."""
+    if not _devices:
+        _devices.extend(HipDevice(i, pci_bus=i) for i in range(Hip.get().device_count()))
+    return _devices
 
 
 # ---------------------------------------------------------------------- memory

@@ -77,6 +77,7 @@ _CLOSEST = {9: 1, 12: 1, 13: 500, 17: 1, 21: 1, 35: 803, 52: 1, 53: 719, 98: 400
             1052: 2, 1053: 999}
 CUDA_ERROR_UNKNOWN = 999
 CUDA_ERROR_NO_DEVICE = 100
+HIP_ERROR_INVALID_VALUE = 1
 HIP_ERROR_OUT_OF_MEMORY = 2
 HIP_ERROR_NOT_READY = 600
 HIP_MEMCPY_DEFAULT = 4  # hipMemcpyDefault: the runtime tells host from device by address
@@ -201,7 +202,7 @@ class Hip:
             return 32
         hip_attr = CUDA_TO_HIP_ATTRIBUTE.get(cuda_attribute)
         if hip_attr is None:
-            raise HipError("hipDeviceGetAttribute", 1, f"CUDA device attribute {cuda_attribute} has no HIP equivalent")
+            raise HipError("hipDeviceGetAttribute", HIP_ERROR_INVALID_VALUE, f"CUDA device attribute {cuda_attribute} has no HIP equivalent")
         v = ffi.new("int*")
         self.check("hipDeviceGetAttribute", self.lib.hipDeviceGetAttribute(v, hip_attr, device))
         return v[0]

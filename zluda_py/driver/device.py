@@ -1,4 +1,8 @@
-"""The CPU device as CUDA sees it: name, UUID, PCI ids, memory and every device attribute.
+"""Devices as CUDA sees them: name, UUID, PCI ids, memory and every device attribute.
+
+`Device` is the CPU device; the backend in use lists the devices (`devices()`), and the HIP
+backend's GPUs (backends/hip.py) answer with their own properties where HIP has them and with
+these values where it has none.
 
 Values follow an sm_86 GPU where a limit is architectural (block and grid sizes, shared
 memory, registers) and the host machine where it is physical (core count, memory, clock).
@@ -221,6 +225,13 @@ _DEVICES = [Device(0)]
 
 
 def devices() -> list[Device]:
+    """The backend's devices (the CPU backend: `cpu_devices()`)."""
+    from .. import backends
+
+    return backends.select().devices()
+
+
+def cpu_devices() -> list[Device]:
     """Visible devices (CUDA_VISIBLE_DEVICES may hide the one CPU device)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.split(",")[0].strip() not in ("0", ""):

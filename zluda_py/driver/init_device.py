@@ -35,14 +35,14 @@ def require(*pointers) -> None:
 def cuInit(flags):
     if flags != 0:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"cuInit flags must be 0, got {flags}")
-    if not devices.devices():
-        raise CudaError(CUDA_ERROR_NO_DEVICE, "CUDA_VISIBLE_DEVICES hides the CPU device")
     devices.compute_capability()  # reject a malformed ZLUDA_COMPUTE_CAPABILITY up front
     try:
         backends.select()
     except backends.BackendUnavailable as e:
         _report_once(f"zluda: {e}; cuInit returns CUDA_ERROR_NO_DEVICE (ZLUDA_BACKEND=cpu runs on the CPU)")
         raise CudaError(CUDA_ERROR_NO_DEVICE, str(e)) from None
+    if not devices.devices():
+        raise CudaError(CUDA_ERROR_NO_DEVICE, "CUDA_VISIBLE_DEVICES hides every device")
     api.set_initialized()
 
 
