@@ -8,6 +8,7 @@ from typing import Callable
 
 from llvmlite import ir
 
+from zluda_py.compiler.errors import unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
@@ -34,6 +35,13 @@ def lower_semantic(lanes: Lanes, inst: ast.Instruction, read: Read, write: Write
     dest_iter = iter(dests)
     for t, value in zip(types.dst, results):
         write(CARRY if t == "cc" else next(dest_iter), value, t)
+
+
+def mov_form(inst: ast.Instruction) -> None:
+    """Refuse the moves between vector registers (`mov.v2.b32 %v1, %v0`, PTX 1.x): neither
+    target declares vector registers (`.reg .v2 .b32`) yet."""
+    if inst.has("v2") or inst.has("v4"):
+        raise unsupported(inst, "vector registers")
 
 
 def lower_mov_vector(lanes: Lanes, inst: ast.Instruction, read: Read, write: Write) -> bool:

@@ -13,6 +13,7 @@ from zluda_py.ptx import ast
 SPACES = ("global", "shared", "local", "param", "const", "generic")
 FLOATS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "f16": ir.HalfType()}
 ATOMIC_OPS = {"add", "inc", "dec", "min", "max", "and", "or", "xor", "exch", "cas"}
+FLOAT_RMW = {"add": "fadd", "min": "fmin", "max": "fmax"}  # atomicrmw on float types (min/max: minnum/maxnum)
 
 
 def space_of(inst: ast.Instruction) -> str:
@@ -40,27 +41,33 @@ def rmw_op(op: str, t: str) -> tuple[str, ir.Type]:
     bits = ptx_bits(t)
     if op == "cas":
         return "cas", ir.IntType(bits)
-    if t in ("f32", "f64", "f16"):
-        fty = FLOATS[t]
-        return {"add": "fadd", "min": "fmin", "max": "fmax", "exch": "xchg"}.get(op, op), \
-            (fty if op != "exch" else ir.IntType(bits))
-    if t in ("f16x2", "bf16x2", "bf16"):
-        base = ir.HalfType() if t.startswith("f16") else ir.IntType(16)
-        if t.startswith("bf"):
-            raise UnsupportedError(f"atomic on {t}")
-        return ("fadd" if op == "add" else "xchg"), (ir.VectorType(base, 2) if op == "add" else ir.IntType(bits))
+    if t.startswith("bf"):
+        raise UnsupportedError(f"atomic on {t}")
+    if t in ("f32", "f64", "f16", "f16x2"):
+        fty = ir.VectorType(ir.HalfType(), 2) if t == "f16x2" else FLOATS[t]
+        if op == "exch":
+            return "xchg", ir.IntType(bits)
+        if op not in FLOAT_RMW:
+            raise UnsupportedError(f"atomic {op} on {t}")
+        return FLOAT_RMW[op], fty
     signed = t.startswith("s")
     return {"add": "add", "inc": "uinc_wrap", "dec": "udec_wrap", "and": "and", "or": "or",
             "xor": "xor", "exch": "xchg", "min": "min" if signed else "umin",
             "max": "max" if signed else "umax"}[op], ir.IntType(bits)
 
 
-def atomic_op(inst: ast.Instruction) -> str:
-    """The operation of an atom/red; vector and wider-than-64-bit forms are refused."""
+def atomic_op(inst: ast.Instruction, wide: bool = False) -> str:
+    """The operation of an atom/red; vector and 128-bit forms are refused unless `wide` (a
+    target that does them: one atomic per element, a 128-bit compare-and-swap)."""
     ops = [m for m in inst.mods if m in ATOMIC_OPS]
-    if len(ops) != 1 or ptx_bits(inst.types[-1]) > 64 or vector_count(inst) > 1:
+    if len(ops) != 1 or (not wide and (ptx_bits(inst.types[-1]) > 64 or vector_count(inst) > 1)):
         raise unsupported(inst)
     return ops[0]
+
+
+def wide_atomic_op(inst: ast.Instruction) -> str:
+    """atomic_op for a target that does vector and 128-bit atomics."""
+    return atomic_op(inst, wide=True)
 
 
 def atomic_update(b: ir.IRBuilder, op: str, t: str, x: ir.Value, y: ir.Value | None,
@@ -90,10 +97,26 @@ def cp_async_size(inst: ast.Instruction) -> int | None:
     return int(size.value)
 
 
+def cvta_form(inst: ast.Instruction) -> None:
+    """Refuse cvta on 32-bit addresses (modules with .address_size 32): a generic address is a
+    host address here, which needs 64 bits."""
+    if inst.has("u32"):
+        raise unsupported(inst, "32-bit generic addresses")
+
+
+def cp_async_form(inst: ast.Instruction) -> None:
+    """Refuse cp.async.mbarrier.arrive: no target models mbarrier objects (mbarrier.* is refused),
+    and the arrive-on it makes is its only effect."""
+    if inst.has("async") and inst.has("mbarrier"):
+        raise unsupported(inst, "mbarrier objects are not supported")
+
+
 def cp_async_src_size(inst: ast.Instruction) -> ast.Operand | None:
-    """The src-size operand of a cp.async (bytes past it are zero-filled), if it has one."""
+    """The src-size (bytes past it are zero-filled) or ignore-src (a predicate: all zeros when
+    set) operand of a cp.async, if it has one; a cache policy comes after it."""
     ops = inst.operands
-    return ops[3] if len(ops) > 3 and isinstance(ops[3], (ast.Imm, ast.Reg)) else None
+    has = len(ops) > (4 if inst.has("L2::cache_hint") else 3)
+    return ops[3] if has and isinstance(ops[3], (ast.Imm, ast.Reg)) else None
 
 
 def cp_async_fill(lanes: Lanes, word: ir.Value, k: int, src_size: ir.Value) -> ir.Value:

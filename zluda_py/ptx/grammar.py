@@ -211,6 +211,24 @@ def load() -> Grammar:
 _split_cache: dict[str, tuple[str | None, tuple[str, ...]]] = {}
 
 
+@lru_cache(maxsize=None)
+def _dotted_values(opcode: str) -> frozenset[str]:
+    return frozenset(v for f in load().opcodes[opcode].forms for s in f.slots for v in s.values if "." in v)
+
+
+def _join_dotted(opcode: str, parts: list[str]) -> tuple[str, ...]:
+    """The modifiers after the opcode, with the values that contain a dot (fence.proxy's
+    `async.global`) as one."""
+    dotted = _dotted_values(opcode)
+    out: list[str] = []
+    for part in parts:
+        if out and f"{out[-1]}.{part}" in dotted:
+            out[-1] = f"{out[-1]}.{part}"
+        else:
+            out.append(part)
+    return tuple(out)
+
+
 def split_opcode(text: str) -> tuple[str | None, tuple[str, ...]]:
     """`ld.global.v4.f32` -> ("ld", ("global", "v4", "f32")); (None, ()) for an unknown opcode."""
     hit = _split_cache.get(text)
@@ -222,7 +240,7 @@ def split_opcode(text: str) -> tuple[str | None, tuple[str, ...]]:
     for k in range(min(g.max_words, len(parts)), 0, -1):
         name = ".".join(parts[:k])
         if name in g.opcodes:
-            result = (name, tuple(parts[k:]))
+            result = (name, _join_dotted(name, parts[k:]))
             break
     if len(_split_cache) < 100_000:
         _split_cache[text] = result

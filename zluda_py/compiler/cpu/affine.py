@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from zluda_py.compiler import cfg
+from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.ptxtypes import immediate_bits
 from zluda_py.compiler.semantics import SEMANTICS
@@ -265,7 +266,10 @@ class Analysis:
             return self._cvta(inst, lookup)
         if op not in PURE:
             return {}
-        types = SEMANTICS[op].operands(inst)
+        try:
+            types = SEMANTICS[op].operands(inst)
+        except UnsupportedError:  # a form its handler lowers itself (mov.b128, mov.v2): unknown
+            return {}
         if "cc" in types.dst or "cc" in types.src:
             return {}
         ops = list(inst.operands)

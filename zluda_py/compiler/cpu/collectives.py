@@ -151,8 +151,13 @@ class WarpMixin:
     def op_redux(self, inst: ast.Instruction, mask: ir.Value) -> None:
         b = self.b
         t = inst.types[-1]
-        op, signed = redux_form(inst)
         dst, a, m = inst.operands[:3]
+        if t == "f32":
+            value = self.read(a, "b32")
+            self.write(dst, self.per_member_mask(m, mask, lambda member: [self.redux_f32(inst, value, member)])[0],
+                       "b32", mask)
+            return
+        op, signed = redux_form(inst)
         value = self.read(a, t)
         identity = V.splat_const(I32, redux_identity(op, signed))
         name = redux_intrinsic(op, signed)
@@ -161,6 +166,29 @@ class WarpMixin:
             lanes = b.select(member, value, identity)
             return [V.splat(b, V.reduce(b, name, lanes))]
         self.write(dst, self.per_member_mask(m, mask, redux)[0], t, mask)
+
+    def redux_f32(self, inst: ast.Instruction, value: ir.Value, member: ir.Value) -> ir.Value:
+        """redux.sync.min/max{.abs}{.NaN}.f32 on bit patterns: NaNs are left out (with .NaN any NaN
+        gives the canonical NaN, as do no numbers at all) and +0 > -0."""
+        b = self.b
+        c = lambda x: V.splat_const(I32, x)  # noqa: E731
+        magnitude = b.and_(value, c(0x7FFFFFFF))
+        if inst.has("abs"):
+            value = magnitude
+        nan = b.icmp_unsigned(">", magnitude, c(0x7F800000))
+        numbers = b.and_(member, b.not_(nan))
+        # as signed integers the patterns order like their numbers once negative ones flip their
+        # magnitude bits (-0 becomes -1, below +0); the flip is its own inverse
+        flip = lambda x, neg: b.select(neg, b.xor(x, ir.Constant(x.type, 0x7FFFFFFF)), x)  # noqa: E731
+        key = flip(value, b.icmp_signed("<", value, c(0)))
+        smaller = inst.has("min")
+        fill = c(0x7FFFFFFF if smaller else -0x80000000)
+        best = V.reduce(b, "smin" if smaller else "smax", b.select(numbers, key, fill))
+        best = flip(best, b.icmp_signed("<", best, ir.Constant(I32, 0)))
+        none = b.not_(V.any_lane(b, numbers))
+        if inst.has("NaN"):
+            none = b.or_(none, V.any_lane(b, b.and_(member, nan)))
+        return V.splat(b, b.select(none, ir.Constant(I32, 0x7FFFFFFF), best))
 
     def op_bar(self, inst: ast.Instruction, mask: ir.Value) -> None:
         """Only bar.warp.sync reaches here (block barriers end a basic block): a warp is in lockstep."""

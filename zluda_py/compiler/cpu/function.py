@@ -23,8 +23,8 @@ from zluda_py.compiler.cpu.memory import MemoryMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.layout import kernel_params
-from zluda_py.compiler.memops import atomic_op
-from zluda_py.compiler.lowering import lower_mov_vector, lower_semantic
+from zluda_py.compiler.memops import cp_async_form, cvta_form, wide_atomic_op
+from zluda_py.compiler.lowering import lower_mov_vector, lower_semantic, mov_form
 from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
@@ -47,7 +47,8 @@ REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma
 # Per-opcode form checks of the target's own handlers: each raises the precise unsupported
 # error for a modifier combination its handler does not translate. `zluda ptx coverage` asks
 # the same functions, so the report and the compiler cannot disagree.
-FORM_CHECKS: dict[str, Callable[[ast.Instruction], object]] = {"atom": atomic_op, "red": atomic_op}
+FORM_CHECKS: dict[str, Callable[[ast.Instruction], object]] = {"atom": wide_atomic_op, "red": wide_atomic_op,
+                                                                "cp": cp_async_form, "mov": mov_form, "cvta": cvta_form}
 
 
 def check_form(inst: ast.Instruction) -> None:
@@ -369,8 +370,12 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
         lower_semantic(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask))
 
     def op_mov(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        if not lower_mov_vector(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask)):
-            self.lower_semantic(inst, mask)  # a plain value: the one definition of mov
+        if lower_mov_vector(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask)):
+            return
+        if inst.types[-1] == "b128":  # a plain 128-bit copy (the value semantics stop at 64 bits)
+            self.write(inst.operands[0], self.read(inst.operands[1], "b128"), "b128", mask)
+            return
+        self.lower_semantic(inst, mask)  # a plain value: the one definition of mov
 
     # ------------------------------------------------------------------ operands
     def read_reg(self, name: str, bits: int | None = None, signed: bool = False) -> ir.Value:

@@ -21,8 +21,8 @@ from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import ABORTED, BOUNDS_CACHE_ENTRIES, WARP, Ctx
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.memops import (SPACES, atomic_op, atomic_update, cp_async_fill, cp_async_size, cp_async_src_size,
-                                      space_of, vector_count)
+from zluda_py.compiler.memops import (atomic_update, cp_async_fill, cp_async_size, cp_async_src_size,
+                                      space_of, vector_count, wide_atomic_op)
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
@@ -459,16 +459,34 @@ class MemoryMixin:
     op_ldu = op_ld
 
     def op_st(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        if inst.has("bulk"):
+            self._st_bulk(inst, mask)
+            return
         t = self._mem_type(inst)
         addr, src = inst.operands[0], inst.operands[1]
         srcs = src.elems if isinstance(src, ast.Vec) else [src]
         self.store(self.access(inst, addr, space_of(inst), ptx_bits(t) // 8 * len(srcs)),
                    [self.read(s, t) for s in srcs], mask)
 
+    def _st_bulk(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        """st.bulk [a], size, 0: each active lane zeroes its own `size` bytes at a."""
+        addr, size = inst.operands[0], inst.operands[1]
+        if not isinstance(size, ast.Imm):
+            raise unsupported(inst, "non-constant size")
+        b = self.b
+        n = int(size.value)
+        host = self.address(addr, space_of(inst), n, mask)
+        if not isinstance(host.type, ir.VectorType):
+            host = V.splat(b, host)
+        for idx in V.each_active_lane(b, mask):
+            p = b.inttoptr(b.extract_element(host, idx), PTR)
+            V.intrinsic(b, "llvm.memset.p0.i64", ir.VoidType(),
+                        [p, ir.Constant(V.I8, 0), ir.Constant(I64, n), ir.Constant(I1, 0)])
+
     def op_cvta(self, inst: ast.Instruction, mask: ir.Value) -> None:
         t = inst.types[-1]
         dst, src = inst.operands
-        space = next(m for m in inst.mods if m in SPACES)
+        space = space_of(inst)  # shared::cta/::cluster and param::entry included
         value = V.resize(self.b, self.read(src, t), 64, False)
         base = self.space_base(space)
         if base is not None:
@@ -478,8 +496,7 @@ class MemoryMixin:
     def op_isspacep(self, inst: ast.Instruction, mask: ir.Value) -> None:
         b = self.b
         p, a = inst.operands
-        space = next(m for m in inst.mods if m in SPACES or m.startswith("shared"))
-        space = "shared" if space.startswith("shared") else space
+        space = space_of(inst)
         addr = self.read(a, "u64")
         if space in ("shared", "local"):
             lo = self.ctx_i64(Ctx.SHARED if space == "shared" else Ctx.STACK)
@@ -487,10 +504,17 @@ class MemoryMixin:
             size = self.ctx_i64(Ctx.SHARED_WINDOW) if space == "shared" else b.mul(threads, self.ctx_i64(Ctx.STACK_SIZE))
             off = b.sub(addr, V.splat(b, lo))
             result = b.icmp_unsigned("<", off, V.splat(b, size))
-        elif space in ("global", "generic"):
+        elif space in ("global", "generic"):  # the const and param windows lie inside the global one
             result = b.not_(b.or_(self._in_window(addr, Ctx.SHARED), self._in_window(addr, Ctx.STACK)))
-        else:  # const and param windows are ordinary host memory here
-            result = V.ALL
+        elif space == "param":  # a kernel parameter: inside the launch's parameter buffer
+            off = b.sub(addr, V.splat(b, self.ctx_i64(Ctx.PARAMS)))
+            result = b.icmp_unsigned("<", off, V.splat(b, self.ctx_i64(Ctx.PARAM_SIZE)))
+        else:  # const: inside one of the module's (or this function's) .const variables
+            result = V.splat_const(I1, 0)
+            for sym in {id(s): s for s in [*self.mod.symbols.values(), *self.symbols.values()]
+                        if s.kind == "const"}.values():
+                off = b.sub(addr, V.splat(b, b.ptrtoint(sym.ptr, I64)))
+                result = b.or_(result, b.icmp_unsigned("<", off, V.splat_const(I64, sym.size)))
         self.write(p, result, "pred", mask)
 
     def _in_window(self, addr: ir.Value, which: int) -> ir.Value:
@@ -511,39 +535,45 @@ class MemoryMixin:
         self._atomic(inst, mask, None, inst.operands[0], inst.operands[1:])
 
     def _atomic(self, inst: ast.Instruction, mask: ir.Value, dst, addr, srcs) -> None:
-        """One atomic per active lane, in lane order (LLVM atomicrmw/cmpxchg, seq_cst)."""
+        """One atomic per active lane, in lane order (LLVM atomicrmw/cmpxchg, seq_cst); a vector
+        form is one atomic per element (PTX makes each element's access atomic on its own)."""
         self.leave_if_stopped(inst, mask)
         b = self.b
         t = inst.types[-1]
-        op = atomic_op(inst)
-        bits = ptx_bits(t)
-        ity = ir.IntType(bits)
-        ptrs = self.address(addr, space_of(inst), bits // 8, mask)
+        op = wide_atomic_op(inst)
+        size = ptx_bits(t) // 8
+        n = vector_count(inst)
+        ptrs = self.address(addr, space_of(inst), size * n, mask)
         if not isinstance(ptrs.type, ir.VectorType):
             ptrs = V.splat(b, ptrs)
-        vals = [self.read(s, t) for s in srcs]
+        elems = lambda o: o.elems if isinstance(o, ast.Vec) else [o]  # noqa: E731
+        operands = srcs[:2] if op == "cas" else srcs[:1]  # a cache-policy operand is a hint only
+        vals = [[self.read(e, t) for e in elems(s)] for s in operands]
+        dests = elems(dst) if dst is not None else [None] * n
+        for k, d in enumerate(dests):
+            at = b.add(ptrs, V.splat(b, ir.Constant(I64, k * size))) if k else ptrs
+            old = self._atomic_lanes(op, t, at, [v[k] for v in vals], mask)
+            if d is not None:
+                self.write(d, old, t, mask)
+
+    def _atomic_lanes(self, op: str, t: str, ptrs: ir.Value, args: list[ir.Value], mask: ir.Value) -> ir.Value:
+        """The old values of one atomic `op` per active lane on the cells `ptrs`."""
+        b = self.b
+        bits = ptx_bits(t)
+        ity = ir.IntType(bits)
         result = V.entry_alloca(b, V.vec(ity))
-        if t in ("bf16", "bf16x2"):
-            if op != "add":
-                raise unsupported(inst)
-            b.store(ir.Constant(V.vec(ity), None), result)
-            for idx in V.each_active_lane(b, mask):
-                p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
-                old = _cas_loop(b, p, ity, lambda cur: _bf16_add(b, cur, b.extract_element(vals[0], idx), bits // 16))
-                b.store(b.insert_element(b.load(result, typ=V.vec(ity)), old, idx), result)
-            if dst is not None:
-                self.write(dst, b.load(result, typ=V.vec(ity)), t, mask)
-            return
         b.store(ir.Constant(V.vec(ity), None), result)
         for idx in V.each_active_lane(b, mask):
             p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
-            old = atomic_update(b, op, t, b.extract_element(vals[0], idx),
-                                b.extract_element(vals[1], idx) if op == "cas" else None,
-                                lambda name, arg: b.atomic_rmw(name, p, arg, "seq_cst"),
-                                lambda x, y: b.cmpxchg(p, x, y, "seq_cst", "seq_cst"))
+            x = b.extract_element(args[0], idx)
+            if t in ("bf16", "bf16x2"):  # no native bf16 arithmetic: a compare-and-swap loop
+                old = _cas_loop(b, p, ity, lambda cur: _bf16_op(b, op, cur, x, bits // 16))
+            else:
+                old = atomic_update(b, op, t, x, b.extract_element(args[1], idx) if op == "cas" else None,
+                                    lambda name, arg: b.atomic_rmw(name, p, arg, "seq_cst"),
+                                    lambda e, y: b.cmpxchg(p, e, y, "seq_cst", "seq_cst"))
             b.store(b.insert_element(b.load(result, typ=V.vec(ity)), old, idx), result)
-        if dst is not None:
-            self.write(dst, b.load(result, typ=V.vec(ity)), t, mask)
+        return b.load(result, typ=V.vec(ity))
 
     def op_cp(self, inst: ast.Instruction, mask: ir.Value) -> None:
         """cp.async: the copy completes at once (see cp_async_size)."""
@@ -555,7 +585,10 @@ class MemoryMixin:
         # with a src-size operand the source may legally be partly (or wholly, size 0) invalid
         loaded = self.load(self.access(inst, src, "global", n, checked=src_size is None), I32, n // 4, mask)
         if src_size is not None:  # bytes past src-size are zero-filled
-            limit = self.read(src_size, "u32")
+            if self.reg_bits(src_size) == 1:  # ignore-src: nothing of the source when set
+                limit = self.b.select(self.read(src_size, "pred"), V.splat_const(I32, 0), V.splat_const(I32, n))
+            else:
+                limit = self.read(src_size, "u32")
             loaded = [cp_async_fill(self.lanes, v, k, limit) for k, v in enumerate(loaded)]
         self.store(self.access(inst, dst, "shared", n), loaded, mask)
 
@@ -748,20 +781,28 @@ def _cas_loop(b: ir.IRBuilder, p: ir.Value, ity: ir.Type, update) -> ir.Value:
     return seen
 
 
-def _bf16_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value, parts: int) -> ir.Value:
-    """Packed bf16 addition, round to nearest even, no flush (atom.add.noftz.bf16/bf16x2).
-    Two bf16 values add exactly in f32 unless one is below half a bf16 ulp of the other, so
-    rounding the f32 sum to bf16 is the correctly rounded bf16 sum; NaN gives the canonical 0x7FFF."""
+def _bf16_op(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, parts: int) -> ir.Value:
+    """Packed bf16 add/min/max of x and y, no flush (.noftz). Two bf16 values add exactly in f32
+    unless one is below half a bf16 ulp of the other, so rounding the f32 sum to nearest even is
+    the correctly rounded bf16 sum; a NaN sum gives the canonical 0x7FFF. min/max return the
+    other operand when one is NaN, 0x7FFF when both are."""
     out = ir.Constant(x.type, 0)
     f32 = ir.FloatType()
+    nan = ir.Constant(I32, 0x7FFF)
     for k in range(parts):
-        half = lambda v: b.shl(b.zext(b.trunc(b.lshr(v, ir.Constant(v.type, 16 * k)), V.I16), I32),  # noqa: E731
-                               ir.Constant(I32, 16))
-        total = b.fadd(b.bitcast(half(x), f32), b.bitcast(half(y), f32))
-        raw = b.bitcast(total, I32)
-        rounded = b.lshr(b.add(raw, b.add(ir.Constant(I32, 0x7FFF), b.and_(b.lshr(raw, ir.Constant(I32, 16)),
-                                                                          ir.Constant(I32, 1)))), ir.Constant(I32, 16))
-        r16 = b.select(b.fcmp_unordered("uno", total, total), ir.Constant(I32, 0x7FFF), rounded)
+        half = lambda v: b.zext(b.trunc(b.lshr(v, ir.Constant(v.type, 16 * k)), V.I16), I32)  # noqa: E731
+        hx, hy = half(x), half(y)
+        fx, fy = (b.bitcast(b.shl(h, ir.Constant(I32, 16)), f32) for h in (hx, hy))
+        if op == "add":
+            total = b.fadd(fx, fy)
+            raw = b.bitcast(total, I32)
+            rounded = b.lshr(b.add(raw, b.add(ir.Constant(I32, 0x7FFF), b.and_(b.lshr(raw, ir.Constant(I32, 16)),
+                                                                              ir.Constant(I32, 1)))), ir.Constant(I32, 16))
+            r16 = b.select(b.fcmp_unordered("uno", total, total), nan, rounded)
+        else:
+            x_nan, y_nan = b.fcmp_unordered("uno", fx, fx), b.fcmp_unordered("uno", fy, fy)
+            take_y = b.or_(b.fcmp_ordered("<" if op == "min" else ">", fy, fx), x_nan)
+            r16 = b.select(b.and_(x_nan, y_nan), nan, b.select(take_y, hy, hx))
         out = b.or_(out, b.shl(b.zext(b.trunc(r16, V.I16), x.type), ir.Constant(x.type, 16 * k)))
     return out
 
