@@ -138,3 +138,11 @@ def test_brx_idx_switches_over_the_branch_table_in_order():
     switch = next(line for line in ir_text.splitlines() if line.strip().startswith("switch"))
     cases = re.findall(r'i32 (\d+), label %"bb\d+\.(\$L_\w+)"', switch)
     assert cases == [("0", "$L_a"), ("1", "$L_b"), ("2", "$L_c")]
+
+
+def test_cp_async_ignore_src_is_a_predicate_not_a_byte_count():
+    """`cp.async ..., 16, %p` copies nothing of the source when %p is set, all 16 bytes when not."""
+    text = kernel(".shared .align 16 .b8 buf[16];\nld.param.u64 %rd1, [out];\nsetp.ne.u64 %p1, %rd1, 0;\n"
+                  "cp.async.ca.shared.global [buf], [%rd1], 16, %p1;\ncp.async.wait_all;")
+    ir_text, _ = lower(parse(text, "ignore_src.ptx"), "gfx942")
+    assert re.search(r"select\s+i1 %\S+, i32 0, i32 16", ir_text), ir_text

@@ -119,6 +119,15 @@ def cp_async_src_size(inst: ast.Instruction) -> ast.Operand | None:
     return ops[3] if has and isinstance(ops[3], (ast.Imm, ast.Reg)) else None
 
 
+def cp_async_limit(lanes: Lanes, operand: ast.Operand, is_predicate: bool, n: int,
+                   read: Callable[[ast.Operand, str], ir.Value]) -> ir.Value:
+    """How many source bytes a cp.async of `n` bytes copies: its src-size, or for the ignore-src
+    predicate none when set and all when clear."""
+    if is_predicate:
+        return lanes.b.select(read(operand, "pred"), lanes.const(ir.IntType(32), 0), lanes.const(ir.IntType(32), n))
+    return read(operand, "u32")
+
+
 def cp_async_fill(lanes: Lanes, word: ir.Value, k: int, src_size: ir.Value) -> ir.Value:
     """Word k (bytes 4k..4k+3) of a cp.async's copy with the bytes at or past `src_size` zeroed."""
     b = lanes.b

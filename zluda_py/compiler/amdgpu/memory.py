@@ -14,8 +14,8 @@ from llvmlite.ir.instructions import StoreAtomicInstr
 from zluda_py.compiler.amdgpu.ir_extras import ScopedAtomicRMW, ScopedCmpXchg, insert
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.memops import (atomic_op, atomic_update, cp_async_fill, cp_async_size, cp_async_src_size,
-                                      space_of, vector_count)
+from zluda_py.compiler.memops import (atomic_op, atomic_update, cp_async_fill, cp_async_limit, cp_async_size,
+                                      cp_async_src_size, space_of, vector_count)
 from zluda_py.ptx import ast
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -205,7 +205,10 @@ class MemoryMixin:
         b = self.b
         dst, src = inst.operands[:2]
         src_size = cp_async_src_size(inst)
-        limit = self.read(src_size, "u32") if src_size is not None else None
+        limit = None
+        if src_size is not None:
+            is_predicate = isinstance(src_size, ast.Reg) and self.regs.get(src_size.name, (None, 0))[1] == 1
+            limit = cp_async_limit(self.lanes, src_size, is_predicate, n, self.read)
         sp, dp = self.pointer(src, "global"), self.pointer(dst, "shared")
         for k in range(n // 4):
             v = b.load(b.gep(sp, [ir.Constant(I64, 4 * k)], source_etype=I8), typ=I32, align=4)

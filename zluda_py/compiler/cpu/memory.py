@@ -21,7 +21,7 @@ from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import ABORTED, BOUNDS_CACHE_ENTRIES, WARP, Ctx
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.memops import (atomic_update, cp_async_fill, cp_async_size, cp_async_src_size,
+from zluda_py.compiler.memops import (atomic_update, cp_async_fill, cp_async_limit, cp_async_size, cp_async_src_size,
                                       space_of, vector_count, wide_atomic_op)
 from zluda_py.ptx import ast
 
@@ -585,10 +585,7 @@ class MemoryMixin:
         # with a src-size operand the source may legally be partly (or wholly, size 0) invalid
         loaded = self.load(self.access(inst, src, "global", n, checked=src_size is None), I32, n // 4, mask)
         if src_size is not None:  # bytes past src-size are zero-filled
-            if self.reg_bits(src_size) == 1:  # ignore-src: nothing of the source when set
-                limit = self.b.select(self.read(src_size, "pred"), V.splat_const(I32, 0), V.splat_const(I32, n))
-            else:
-                limit = self.read(src_size, "u32")
+            limit = cp_async_limit(self.lanes, src_size, self.reg_bits(src_size) == 1, n, self.read)
             loaded = [cp_async_fill(self.lanes, v, k, limit) for k, v in enumerate(loaded)]
         self.store(self.access(inst, dst, "shared", n), loaded, mask)
 
