@@ -272,6 +272,24 @@ hipError_t hipModuleGetGlobal(void **dptr, size_t *bytes, void *module, const ch
     return hipSuccess;
 }
 
+/* Logs each argument pointer's offset from the first and the 8 bytes it points at. */
+hipError_t hipModuleLaunchCooperativeKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                            unsigned by, unsigned bz, unsigned shared, void *stream, void **params) {
+    (void)stream;
+    const struct function *f = function;
+    if (!params || !gx || !gy || !gz || !bx || !by || !bz) return hipErrorInvalidValue;
+    char line[4096];
+    int n = snprintf(line, sizeof line, "cooperative %s grid %u %u %u block %u %u %u shared %u args", f->name, gx, gy,
+                     gz, bx, by, bz, shared);
+    for (int i = 0; i < 2 && n < (int)sizeof line - 64; i++) {
+        unsigned long long v;
+        memcpy(&v, params[i], 8);
+        n += snprintf(line + n, sizeof line - (size_t)n, " +%td:%016llx", (char *)params[i] - (char *)params[0], v);
+    }
+    note("%s", line);
+    return hipSuccess;
+}
+
 hipError_t hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                  unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
     (void)stream;

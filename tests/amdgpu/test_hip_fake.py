@@ -167,8 +167,14 @@ def test_module_load_get_function_and_launch_pass_the_parameter_buffer_exactly(f
     launches = [line.split() for line in fake() if line.startswith("launch")]
     assert launches[0][:12] == ["launch", "scale", "grid", "4", "2", "1", "block", "32", "2", "1", "shared", "128"]
     assert bytes.fromhex(launches[0][13]) == params
-    assert launches[1][1] == "synced"
-    assert bytes.fromhex(launches[1][13]) == struct.pack("<I4xQ", 0xA1B2C3D4, 0x1122334455667788)
+    # a cooperative launch goes through hipModuleLaunchCooperativeKernel (HIP checks that every
+    # block is resident), one pointer per argument: the parameter, then the workspace at offset 8
+    cooperative = [line.split() for line in fake() if line.startswith("cooperative")]
+    assert cooperative[0][:11] == ["cooperative", "synced", "grid", "1", "1", "1", "block", "64", "1", "1", "shared"]
+    assert cooperative[0][13:] == ["+0:00000000a1b2c3d4", "+8:1122334455667788"]  # u32, padding
+    hip.launch(synced, "synced", (2, 1, 1), (64, 1, 1), struct.pack("<I", 5), 0)  # not cooperative: workspace 0
+    plain = [line.split() for line in fake() if line.startswith("launch")][-1]
+    assert plain[1] == "synced" and bytes.fromhex(plain[13]) == struct.pack("<I4xQ", 5, 0)
     with pytest.raises(hip_runtime.HipError) as err:
         module.function("missing")
     assert err.value.cu_result == 500  # hipErrorNotFound: CUDA_ERROR_NOT_FOUND

@@ -216,8 +216,14 @@ class HipModule:
     def launch(self, kernel: str, grid, block, params: bytes, shared_mem: int = 0, stream: int = 0,
                grid_workspace: int = 0) -> None:
         """Run the grid to completion (and print its device printf output)."""
-        self.hip.launch(self.function(kernel), grid, block, self.kernargs(kernel, params, grid_workspace),
-                        shared_mem, stream)
+        kernargs = self.kernargs(kernel, params, grid_workspace)
+        if grid_workspace:  # grid.sync() needs every block resident: HIP's cooperative launch checks it
+            offsets = [p.offset for p in self.kernels[kernel].params]
+            workspace = self.metadata["kernels"][kernel].get("grid_workspace_offset")
+            offsets += [] if workspace is None else [workspace]
+            self.hip.launch_cooperative(self.function(kernel), grid, block, kernargs, offsets, shared_mem, stream)
+        else:
+            self.hip.launch(self.function(kernel), grid, block, kernargs, shared_mem, stream)
         if stream:
             self.hip.stream_synchronize(stream)
         else:

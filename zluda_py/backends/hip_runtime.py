@@ -56,6 +56,9 @@ hipError_t hipModuleGetGlobal(void** dptr, size_t* bytes, hipModule_t module, co
 hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int gy, unsigned int gz,
                                  unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                                  hipStream_t stream, void** params, void** extra);
+hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                            unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                                            hipStream_t stream, void** params);
 hipError_t hipStreamCreate(hipStream_t* stream);
 hipError_t hipStreamDestroy(hipStream_t stream);
 hipError_t hipStreamSynchronize(hipStream_t stream);
@@ -78,6 +81,7 @@ _CLOSEST = {9: 1, 12: 1, 13: 500, 17: 1, 21: 1, 35: 803, 52: 1, 53: 719, 98: 400
 CUDA_ERROR_UNKNOWN = 999
 CUDA_ERROR_NO_DEVICE = 100
 HIP_ERROR_INVALID_VALUE = 1
+HIP_ERROR_NOT_SUPPORTED = 801
 HIP_ERROR_OUT_OF_MEMORY = 2
 HIP_ERROR_NOT_READY = 600
 HIP_MEMCPY_DEFAULT = 4  # hipMemcpyDefault: the runtime tells host from device by address
@@ -354,6 +358,21 @@ class Hip:
         p, n = ffi.new("void**"), ffi.new("size_t*")
         self.check("hipModuleGetGlobal", self.lib.hipModuleGetGlobal(p, n, ffi.cast("void*", module), name.encode()))
         return int(ffi.cast("uintptr_t", p[0])), n[0]
+
+    def launch_cooperative(self, function: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+                           kernargs: bytes, offsets: list[int], shared_mem: int = 0, stream: int = 0) -> None:
+        """hipModuleLaunchCooperativeKernel: every block resident at once, or
+        hipErrorCooperativeLaunchTooLarge. It takes one pointer per kernel argument: here into
+        the packed kernarg buffer, at each argument's offset."""
+        buf = ffi.new("char[]", kernargs or b"\0")
+        pointers = ffi.new("void*[]", [buf + o for o in offsets] or [ffi.NULL])
+        try:
+            entry = self.lib.hipModuleLaunchCooperativeKernel
+        except AttributeError:
+            raise HipError("hipModuleLaunchCooperativeKernel", HIP_ERROR_NOT_SUPPORTED,
+                           f"not in {self.path}: cooperative launches need a newer ROCm") from None
+        self.check("hipModuleLaunchCooperativeKernel", entry(
+            ffi.cast("void*", function), *grid, *block, shared_mem, ffi.cast("void*", stream), pointers))
 
     def launch(self, function: int, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
                shared_mem: int = 0, stream: int = 0) -> None:
