@@ -1,15 +1,17 @@
 /* A stand-in for ROCm's libamdhip64.so, for testing the HIP backend where there is no AMD GPU.
  *
  * "Device" memory is host memory, so copies and fills can be checked by reading it back. The
- * calls the backend makes are checked as ROCm would (hipMemcpy must use hipMemcpyDefault;
+ * calls the backend makes are checked as ROCm would (copies must use hipMemcpyDefault;
  * frees must name a live allocation of the right kind; hipModuleLoadData takes only an AMDGPU
  * HSA code object v5; functions and globals are looked up in its symbol table) and written,
  * one line each, to $FAKE_HIP_LOG. Kernels do not run: a launch records its function, grid,
- * block, dynamic LDS and kernarg bytes. Knobs: $FAKE_HIP_DEVICES (default 1),
+ * block, dynamic LDS, kernarg bytes and stream. Streams are numbered from 1 as they are created
+ * (0 is the null stream); asynchronous calls must name a live one, and log its number. Knobs: $FAKE_HIP_DEVICES (default 1),
  * $FAKE_HIP_MEMORY (bytes one allocation may have, default 1 GiB), $FAKE_HIP_FAULT (a kernel
  * whose launch makes the next synchronize report hipErrorIllegalAddress).
  */
 #include <elf.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,20 +41,6 @@ static void __attribute__((format(printf, 1, 2))) note(const char *fmt, ...) {
 }
 
 /* ---------------------------------------------------------------- errors and devices */
-const char *hipGetErrorName(hipError_t e) {
-    switch (e) {
-    case hipSuccess: return "hipSuccess";
-    case hipErrorInvalidValue: return "hipErrorInvalidValue";
-    case hipErrorOutOfMemory: return "hipErrorOutOfMemory";
-    case hipErrorNoDevice: return "hipErrorNoDevice";
-    case hipErrorInvalidImage: return "hipErrorInvalidImage";
-    case hipErrorNotFound: return "hipErrorNotFound";
-    case hipErrorIllegalAddress: return "hipErrorIllegalAddress";
-    case hipErrorHostMemoryNotRegistered: return "hipErrorHostMemoryNotRegistered";
-    default: return "hipErrorUnknown";
-    }
-}
-
 const char *hipGetErrorString(hipError_t e) {
     switch (e) {
     case hipSuccess: return "no error";
@@ -101,7 +89,6 @@ hipError_t hipDeviceGetAttribute(int *value, int attr, int device) {
     return hipSuccess;
 }
 
-hipError_t hipSetDevice(int device) { return device >= 0 && device < devices() ? hipSuccess : hipErrorInvalidValue; }
 
 static hipError_t pending; /* an asynchronous error the next synchronize reports */
 
@@ -111,8 +98,41 @@ static hipError_t synchronize(void) {
     return e;
 }
 
-hipError_t hipDeviceSynchronize(void) { return synchronize(); }
-hipError_t hipStreamSynchronize(void *stream) { (void)stream; return synchronize(); }
+/* ---------------------------------------------------------------- streams */
+enum { MAX_STREAMS = 4096 };
+static int live[MAX_STREAMS + 1]; /* live[n]: stream n exists (n >= 1) */
+static int streams_made;
+
+/* The number of a stream handle (0 for the null stream), or -1 if it is not a live stream. */
+static int stream_number(void *stream) {
+    uintptr_t n = (uintptr_t)stream;
+    if (n == 0) return 0;
+    return n <= MAX_STREAMS && live[n] ? (int)n : -1;
+}
+
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER; /* the driver's threads create streams at once */
+
+hipError_t hipStreamCreateWithFlags(void **stream, unsigned int flags) {
+    if (!stream || flags > 1) return hipErrorInvalidValue;
+    pthread_mutex_lock(&streams_lock);
+    int n = streams_made < MAX_STREAMS ? ++streams_made : 0;
+    if (n) live[n] = 1;
+    pthread_mutex_unlock(&streams_lock);
+    if (!n) return hipErrorOutOfMemory;
+    *stream = (void *)(uintptr_t)n;
+    note("stream %d flags %u", n, flags);
+    return hipSuccess;
+}
+
+hipError_t hipStreamDestroy(void *stream) {
+    int n = stream_number(stream);
+    if (n <= 0) return hipErrorInvalidValue;
+    live[n] = 0;
+    note("stream %d destroyed", n);
+    return hipSuccess;
+}
+
+hipError_t hipStreamSynchronize(void *stream) { return stream_number(stream) < 0 ? hipErrorInvalidValue : synchronize(); }
 
 /* ---------------------------------------------------------------- memory */
 struct allocation { char *base; size_t size; const char *kind; struct allocation *next; };
@@ -168,32 +188,34 @@ hipError_t hipHostRegister(void *ptr, size_t size, unsigned int flags) {
 
 hipError_t hipHostUnregister(void *ptr) { return release(ptr, "registered", "registered", hipErrorHostMemoryNotRegistered); }
 
-hipError_t hipMemcpy(void *dst, const void *src, size_t n, int kind) {
-    if (kind != HIP_MEMCPY_DEFAULT) return hipErrorInvalidValue;
+hipError_t hipMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *stream) {
+    int number = stream_number(stream);
+    if (kind != HIP_MEMCPY_DEFAULT || number < 0) return hipErrorInvalidValue;
     memmove(dst, src, n);
-    note("hipMemcpy %zu", n);
+    note("hipMemcpyAsync %zu stream %d", n, number);
     return hipSuccess;
 }
 
 hipError_t hipMemcpyHtoD(void *dst, const void *src, size_t n) { memmove(dst, src, n); return hipSuccess; }
 hipError_t hipMemcpyDtoH(void *dst, const void *src, size_t n) { memmove(dst, src, n); return hipSuccess; }
 
-hipError_t hipMemsetD8(void *dst, unsigned char value, size_t count) {
-    memset(dst, value, count);
-    note("hipMemsetD8 %zu", count);
+/* Stores count elements of `size` bytes each (value's low bytes) on a live stream. */
+static hipError_t fill(void *dst, unsigned value, size_t size, size_t count, void *stream) {
+    int number = stream_number(stream);
+    if (number < 0) return hipErrorInvalidValue;
+    for (size_t i = 0; i < count; i++) memcpy((char *)dst + size * i, &value, size);
+    note("hipMemsetD%zuAsync %zu stream %d", 8 * size, count, number);
     return hipSuccess;
 }
 
-hipError_t hipMemsetD16(void *dst, unsigned short value, size_t count) {
-    for (size_t i = 0; i < count; i++) memcpy((char *)dst + 2 * i, &value, 2);
-    note("hipMemsetD16 %zu", count);
-    return hipSuccess;
+hipError_t hipMemsetD8Async(void *dst, unsigned char value, size_t count, void *stream) {
+    return fill(dst, value, 1, count, stream);
 }
-
-hipError_t hipMemsetD32(void *dst, int value, size_t count) {
-    for (size_t i = 0; i < count; i++) memcpy((char *)dst + 4 * i, &value, 4);
-    note("hipMemsetD32 %zu", count);
-    return hipSuccess;
+hipError_t hipMemsetD16Async(void *dst, unsigned short value, size_t count, void *stream) {
+    return fill(dst, value, 2, count, stream);
+}
+hipError_t hipMemsetD32Async(void *dst, int value, size_t count, void *stream) {
+    return fill(dst, (unsigned)value, 4, count, stream);
 }
 
 /* ---------------------------------------------------------------- modules */
@@ -275,12 +297,12 @@ hipError_t hipModuleGetGlobal(void **dptr, size_t *bytes, void *module, const ch
 /* Logs each argument pointer's offset from the first and the 8 bytes it points at. */
 hipError_t hipModuleLaunchCooperativeKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                             unsigned by, unsigned bz, unsigned shared, void *stream, void **params) {
-    (void)stream;
     const struct function *f = function;
-    if (!params || !gx || !gy || !gz || !bx || !by || !bz) return hipErrorInvalidValue;
+    int number = stream_number(stream);
+    if (number < 0 || !params || !gx || !gy || !gz || !bx || !by || !bz) return hipErrorInvalidValue;
     char line[4096];
-    int n = snprintf(line, sizeof line, "cooperative %s grid %u %u %u block %u %u %u shared %u args", f->name, gx, gy,
-                     gz, bx, by, bz, shared);
+    int n = snprintf(line, sizeof line, "cooperative %s grid %u %u %u block %u %u %u shared %u stream %d args", f->name,
+                     gx, gy, gz, bx, by, bz, shared, number);
     for (int i = 0; i < 2 && n < (int)sizeof line - 64; i++) {
         unsigned long long v;
         memcpy(&v, params[i], 8);
@@ -292,11 +314,11 @@ hipError_t hipModuleLaunchCooperativeKernel(void *function, unsigned gx, unsigne
 
 hipError_t hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                  unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
-    (void)stream;
     const struct function *f = function;
     const unsigned char *buf = NULL;
     size_t size = 0;
-    if (params || !extra || !gx || !gy || !gz || !bx || !by || !bz) return hipErrorInvalidValue;
+    int number = stream_number(stream);
+    if (number < 0 || params || !extra || !gx || !gy || !gz || !bx || !by || !bz) return hipErrorInvalidValue;
     for (int i = 0; (uintptr_t)extra[i] != LAUNCH_PARAM_END; i += 2) {
         if ((uintptr_t)extra[i] == LAUNCH_PARAM_BUFFER_POINTER) buf = extra[i + 1];
         else if ((uintptr_t)extra[i] == LAUNCH_PARAM_BUFFER_SIZE) size = *(size_t *)extra[i + 1];
@@ -305,7 +327,8 @@ hipError_t hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsig
     if (!buf && size) return hipErrorInvalidValue;
     char hex[2 * 4096 + 1] = "";
     for (size_t i = 0; i < size && i < 4096; i++) sprintf(hex + 2 * i, "%02x", buf[i]);
-    note("launch %s grid %u %u %u block %u %u %u shared %u kernargs %s", f->name, gx, gy, gz, bx, by, bz, shared, hex);
+    note("launch %s grid %u %u %u block %u %u %u shared %u stream %d kernargs %s", f->name, gx, gy, gz, bx, by, bz,
+         shared, number, hex);
     const char *fault = getenv("FAKE_HIP_FAULT");
     if (fault && !strcmp(fault, f->name)) pending = hipErrorIllegalAddress;
     return hipSuccess;

@@ -48,6 +48,8 @@ def main(step: str) -> None:
         launch(dev)
     elif step == "devices":
         device_properties()
+    elif step == "streams":
+        streams()
 
 
 def memory(d: ctypes.c_uint64) -> None:
@@ -94,6 +96,34 @@ def device_properties() -> None:
             call("cuDeviceGetAttribute", ctypes.byref(v), number, dev)
             attributes[number] = v.value
         out.setdefault("devices", []).append([name.value.decode(), total.value, attributes])
+
+
+def streams() -> None:
+    """A kernel and a copy back on each of two non-blocking streams, then one on the legacy
+    stream; kernel n (its argument) stores n * 2.5."""
+    module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    call("cuModuleLoadData", ctypes.byref(module), ctypes.c_char_p(PTX))
+    call("cuModuleGetFunction", ctypes.byref(fn), module, b"scale")
+    handles = [ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()]  # the third stays NULL: the legacy stream
+    for h in handles[:2]:
+        call("cuStreamCreate", ctypes.byref(h), 1)  # CU_STREAM_NON_BLOCKING
+    pinned = ctypes.c_void_p()
+    call("cuMemAllocHost_v2", ctypes.byref(pinned), ctypes.c_size_t(24))
+    keep = []
+    for n, h in enumerate(handles, start=1):
+        d = ctypes.c_uint64()
+        call("cuMemAlloc_v2", ctypes.byref(d), ctypes.c_size_t(16))
+        count, x = ctypes.c_uint32(n), ctypes.c_double(2.5)
+        params = (ctypes.c_void_p * 3)(ctypes.addressof(d), ctypes.addressof(count), ctypes.addressof(x))
+        keep += [d, count, x, params]
+        call("cuLaunchKernel", fn, 1, 1, 1, 32, 1, 1, 0, h, params, None)
+        # kernels do not run in the fake: store what this one would, then copy it back on the stream
+        # (16 bytes, so that the log tells it from the 8-byte copies back)
+        call("cuMemcpyHtoD_v2", d, (ctypes.c_double * 2)(n * 2.5), ctypes.c_size_t(16))
+        call("cuMemcpyDtoHAsync_v2", ctypes.c_void_p(pinned.value + 8 * (n - 1)), d, ctypes.c_size_t(8), h)
+    for h in handles:
+        call("cuStreamSynchronize", h)
+    out["results"] = list((ctypes.c_double * 3).from_address(pinned.value))
 
 
 def launch(d: ctypes.c_uint64) -> None:

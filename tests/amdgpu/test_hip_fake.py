@@ -6,12 +6,14 @@ answers become CUresults."""
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import shutil
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -124,10 +126,28 @@ def test_alloc_copy_fill_free_round_trips(fake):
     assert m.find(dev.base) is None
     log = fake()
     assert log[:3] == ["device 64", "host 64", "managed 64"]
-    assert log.count("hipMemsetD32 16") == 3 and log.count("hipMemsetD16 3") == 3 and log.count("hipMemsetD8 2") == 3
-    assert not any("Memset" in line and line.endswith(" 0") for line in log)  # empty fills never reach HIP
-    assert log.count("hipMemcpy 64") == 5 and "hipMemcpy 32" in log
+    # on this thread's own HIP stream, which does not synchronize with the null stream
+    n = hip.thread_stream()
+    assert f"stream {n} flags 1" in log
+    for call, count in (("hipMemsetD32Async 16", 3), ("hipMemsetD16Async 3", 3), ("hipMemsetD8Async 2", 3),
+                        ("hipMemcpyAsync 64", 5), ("hipMemcpyAsync 32", 1)):
+        assert log.count(f"{call} stream {n}") == count, call
+    assert not any("Memset" in line and " 0 stream" in line for line in log)  # empty fills never reach HIP
     assert log[-4:] == ["free device 64", "free host 64", "free managed 64", "free registered 4096"]
+
+
+def test_a_thread_gives_its_hip_stream_back_when_it_ends(fake):
+    block = hip.memory.allocate(16, "device", 0, None)
+    used = []
+    worker = threading.Thread(target=lambda: (hip.memory.fill(block.base, 1, 4, 4), used.append(hip.thread_stream())))
+    worker.start()
+    worker.join()
+    del worker
+    gc.collect()
+    assert used[0] != hip.thread_stream()  # this thread has a stream of its own
+    log = fake()
+    assert log.index(f"hipMemsetD32Async 4 stream {used[0]}") < log.index(f"stream {used[0]} destroyed")
+    hip.memory.release(block.base)
 
 
 def test_hip_failures_carry_their_curesult(fake):
@@ -166,15 +186,15 @@ def test_module_load_get_function_and_launch_pass_the_parameter_buffer_exactly(f
     hip.launch(synced, "synced", (1, 1, 1), (64, 1, 1), struct.pack("<I", 0xA1B2C3D4), 0, grid_workspace=0x1122334455667788)
     launches = [line.split() for line in fake() if line.startswith("launch")]
     assert launches[0][:12] == ["launch", "scale", "grid", "4", "2", "1", "block", "32", "2", "1", "shared", "128"]
-    assert bytes.fromhex(launches[0][13]) == params
+    assert launches[0][12:14] == ["stream", str(hip.thread_stream())] and bytes.fromhex(launches[0][15]) == params
     # a cooperative launch goes through hipModuleLaunchCooperativeKernel (HIP checks that every
     # block is resident), one pointer per argument: the parameter, then the workspace at offset 8
     cooperative = [line.split() for line in fake() if line.startswith("cooperative")]
     assert cooperative[0][:11] == ["cooperative", "synced", "grid", "1", "1", "1", "block", "64", "1", "1", "shared"]
-    assert cooperative[0][13:] == ["+0:00000000a1b2c3d4", "+8:1122334455667788"]  # u32, padding
+    assert cooperative[0][15:] == ["+0:00000000a1b2c3d4", "+8:1122334455667788"]  # u32, padding
     hip.launch(synced, "synced", (2, 1, 1), (64, 1, 1), struct.pack("<I", 5), 0)  # not cooperative: workspace 0
     plain = [line.split() for line in fake() if line.startswith("launch")][-1]
-    assert plain[1] == "synced" and bytes.fromhex(plain[13]) == struct.pack("<I4xQ", 5, 0)
+    assert plain[1] == "synced" and bytes.fromhex(plain[15]) == struct.pack("<I4xQ", 5, 0)
     with pytest.raises(hip_runtime.HipError) as err:
         module.function("missing")
     assert err.value.cu_result == 500  # hipErrorNotFound: CUDA_ERROR_NOT_FOUND
@@ -213,10 +233,11 @@ def test_driver_memory_entry_points_go_through_hip(fake_rocm, tmp_path):
     expected[0:16] = bytes(range(16))
     expected[48:64] = bytes(range(16))
     assert bytes.fromhex(out["after_copies"]) == bytes(expected)
-    assert log == ["device 64", "hipMemsetD32 16", "hipMemsetD16 5", "hipMemsetD8 3", "hipMemcpy 64",
-                   "host 16", "hipMemcpy 16", "hipMemcpy 16", "hipMemcpy 64", "free host 16",
-                   "managed 32", "free managed 32", "registered 4096 flags 0", "free registered 4096",
-                   "free device 64"]
+    # synchronous calls run on the calling thread, on its own non-blocking HIP stream (1: the first)
+    assert log == ["device 64", "stream 1 flags 1", "hipMemsetD32Async 16 stream 1", "hipMemsetD16Async 5 stream 1",
+                   "hipMemsetD8Async 3 stream 1", "hipMemcpyAsync 64 stream 1", "host 16", "hipMemcpyAsync 16 stream 1",
+                   "hipMemcpyAsync 16 stream 1", "hipMemcpyAsync 64 stream 1", "free host 16", "managed 32",
+                   "free managed 32", "registered 4096 flags 0", "free registered 4096", "free device 64"]
 
 
 def test_driver_module_and_launch_go_through_hip(fake_rocm, tmp_path):
@@ -230,12 +251,34 @@ def test_driver_module_and_launch_go_through_hip(fake_rocm, tmp_path):
     assert rc["cuMemcpyDtoH_v2"] == [0, 0]  # the first module's variable outlives the second
     assert rc["cuLaunchKernel"] == [0, 0]
     assert rc["cuCtxSynchronize"] == [0, 700]  # the fake's hipErrorIllegalAddress: CUDA_ERROR_ILLEGAL_ADDRESS
-    assert "hipDeviceSynchronize failed: an illegal memory access" in stderr
+    assert "hipStreamSynchronize failed: an illegal memory access" in stderr
     assert out["counter"] == [4, 7]  # cuModuleGetGlobal: hipModuleGetGlobal's address, read with hipMemcpy
     launches = [line.split() for line in log if line.startswith("launch")]
     assert launches[0][:12] == ["launch", "scale", "grid", "4", "2", "1", "block", "32", "2", "1", "shared", "128"]
-    assert bytes.fromhex(launches[0][13]) == struct.pack("<QI4xd", out["device_pointer"], 3, 2.5)
-    assert launches[1][1] == "fault" and len(launches[1]) == 13  # no parameters: an empty kernarg buffer
+    assert bytes.fromhex(launches[0][15]) == struct.pack("<QI4xd", out["device_pointer"], 3, 2.5)
+    assert launches[1][1] == "fault" and len(launches[1]) == 15  # no parameters: an empty kernarg buffer
+
+
+def test_each_cuda_stream_runs_on_a_hip_stream_of_its_own(fake_rocm, tmp_path):
+    out, log, _ = _scenario("streams", fake_rocm, tmp_path)
+    assert all(rc == 0 for calls in out["rc"].values() for rc in calls), out["rc"]
+    created = [line.split() for line in log if line.startswith("stream ") and "flags" in line]
+    assert created and all(words[3] == "1" for words in created)  # hipStreamNonBlocking: no null-stream syncs
+    on, work = {}, {}  # kernel argument n -> its launch's HIP stream; HIP stream -> what ran on it
+    for line in log:
+        words = line.split()
+        if words[0] == "launch":
+            n = struct.unpack_from("<I", bytes.fromhex(words[15]), 8)[0]
+            on[n] = words[13]
+            work.setdefault(words[13], []).append(f"kernel {n}")
+        elif line.startswith("hipMemcpyAsync 8 "):  # the copies back (the uploads are 16 bytes)
+            work.setdefault(words[-1], []).append("copy")
+    assert sorted(on) == [1, 2, 3] and "0" not in work  # nothing goes to HIP's blocking null stream
+    # the CUDA streams' kernels can overlap on the GPU: each has a HIP stream of its own, where
+    # the stream's copy back follows its kernel
+    assert len(set(on.values())) == 3
+    assert all(work[on[n]] == [f"kernel {n}", "copy"] for n in on), work
+    assert out["results"] == [2.5, 5.0, 7.5]
 
 
 def test_devices_are_the_gpus_hip_sees_with_their_attributes(fake_rocm, tmp_path):

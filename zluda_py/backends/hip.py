@@ -5,7 +5,12 @@ the device's gfx target; a launch passes CUDA's packed parameter buffer as the k
 (HIP appends the hidden arguments) and waits for the grid, so that a launch is complete when
 the driver's stream sees it return, as on the CPU backend. Device printf goes through the code
 object's `__zluda_printf_buffer`, drained after each launch. Device memory is HIP memory:
-copies and fills are hipMemcpy (hipMemcpyDefault) and hipMemsetD8/D16/D32.
+copies and fills are hipMemcpyAsync (hipMemcpyDefault) and hipMemsetD8/D16/D32Async.
+
+Launches, copies and fills go to a HIP stream of the calling thread's own. Each CUDA stream's
+work runs on its worker thread (driver.stream), so kernels of different CUDA streams run
+concurrently on the GPU, while the wait after each operation keeps the driver's ordering: an
+operation is done on the device when the driver marks it done.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import threading
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -109,6 +116,28 @@ def devices() -> list[HipDevice]:
     return _devices
 
 
+# ---------------------------------------------------------------------- streams
+class _ThreadStream:
+    """A thread's HIP stream, given back when the thread ends (its thread-local goes away)."""
+
+    def __init__(self) -> None:
+        hip = Hip.get()
+        self.handle = hip.stream_create()
+        fin = weakref.finalize(self, hip.stream_destroy, self.handle)
+        fin.atexit = False  # at exit the HIP runtime tears its streams down itself
+
+
+_local = threading.local()
+
+
+def thread_stream() -> int:
+    """The calling thread's HIP stream, created on first use."""
+    s = getattr(_local, "stream", None)
+    if s is None:
+        s = _local.stream = _ThreadStream()
+    return s.handle
+
+
 # ---------------------------------------------------------------------- memory
 class HipMemory(tracking.Memory):
     """HIP allocations, tracked for the driver's range and pointer-attribute queries."""
@@ -141,18 +170,11 @@ class HipMemory(tracking.Memory):
 
     def copy(self, dst: int, src: int, size: int) -> None:
         if size:
-            Hip.get().copy(dst, src, size)
+            Hip.get().copy(dst, src, size, thread_stream())
 
     def fill(self, dst: int, value: int, element_size: int, count: int) -> None:
-        if not count:
-            return
-        hip = Hip.get()
-        if element_size == 1:
-            hip.memset8(dst, value, count)
-        elif element_size == 2:
-            hip.memset16(dst, value, count)
-        else:
-            hip.memset32(dst, value, count)
+        if count:
+            Hip.get().fill(dst, value, element_size, count, thread_stream())
 
 
 memory = HipMemory()
@@ -224,10 +246,7 @@ class HipModule:
             self.hip.launch_cooperative(self.function(kernel), grid, block, kernargs, offsets, shared_mem, stream)
         else:
             self.hip.launch(self.function(kernel), grid, block, kernargs, shared_mem, stream)
-        if stream:
-            self.hip.stream_synchronize(stream)
-        else:
-            self.hip.synchronize()
+        self.hip.stream_synchronize(stream)
         if self.printf_buffer:  # printf output appears before the launch returns, as on the CPU
             self.drain_printf()
 
@@ -288,4 +307,4 @@ def unload(module: HipModule) -> None:
 
 def launch(module: HipModule, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
            shared_mem: int, grid_workspace: int = 0) -> None:
-    module.launch(kernel, grid, block, params, shared_mem, grid_workspace=grid_workspace)
+    module.launch(kernel, grid, block, params, shared_mem, thread_stream(), grid_workspace)

@@ -19,16 +19,11 @@ typedef int hipError_t;
 typedef void* hipModule_t;
 typedef void* hipFunction_t;
 typedef void* hipStream_t;
-typedef void* hipEvent_t;
 hipError_t hipInit(unsigned int flags);
 hipError_t hipGetDeviceCount(int* count);
-hipError_t hipSetDevice(int device);
-hipError_t hipDeviceSynchronize(void);
 hipError_t hipDeviceGetAttribute(int* value, int attr, int device);
 hipError_t hipDeviceGetName(char* name, int len, int device);
 hipError_t hipDeviceTotalMem(size_t* bytes, int device);
-hipError_t hipRuntimeGetVersion(int* version);
-const char* hipGetErrorName(hipError_t error);
 const char* hipGetErrorString(hipError_t error);
 hipError_t hipMalloc(void** ptr, size_t size);
 hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags);
@@ -37,17 +32,11 @@ hipError_t hipHostRegister(void* ptr, size_t size, unsigned int flags);
 hipError_t hipHostUnregister(void* ptr);
 hipError_t hipFree(void* ptr);
 hipError_t hipHostFree(void* ptr);
-hipError_t hipMemcpy(void* dst, const void* src, size_t bytes, int kind);
+hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, int kind, hipStream_t stream);
 hipError_t hipMemcpyHtoD(void* dst, const void* src, size_t bytes);
 hipError_t hipMemcpyDtoH(void* dst, void* src, size_t bytes);
-hipError_t hipMemcpyDtoD(void* dst, void* src, size_t bytes);
-hipError_t hipMemcpyHtoDAsync(void* dst, const void* src, size_t bytes, hipStream_t stream);
-hipError_t hipMemcpyDtoHAsync(void* dst, void* src, size_t bytes, hipStream_t stream);
-hipError_t hipMemcpyDtoDAsync(void* dst, void* src, size_t bytes, hipStream_t stream);
-hipError_t hipMemsetD8(void* dst, unsigned char value, size_t count);
-hipError_t hipMemsetD16(void* dst, unsigned short value, size_t count);
-hipError_t hipMemsetD32(void* dst, int value, size_t count);
 hipError_t hipMemsetD8Async(void* dst, unsigned char value, size_t count, hipStream_t stream);
+hipError_t hipMemsetD16Async(void* dst, unsigned short value, size_t count, hipStream_t stream);
 hipError_t hipMemsetD32Async(void* dst, int value, size_t count, hipStream_t stream);
 hipError_t hipModuleLoadData(hipModule_t* module, const void* image);
 hipError_t hipModuleUnload(hipModule_t module);
@@ -59,16 +48,9 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
 hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gx, unsigned int gy, unsigned int gz,
                                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                                             hipStream_t stream, void** params);
-hipError_t hipStreamCreate(hipStream_t* stream);
+hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags);
 hipError_t hipStreamDestroy(hipStream_t stream);
 hipError_t hipStreamSynchronize(hipStream_t stream);
-hipError_t hipStreamQuery(hipStream_t stream);
-hipError_t hipEventCreate(hipEvent_t* event);
-hipError_t hipEventDestroy(hipEvent_t event);
-hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream);
-hipError_t hipEventSynchronize(hipEvent_t event);
-hipError_t hipEventQuery(hipEvent_t event);
-hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop);
 """)
 
 # HIP errors whose number and meaning are CUDA's driver error of the same number.
@@ -83,7 +65,7 @@ CUDA_ERROR_NO_DEVICE = 100
 HIP_ERROR_INVALID_VALUE = 1
 HIP_ERROR_NOT_SUPPORTED = 801
 HIP_ERROR_OUT_OF_MEMORY = 2
-HIP_ERROR_NOT_READY = 600
+HIP_STREAM_NON_BLOCKING = 1  # hipStreamNonBlocking: no implicit synchronization with the null stream
 HIP_MEMCPY_DEFAULT = 4  # hipMemcpyDefault: the runtime tells host from device by address
 
 # CU_DEVICE_ATTRIBUTE_* -> hipDeviceAttribute_t (ROCm 6 numbering).
@@ -183,12 +165,6 @@ class Hip:
         self.check("hipGetDeviceCount", self.lib.hipGetDeviceCount(n))
         return n[0]
 
-    def set_device(self, device: int) -> None:
-        self.check("hipSetDevice", self.lib.hipSetDevice(device))
-
-    def synchronize(self) -> None:
-        self.check("hipDeviceSynchronize", self.lib.hipDeviceSynchronize())
-
     def name(self, device: int) -> str:
         buf = ffi.new("char[256]")
         self.check("hipDeviceGetName", self.lib.hipDeviceGetName(buf, 256, device))
@@ -243,59 +219,40 @@ class Hip:
     def host_free(self, ptr: int) -> None:
         self.check("hipHostFree", self.lib.hipHostFree(ffi.cast("void*", ptr)))
 
-    def copy(self, dst: int, src: int, size: int) -> None:
-        """Synchronous copy between any two addresses (unified addressing tells the direction)."""
-        self.check("hipMemcpy", self.lib.hipMemcpy(ffi.cast("void*", dst), ffi.cast("void*", src), size,
-                                                   HIP_MEMCPY_DEFAULT))
+    def copy(self, dst: int, src: int, size: int, stream: int) -> None:
+        """Copy between any two addresses (unified addressing tells the direction) on `stream`,
+        and wait for it."""
+        self.check("hipMemcpyAsync", self.lib.hipMemcpyAsync(ffi.cast("void*", dst), ffi.cast("void*", src), size,
+                                                             HIP_MEMCPY_DEFAULT, ffi.cast("void*", stream)))
+        self.stream_synchronize(stream)
 
-    def copy_to_device(self, dst: int, src: "bytes | int", size: int, stream: int | None = None) -> None:
-        s = src if isinstance(src, bytes) else ffi.cast("void*", src)
-        if stream is None:
-            self.check("hipMemcpyHtoD", self.lib.hipMemcpyHtoD(ffi.cast("void*", dst), s, size))
+    def fill(self, dst: int, value: int, element_size: int, count: int, stream: int) -> None:
+        """Store `count` elements of 1, 2 or 4 bytes (the low bits of `value`) on `stream`, and
+        wait for it."""
+        d, s = ffi.cast("void*", dst), ffi.cast("void*", stream)
+        if element_size == 1:
+            self.check("hipMemsetD8Async", self.lib.hipMemsetD8Async(d, value & 0xFF, count, s))
+        elif element_size == 2:
+            self.check("hipMemsetD16Async", self.lib.hipMemsetD16Async(d, value & 0xFFFF, count, s))
         else:
-            self.check("hipMemcpyHtoDAsync", self.lib.hipMemcpyHtoDAsync(ffi.cast("void*", dst), s, size,
-                                                                         ffi.cast("void*", stream)))
+            v = ffi.cast("int", value & 0xFFFFFFFF)
+            self.check("hipMemsetD32Async", self.lib.hipMemsetD32Async(d, v, count, s))
+        self.stream_synchronize(stream)
 
-    def copy_to_host(self, dst: int, src: int, size: int, stream: int | None = None) -> None:
-        d, s = ffi.cast("void*", dst), ffi.cast("void*", src)
-        if stream is None:
-            self.check("hipMemcpyDtoH", self.lib.hipMemcpyDtoH(d, s, size))
-        else:
-            self.check("hipMemcpyDtoHAsync", self.lib.hipMemcpyDtoHAsync(d, s, size, ffi.cast("void*", stream)))
+    def copy_to_device(self, dst: int, src: bytes, size: int) -> None:
+        self.check("hipMemcpyHtoD", self.lib.hipMemcpyHtoD(ffi.cast("void*", dst), src, size))
 
     def read(self, src: int, size: int) -> bytes:
         buf = ffi.new("char[]", max(size, 1))
-        self.copy_to_host(int(ffi.cast("uintptr_t", buf)), src, size)
+        self.check("hipMemcpyDtoH", self.lib.hipMemcpyDtoH(buf, ffi.cast("void*", src), size))
         return ffi.buffer(buf, size)[:]
 
-    def copy_device(self, dst: int, src: int, size: int, stream: int | None = None) -> None:
-        d, s = ffi.cast("void*", dst), ffi.cast("void*", src)
-        if stream is None:
-            self.check("hipMemcpyDtoD", self.lib.hipMemcpyDtoD(d, s, size))
-        else:
-            self.check("hipMemcpyDtoDAsync", self.lib.hipMemcpyDtoDAsync(d, s, size, ffi.cast("void*", stream)))
-
-    def memset8(self, dst: int, value: int, count: int, stream: int | None = None) -> None:
-        d = ffi.cast("void*", dst)
-        if stream is None:
-            self.check("hipMemsetD8", self.lib.hipMemsetD8(d, value & 0xFF, count))
-        else:
-            self.check("hipMemsetD8Async", self.lib.hipMemsetD8Async(d, value & 0xFF, count, ffi.cast("void*", stream)))
-
-    def memset16(self, dst: int, value: int, count: int) -> None:
-        self.check("hipMemsetD16", self.lib.hipMemsetD16(ffi.cast("void*", dst), value & 0xFFFF, count))
-
-    def memset32(self, dst: int, value: int, count: int, stream: int | None = None) -> None:
-        d, v = ffi.cast("void*", dst), ffi.cast("int", value & 0xFFFFFFFF)
-        if stream is None:
-            self.check("hipMemsetD32", self.lib.hipMemsetD32(d, v, count))
-        else:
-            self.check("hipMemsetD32Async", self.lib.hipMemsetD32Async(d, v, count, ffi.cast("void*", stream)))
-
-    # ------------------------------------------------------------------ streams and events
+    # ------------------------------------------------------------------ streams
     def stream_create(self) -> int:
+        """A stream that does not synchronize implicitly with the null stream (the driver orders
+        work across CUDA streams itself)."""
         s = ffi.new("hipStream_t*")
-        self.check("hipStreamCreate", self.lib.hipStreamCreate(s))
+        self.check("hipStreamCreateWithFlags", self.lib.hipStreamCreateWithFlags(s, HIP_STREAM_NON_BLOCKING))
         return int(ffi.cast("uintptr_t", s[0]))
 
     def stream_destroy(self, stream: int) -> None:
@@ -303,40 +260,6 @@ class Hip:
 
     def stream_synchronize(self, stream: int) -> None:
         self.check("hipStreamSynchronize", self.lib.hipStreamSynchronize(ffi.cast("void*", stream)))
-
-    def stream_done(self, stream: int) -> bool:
-        code = self.lib.hipStreamQuery(ffi.cast("void*", stream))
-        if code == HIP_ERROR_NOT_READY:
-            return False
-        self.check("hipStreamQuery", code)
-        return True
-
-    def event_create(self) -> int:
-        e = ffi.new("hipEvent_t*")
-        self.check("hipEventCreate", self.lib.hipEventCreate(e))
-        return int(ffi.cast("uintptr_t", e[0]))
-
-    def event_destroy(self, event: int) -> None:
-        self.check("hipEventDestroy", self.lib.hipEventDestroy(ffi.cast("void*", event)))
-
-    def event_record(self, event: int, stream: int = 0) -> None:
-        self.check("hipEventRecord", self.lib.hipEventRecord(ffi.cast("void*", event), ffi.cast("void*", stream)))
-
-    def event_synchronize(self, event: int) -> None:
-        self.check("hipEventSynchronize", self.lib.hipEventSynchronize(ffi.cast("void*", event)))
-
-    def event_done(self, event: int) -> bool:
-        code = self.lib.hipEventQuery(ffi.cast("void*", event))
-        if code == HIP_ERROR_NOT_READY:
-            return False
-        self.check("hipEventQuery", code)
-        return True
-
-    def event_elapsed_ms(self, start: int, stop: int) -> float:
-        ms = ffi.new("float*")
-        self.check("hipEventElapsedTime", self.lib.hipEventElapsedTime(ms, ffi.cast("void*", start),
-                                                                       ffi.cast("void*", stop)))
-        return ms[0]
 
     # ------------------------------------------------------------------ modules
     def module_load(self, code_object: bytes) -> int:
