@@ -5,8 +5,12 @@
     python bench/cpu_compile.py FILE.ptx --codegen 0   # try another back-end level
     python bench/cpu_compile.py --setp 48       # the conformance harness's kernel of 48 setp ops
                                                 # (144 loads/stores of lane-consecutive elements)
+    python bench/cpu_compile.py FILE.ptx --parallel  # wall clock of pipeline.compile_object with the
+                                                # module split per kernel (parallel code generation)
+                                                # against the whole module, and their ratio
 
-Times are process CPU time (meaningful on a shared machine), per step of `pipeline.compile`.
+Times are process CPU time (meaningful on a shared machine), per step of `pipeline.compile`,
+except with --parallel, whose point is the wall clock.
 """
 
 from __future__ import annotations
@@ -60,8 +64,12 @@ def main() -> None:
     ap.add_argument("--opt", type=int, help="optimiser level (default: what the pipeline picks)")
     ap.add_argument("--codegen", type=int, help="back-end level (default: the optimiser level)")
     ap.add_argument("--setp", type=int, help="compile the conformance harness's kernel of this many setp ops")
+    ap.add_argument("--parallel", action="store_true", help="split (parallel code generation) against whole, wall clock")
     a = ap.parse_args()
     text = Path(a.ptx).read_text() if a.ptx else setp_module(a.setp) if a.setp else trivial_module(96)
+    if a.parallel:
+        parallel(text)
+        return
     clock = time.process_time
     t0 = clock()
     module = link([parse(text)])
@@ -83,6 +91,21 @@ def main() -> None:
     print(f"parse {t1 - t0:.2f} s | lower {t2 - t1:.2f} s ({len(ir_text) / 1e6:.1f} MB, {lines} lines) | "
           f"parse IR {t3 - t2:.2f} s | opt O{level} {t4 - t3:.2f} s | codegen {t5 - t4:.2f} s "
           f"({len(obj) / 1e6:.1f} MB) | total {t5 - t0:.2f} s")
+
+
+def parallel(text: str) -> None:
+    """pipeline.compile_object with its usual choice (split per kernel above SPLIT_IR_LINES),
+    then with the module kept whole; wall clock, same process, same input."""
+    times = {}
+    for mode in ("split", "whole"):
+        if mode == "whole":
+            pipeline.SPLIT_IR_LINES = 1 << 62
+        start = time.perf_counter()
+        _, obj, metadata = pipeline.compile_object(text)
+        times[mode] = time.perf_counter() - start
+        parts = len(metadata.get("objects", [obj]))
+        print(f"{mode}: {times[mode]:.1f} s wall, {parts} object(s), {len(obj) / 1e6:.1f} MB", flush=True)
+    print(f"whole / split: {times['whole'] / times['split']:.2f}x with {pipeline.worker_count()} workers")
 
 
 if __name__ == "__main__":

@@ -137,9 +137,14 @@ def _dump(job: Job, dump_dir: str, built) -> None:
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{Path(job.file).name}.image{job.image}.{job.target}.{built.key[:12]}"
     (out / f"{stem}.ll").write_text(ir_text)
-    # a CPU object file, or an AMDGPU code object (already linked by ld.lld)
-    suffix = ".o" if job.target == "cpu" else ".hsaco"
-    (out / f"{stem}{suffix}").write_bytes(built.object_code)
+    if job.target == "cpu":  # one object file, or one per part of a module split per kernel
+        from zluda_py.compiler.cpu.runtime import object_files
+
+        objects = object_files(built.object_code, built.metadata)
+        for i, obj in enumerate(objects):
+            (out / (f"{stem}.o" if len(objects) == 1 else f"{stem}.part{i}.o")).write_bytes(obj)
+    else:  # an AMDGPU code object, already linked by ld.lld
+        (out / f"{stem}.hsaco").write_bytes(built.object_code)
     (out / f"{stem}.json").write_text(json.dumps(built.metadata, indent=1, sort_keys=True))
 
 

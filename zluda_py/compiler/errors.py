@@ -26,6 +26,16 @@ class UnsupportedError(PtxError):
         return f"{self.message} at {self.file}:{self.line}"
 
 
+class CodegenError(UnsupportedError):
+    """LLVM rejected or crashed on the IR we generated for a target ("cpu" or a gfx name)."""
+
+    def __init__(self, target: str, detail: str) -> None:
+        super().__init__(f"code generation for {target} failed: {detail}")
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def unsupported(inst: ast.Instruction, detail: str = "") -> UnsupportedError:
     """The error for an instruction form we refuse, named as written (`tex.2d.v4.f32.f32`)."""
     name = ".".join((inst.opcode, *inst.mods))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import llvmlite.binding as llvm
+from llvmlite import ir
 
+from zluda_py.compiler import codegen
 from zluda_py.compiler.cpu.module import ModuleLowering
-from zluda_py.compiler.cpu.runtime import CompiledModule, target_machine
+from zluda_py.compiler.cpu.runtime import CompiledModule, target_machine, worker_count
+from zluda_py.compiler.cpu.split import split
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.inline import inline_barrier_calls
 from zluda_py.compiler.linker import link
@@ -16,10 +19,8 @@ def compile(ptx: "str | ast.Module | list[str | ast.Module]", target: str = "cpu
     """Translate PTX (one module, or several to link as with -rdc) to native code and load it."""
     if target != "cpu":
         raise UnsupportedError(f"target {target!r}")
-    modules = ptx if isinstance(ptx, list) else [ptx]
-    module = link([_parse(m) for m in modules])
-    ir_text, metadata = lower(module)
-    return load(emit_object(ir_text), metadata)
+    _, object_code, metadata = compile_object(ptx, target)
+    return load(object_code, metadata)
 
 
 def compile_object(ptx: "str | ast.Module | list[str | ast.Module]", target: str = "cpu") -> tuple[str, bytes, dict]:
@@ -32,8 +33,11 @@ def compile_object(ptx: "str | ast.Module | list[str | ast.Module]", target: str
         return amdgpu.compile_object(link([_parse(m) for m in modules]), target)
     if target != "cpu":
         raise UnsupportedError(f"target {target!r}")
-    ir_text, metadata = lower(link([_parse(m) for m in modules]))
-    return ir_text, emit_object(ir_text), metadata
+    lowering = _lowering(link([_parse(m) for m in modules]))
+    metadata = lowering.lower()
+    ir_text = str(lowering.ir)
+    object_code, metadata = _generate_code(lowering.ir, ir_text, metadata)
+    return ir_text, object_code, metadata
 
 
 def _parse(m: "str | ast.Module") -> ast.Module:
@@ -44,11 +48,15 @@ def _parse(m: "str | ast.Module") -> ast.Module:
     return parse(m)
 
 
-def lower(module: ast.Module) -> tuple[str, dict]:
-    """LLVM IR text and the metadata `load` needs (kernels, parameters, globals)."""
+def _lowering(module: ast.Module) -> ModuleLowering:
     module = inline_barrier_calls(module)  # a warp function can yield at a barrier; a .func cannot
     tm = target_machine()
-    lowering = ModuleLowering(module, tm.triple, str(tm.target_data))
+    return ModuleLowering(module, tm.triple, str(tm.target_data))
+
+
+def lower(module: ast.Module) -> tuple[str, dict]:
+    """LLVM IR text and the metadata `load` needs (kernels, parameters, globals)."""
+    lowering = _lowering(module)
     metadata = lowering.lower()
     return str(lowering.ir), metadata
 
@@ -56,12 +64,32 @@ def lower(module: ast.Module) -> tuple[str, dict]:
 # LLVM IR above this many lines (instructions, about; a few cub/thrust kernels) is optimised
 # at O1: O3 takes many minutes.
 LARGE_IR_LINES = 45_000
+# Modules with several kernels and at least this many lines of IR are split per kernel
+# (cpu/split.py) and code-generated in parallel child processes; below it, starting the
+# children costs more than it saves.
+SPLIT_IR_LINES = 20_000
 
 
-def emit_object(ir_text: str) -> bytes:
-    """Verify, optimise for the host CPU (O3 with the loop and SLP vectorizers; O1 for very large
-    modules), emit an object file."""
-    level = 3 if ir_text.count("\n") < LARGE_IR_LINES else 1
+def opt_level(ir_text: str) -> int:
+    """O3 with the loop and SLP vectorizers; O1 for very large modules."""
+    return 3 if ir_text.count("\n") < LARGE_IR_LINES else 1
+
+
+def _generate_code(ir_module: ir.Module, ir_text: str, metadata: dict) -> tuple[bytes, dict]:
+    """Object code and metadata: one object made here, or, for a large module of several
+    kernels, one per part of `split`, made in parallel child processes (codegen.py)."""
+    level = opt_level(ir_text)
+    runners = [k["runner"] for k in metadata["kernels"].values()]
+    parts = split(ir_module, runners) if len(runners) > 1 and ir_text.count("\n") >= SPLIT_IR_LINES else None
+    if parts is None:
+        return emit_object(ir_text, level), metadata
+    objects = codegen.emit_objects([(part, "cpu", level) for part in parts], workers=worker_count())
+    return b"".join(objects), {**metadata, "objects": [len(o) for o in objects]}
+
+
+def emit_object(ir_text: str, level: int | None = None) -> bytes:
+    """Verify, optimise for the host CPU at `level` (by default `opt_level`), emit an object file."""
+    level = opt_level(ir_text) if level is None else level
     tm = target_machine(level)
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
@@ -74,5 +102,5 @@ def emit_object(ir_text: str) -> bytes:
 
 
 def load(object_code: bytes, metadata: dict) -> CompiledModule:
-    """Load an object built by `emit_object` (e.g. from a cache) without re-optimising."""
+    """Load what `compile_object` built (e.g. from a cache) without re-optimising."""
     return CompiledModule(object_code, metadata)

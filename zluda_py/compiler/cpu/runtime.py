@@ -138,13 +138,28 @@ def _run_coresident(run, nblocks: int) -> list:
     return results
 
 
+def object_files(object_code: bytes, metadata: dict) -> list[bytes]:
+    """The object files in `object_code`: one, or, for a module split per kernel
+    (`cpu/split.py`), the concatenated objects whose sizes metadata["objects"] lists."""
+    sizes = metadata.get("objects")
+    if sizes is None:
+        return [object_code]
+    if sum(sizes) != len(object_code):
+        raise ValueError(f"object code of {len(object_code)} bytes does not hold objects of {sizes} bytes")
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [object_code[s:s + n] for s, n in zip(starts, sizes)]
+
+
 class CompiledModule:
     """Native code for one (linked) PTX module, loaded into this process."""
 
     def __init__(self, object_code: bytes, metadata: dict) -> None:
         self.object_code = object_code
         self.metadata = metadata
-        builder = llvm.JITLibraryBuilder().add_object_img(object_code).add_current_process()
+        builder = llvm.JITLibraryBuilder()
+        for obj in object_files(object_code, metadata):
+            builder.add_object_img(obj)
+        builder.add_current_process()
         builder.import_symbol("zluda_host", HOST_ADDRESS)
         for k in metadata["kernels"].values():
             builder.export_symbol(k["runner"])

@@ -1,0 +1,90 @@
+"""LLVM code generation in child processes, for every target.
+
+LLVM aborts (rather than raising) on some code generation failures, and an abort would kill
+the host program; llvmlite also serializes every LLVM call behind one lock, so threads cannot
+generate code in parallel. `emit_objects` therefore runs jobs in child Python processes, as
+many at once as asked, each job parsed afresh (code generation rewrites a module in place).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import msgpack
+
+from zluda_py.compiler.errors import CodegenError
+
+# (LLVM IR text, target: "cpu" or a gfx name, optimisation level)
+Job = tuple[str, str, int]
+
+
+def emit(ir_text: str, target: str, level: int) -> bytes:
+    """One object, in this process."""
+    if target == "cpu":
+        from zluda_py.compiler.pipeline import emit_object
+
+        return emit_object(ir_text, level)
+    from zluda_py.compiler.amdgpu.codegen import emit_object as emit_amdgpu
+
+    return emit_amdgpu(ir_text, target)
+
+
+def _shares(jobs: list[Job], n: int) -> list[list[int]]:
+    """Job indices for n children, biggest jobs first, each to the least loaded child (code
+    generation time grows with the IR's size)."""
+    shares: list[list[int]] = [[] for _ in range(n)]
+    load = [0] * n
+    for i in sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0])):
+        k = load.index(min(load))
+        shares[k].append(i)
+        load[k] += len(jobs[i][0])
+    return [s for s in shares if s]
+
+
+def emit_objects(jobs: list[Job], isolate: bool = True, workers: int = 1) -> list[bytes]:
+    """Objects for the jobs, in order. With `isolate`, up to `workers` child processes run
+    them; if one dies, each of its jobs is retried alone so the error names the job that
+    killed it."""
+    if not isolate:
+        return [emit(*job) for job in jobs]
+    shares = _shares(jobs, max(1, min(workers, len(jobs))))
+    with ThreadPoolExecutor(len(shares)) as pool:  # threads only wait for the children
+        results = list(pool.map(lambda idx: _run_child([jobs[i] for i in idx]), shares))
+    out: list[bytes | None] = [None] * len(jobs)
+    for idx, res in zip(shares, results):
+        if res is None:
+            if len(idx) == 1:
+                raise CodegenError(jobs[idx[0]][1], "LLVM aborted (see stderr)")
+            res = [emit_objects([jobs[i]])[0] for i in idx]
+        for i, r in zip(idx, res):
+            if isinstance(r, str):
+                raise CodegenError(jobs[i][1], r)
+            out[i] = r
+    return out  # type: ignore[return-value]
+
+
+def _run_child(jobs: list[Job]) -> list[bytes | str] | None:
+    # sys.executable is the Python the package was installed with, also inside a C host (the shim sets it)
+    res = subprocess.run([sys.executable, "-m", "zluda_py.compiler.codegen"],
+                         input=msgpack.packb([list(j) for j in jobs]), capture_output=True)
+    if res.returncode != 0:
+        sys.stderr.write(res.stderr.decode(errors="replace")[-4000:])
+        return None
+    return msgpack.unpackb(res.stdout)
+
+
+def _child() -> None:
+    jobs = msgpack.unpackb(sys.stdin.buffer.read())
+    out: list[bytes | str] = []
+    for text, target, level in jobs:
+        try:
+            out.append(emit(text, target, level))
+        except Exception as exc:  # reported to the parent, which raises CodegenError
+            out.append(f"{type(exc).__name__}: {exc}")
+    sys.stdout.buffer.write(msgpack.packb(out))
+
+
+if __name__ == "__main__":
+    _child()
