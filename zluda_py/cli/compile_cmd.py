@@ -148,6 +148,11 @@ def _dump(job: Job, dump_dir: str, built) -> None:
     (out / f"{stem}.json").write_text(json.dumps(built.metadata, indent=1, sort_keys=True))
 
 
+def _set_threads(count: str) -> None:
+    """In a worker process: how many code generation children one compile may start."""
+    os.environ["ZLUDA_CPU_THREADS"] = count
+
+
 def compile_job(job: Job, cache_dir: str | None, dump_dir: str | None) -> Result:
     from zluda_py.cache import build, from_environment
 
@@ -267,14 +272,18 @@ def main(argv: list[str] | None = None) -> int:
     major, minor = compute_capability()
     jobs = find_jobs(args.paths, targets, major * 10 + minor, summary) if targets else []
     progress = Progress(len(jobs))
-    if args.jobs == 1 or len(jobs) <= 1:
+    workers = 1 if args.jobs == 1 or len(jobs) <= 1 else min(args.jobs, len(jobs))
+    if workers == 1:
         for job in jobs:
             summary.results.append(compile_job(job, args.cache, args.dump))
             progress.update(summary.results[-1])
     else:
         # spawn: workers start clean (no inherited LLVM or SQLite state)
         ctx = multiprocessing.get_context("spawn")
-        with cf.ProcessPoolExecutor(min(args.jobs, len(jobs)), mp_context=ctx) as pool:
+        # -j bounds the processes: a large module's code generation runs in worker_count()
+        # children (compiler/codegen.py), so each worker gets its share of the N
+        share = str(max(1, args.jobs // workers))
+        with cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_set_threads, initargs=(share,)) as pool:
             futures = [pool.submit(compile_job, job, args.cache, args.dump) for job in jobs]
             for fut in cf.as_completed(futures):
                 summary.results.append(fut.result())
