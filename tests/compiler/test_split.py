@@ -124,3 +124,13 @@ def test_a_function_whose_address_is_taken_keeps_the_module_whole(always_split):
 def test_small_modules_stay_whole():
     _, _, metadata = pipeline.compile_object(MODULE)
     assert "objects" not in metadata
+
+
+def test_parts_are_built_here_when_no_child_can_start(always_split, monkeypatch, capfd):
+    monkeypatch.setattr("sys.executable", "/nonexistent/python")
+    _, object_code, metadata = pipeline.compile_object(MODULE)
+    assert len(metadata["objects"]) == 4
+    assert "cannot start a child" in capfd.readouterr().err
+    out = np.zeros(64, np.uint32)
+    pipeline.load(object_code, metadata).launch("add_up", 1, 64, [out])
+    assert out.tolist() == [(3, 5, 7, 11)[i % 4] for i in range(64)]

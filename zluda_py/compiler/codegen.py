@@ -50,8 +50,12 @@ def emit_objects(jobs: list[Job], isolate: bool = True, workers: int = 1) -> lis
     if not isolate:
         return [emit(*job) for job in jobs]
     shares = _shares(jobs, max(1, min(workers, len(jobs))))
-    with ThreadPoolExecutor(len(shares)) as pool:  # threads only wait for the children
-        results = list(pool.map(lambda idx: _run_child([jobs[i] for i in idx]), shares))
+    try:
+        with ThreadPoolExecutor(len(shares)) as pool:  # threads only wait for the children
+            results = list(pool.map(lambda idx: _run_child([jobs[i] for i in idx]), shares))
+    except OSError as e:  # no child could start (no Python executable to run): here, without isolation
+        sys.stderr.write(f"zluda: code generation runs in this process: cannot start a child ({e})\n")
+        return [emit(*job) for job in jobs]
     out: list[bytes | None] = [None] * len(jobs)
     for idx, res in zip(shares, results):
         if res is None:
