@@ -180,6 +180,15 @@ def test_error_paths_leave_context_usable(cu):
     cu.ok(cu.cuMemFree_v2(c_ulonglong(d)))
 
 
+def test_null_frees_as_nvidia_answers_them(cu):
+    # NVIDIA's driver (590.48.01, RTX 4090, probed side by side with an interposer in
+    # lupinemachines/lupine PR 858): free(NULL) semantics
+    # for cuMemFree and cuMemFreeHost, while unregistering NULL is an invalid value
+    cu.ok(cu.cuMemFree_v2(c_ulonglong(0)))
+    cu.ok(cu.cuMemFreeHost(None))
+    assert cu.cuMemHostUnregister(None) == CUDA_ERROR_INVALID_VALUE
+
+
 def test_pointer_attributes(cu):
     d = alloc(cu, 64)
     mem_type = ctypes.c_uint()

@@ -153,6 +153,8 @@ def cuMemHostAlloc(pp, size, flags):
 @entry("cuMemFreeHost")
 def cuMemFreeHost(p):
     ptr = addr(p)
+    if ptr == 0:
+        return  # free(NULL), as NVIDIA's driver (cudart's cudaFreeHost(NULL) of a 0-byte cudaMallocHost reaches it)
     a = _memory().find(ptr)
     if a is None or a.base != ptr or a.kind != "host":
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} was not allocated by cuMemHostAlloc")
@@ -196,6 +198,8 @@ def cuMemHostRegister(p, size, flags):
 @entry("cuMemHostUnregister")
 def cuMemHostUnregister(p):
     ptr = addr(p)
+    if ptr == 0:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "NULL host pointer")
     a = _memory().find(ptr)
     if a is None or a.base != ptr or a.kind != "registered":
         raise CudaError(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, f"{ptr:#x}")
