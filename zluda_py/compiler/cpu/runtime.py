@@ -146,8 +146,8 @@ def object_files(object_code: bytes, metadata: dict) -> list[bytes]:
         return [object_code]
     if sum(sizes) != len(object_code):
         raise ValueError(f"object code of {len(object_code)} bytes does not hold objects of {sizes} bytes")
-    starts = [sum(sizes[:i]) for i in range(len(sizes))]
-    return [object_code[s:s + n] for s, n in zip(starts, sizes)]
+    ends = list(itertools.accumulate(sizes))
+    return [object_code[end - n:end] for end, n in zip(ends, sizes)]
 
 
 class CompiledModule:
