@@ -96,6 +96,10 @@ def device_properties() -> None:
             call("cuDeviceGetAttribute", ctypes.byref(v), number, dev)
             attributes[number] = v.value
         out.setdefault("devices", []).append([name.value.decode(), total.value, attributes])
+    for dev in range(count.value):  # contexts: work runs on device 0 only, so others are refused
+        ctx = ctypes.c_void_p()
+        out.setdefault("retain", []).append(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
+        out.setdefault("create", []).append(cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev))
 
 
 def streams() -> None:

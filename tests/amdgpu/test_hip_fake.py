@@ -282,7 +282,7 @@ def test_each_cuda_stream_runs_on_a_hip_stream_of_its_own(fake_rocm, tmp_path):
 
 
 def test_devices_are_the_gpus_hip_sees_with_their_attributes(fake_rocm, tmp_path):
-    out, _, _ = _scenario("devices", fake_rocm, tmp_path, FAKE_HIP_DEVICES="2")
+    out, _, stderr = _scenario("devices", fake_rocm, tmp_path, FAKE_HIP_DEVICES="2")
     assert out["count"] == 2
     assert all(rc == 0 for calls in out["rc"].values() for rc in calls)
     for d, (name, total, attributes) in enumerate(out["devices"]):
@@ -292,6 +292,9 @@ def test_devices_are_the_gpus_hip_sees_with_their_attributes(fake_rocm, tmp_path
         assert attributes["10"] == 32  # a CUDA warp, on wave64 GPUs too
         # no HIP equivalent: the driver's own values (compute capability 8.6 by default)
         assert attributes["75"] == 8 and attributes["111"] == 1024
+    # a context on GPU 1 is CUDA_ERROR_NOT_SUPPORTED, not work silently run on GPU 0
+    assert out["retain"] == [0, 801] and out["create"] == [0, 801]
+    assert stderr.count("device 1 (Fake AMD GPU 1): the HIP backend runs work on device 0 only") == 1
 
 
 def test_cuinit_without_a_gpu_is_no_device_and_says_why(fake_rocm, tmp_path):

@@ -4,13 +4,14 @@ config, and the streams each context owns (legacy default, per-thread default, u
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 from typing import Callable
 
 from . import api, device as devices
 from .cdata import addr
 from .errors import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
-                     CUDA_ERROR_UNSUPPORTED_LIMIT, CudaError)
+                     CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_UNSUPPORTED_LIMIT, CudaError)
 from .handles import HandleTable
 from .stream import Op, Stream
 
@@ -22,8 +23,17 @@ _ids = itertools.count(1)
 DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 32, 6: 0}
 
 
+_refused: set[int] = set()  # devices whose refusal was printed
+
+
 class Context:
     def __init__(self, dev: devices.Device, flags: int, primary: bool) -> None:
+        if not dev.runs_work:  # a device the backend describes but cannot run work on: say so (once)
+            message = f"device {dev.ordinal} ({dev.name}): {dev.runs_work_note}"
+            if dev.ordinal not in _refused:
+                _refused.add(dev.ordinal)
+                sys.stderr.write(f"zluda: {message}; returning CUDA_ERROR_NOT_SUPPORTED\n")
+            raise CudaError(CUDA_ERROR_NOT_SUPPORTED, message)
         self.device = dev
         self.flags = flags
         self.primary = primary

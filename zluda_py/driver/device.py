@@ -135,6 +135,10 @@ class Device:
     def total_mem(self) -> int:
         return _meminfo_total()
 
+    # whether contexts (and so work) can be created on it; a backend's devices may say no
+    runs_work = True
+    runs_work_note = ""
+
     @property
     def sm(self) -> int:
         major, minor = compute_capability()
