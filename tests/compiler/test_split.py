@@ -134,3 +134,16 @@ def test_parts_are_built_here_when_no_child_can_start(always_split, monkeypatch,
     out = np.zeros(64, np.uint32)
     pipeline.load(object_code, metadata).launch("add_up", 1, 64, [out])
     assert out.tolist() == [(3, 5, 7, 11)[i % 4] for i in range(64)]
+
+
+def test_dump_writes_each_part_as_an_object_file(always_split, tmp_path):
+    from zluda_py.cache import build
+    from zluda_py.cache.settings import Settings
+    from zluda_py.cli.compile_cmd import Job, _dump
+
+    built = build([MODULE], "cpu", Settings(tmp_path / "cache", 1 << 30, True))
+    _dump(Job("m.ptx", 0, "cpu", [MODULE], ["m"]), str(tmp_path / "dump"), built)
+    parts = sorted((tmp_path / "dump").glob("*.part*.o"))
+    assert len(parts) == len(built.metadata["objects"]) == 4
+    assert all(p.read_bytes()[:4] == b"\x7fELF" for p in parts)
+    assert sorted((tmp_path / "dump").glob("*.o")) == parts  # no whole-module object beside them
