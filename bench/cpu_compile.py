@@ -80,7 +80,7 @@ def main() -> None:
     mod.verify()
     t3 = clock()
     lines = ir_text.count("\n")
-    level = a.opt if a.opt is not None else (3 if lines < pipeline.LARGE_IR_LINES else 1)
+    level = a.opt if a.opt is not None else pipeline.opt_level(lines)
     tuning = llvm.PipelineTuningOptions(speed_level=level)
     tuning.loop_vectorization = tuning.slp_vectorization = level == 3
     pb = llvm.create_pass_builder(target_machine(level), tuning)

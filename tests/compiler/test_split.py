@@ -114,9 +114,8 @@ def test_each_load_of_a_split_module_has_its_own_variables(always_split):
 
 def test_a_function_whose_address_is_taken_keeps_the_module_whole(always_split):
     taken = MODULE.replace("  mov.u32 %r2, 1;\n", "  mov.u32 %r2, 1;\n  .reg .u64 %fp;\n  mov.u64 %fp, pick;\n")
-    lowering = pipeline._lowering(pipeline._parse(taken))
-    metadata = lowering.lower()
-    assert split(lowering.ir, [k["runner"] for k in metadata["kernels"].values()]) is None
+    ir_module, _, metadata = pipeline._lower(pipeline._parse(taken))
+    assert split(ir_module, [k["runner"] for k in metadata["kernels"].values()]) is None
     _, _, metadata = pipeline.compile_object(taken)
     assert "objects" not in metadata
 

@@ -33,10 +33,8 @@ def compile_object(ptx: "str | ast.Module | list[str | ast.Module]", target: str
         return amdgpu.compile_object(link([_parse(m) for m in modules]), target)
     if target != "cpu":
         raise UnsupportedError(f"target {target!r}")
-    lowering = _lowering(link([_parse(m) for m in modules]))
-    metadata = lowering.lower()
-    ir_text = str(lowering.ir)
-    object_code, metadata = _generate_code(lowering.ir, ir_text, metadata)
+    ir_module, ir_text, metadata = _lower(link([_parse(m) for m in modules]))
+    object_code, metadata = _generate_code(ir_module, ir_text, metadata)
     return ir_text, object_code, metadata
 
 
@@ -48,17 +46,18 @@ def _parse(m: "str | ast.Module") -> ast.Module:
     return parse(m)
 
 
-def _lowering(module: ast.Module) -> ModuleLowering:
+def _lower(module: ast.Module) -> tuple[ir.Module, str, dict]:
     module = inline_barrier_calls(module)  # a warp function can yield at a barrier; a .func cannot
     tm = target_machine()
-    return ModuleLowering(module, tm.triple, str(tm.target_data))
+    lowering = ModuleLowering(module, tm.triple, str(tm.target_data))
+    metadata = lowering.lower()
+    return lowering.ir, str(lowering.ir), metadata
 
 
 def lower(module: ast.Module) -> tuple[str, dict]:
     """LLVM IR text and the metadata `load` needs (kernels, parameters, globals)."""
-    lowering = _lowering(module)
-    metadata = lowering.lower()
-    return str(lowering.ir), metadata
+    _, ir_text, metadata = _lower(module)
+    return ir_text, metadata
 
 
 # LLVM IR above this many lines (instructions, about; a few cub/thrust kernels) is optimised
@@ -70,17 +69,18 @@ LARGE_IR_LINES = 45_000
 SPLIT_IR_LINES = 20_000
 
 
-def opt_level(ir_text: str) -> int:
+def opt_level(ir_lines: int) -> int:
     """O3 with the loop and SLP vectorizers; O1 for very large modules."""
-    return 3 if ir_text.count("\n") < LARGE_IR_LINES else 1
+    return 3 if ir_lines < LARGE_IR_LINES else 1
 
 
 def _generate_code(ir_module: ir.Module, ir_text: str, metadata: dict) -> tuple[bytes, dict]:
     """Object code and metadata: one object made here, or, for a large module of several
     kernels, one per part of `split`, made in parallel child processes (codegen.py)."""
-    level = opt_level(ir_text)
+    lines = ir_text.count("\n")
+    level = opt_level(lines)
     runners = [k["runner"] for k in metadata["kernels"].values()]
-    parts = split(ir_module, runners) if len(runners) > 1 and ir_text.count("\n") >= SPLIT_IR_LINES else None
+    parts = split(ir_module, runners) if len(runners) > 1 and lines >= SPLIT_IR_LINES else None
     if parts is None:
         return emit_object(ir_text, level), metadata
     objects = codegen.emit_objects([(part, "cpu", level) for part in parts], workers=worker_count())
@@ -89,7 +89,7 @@ def _generate_code(ir_module: ir.Module, ir_text: str, metadata: dict) -> tuple[
 
 def emit_object(ir_text: str, level: int | None = None) -> bytes:
     """Verify, optimise for the host CPU at `level` (by default `opt_level`), emit an object file."""
-    level = opt_level(ir_text) if level is None else level
+    level = opt_level(ir_text.count("\n")) if level is None else level
     tm = target_machine(level)
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
