@@ -85,13 +85,13 @@ class HipDevice(Device):
     every target; see Hip.attribute). Attributes HIP has no equivalent for, and the compute
     capability (ZLUDA_COMPUTE_CAPABILITY), keep the CPU device's sm_86 values."""
 
-    # Work goes to HIP's current device, 0 (per-device module instances and thread streams
-    # are not there yet): a context on another GPU is refused rather than silently run on GPU 0.
-    runs_work_note = "the HIP backend runs work on device 0 only; use HIP_VISIBLE_DEVICES to choose the GPU"
-
     @property
-    def runs_work(self) -> bool:
-        return self.ordinal == 0
+    def refusal(self) -> str:
+        """Work goes to HIP's current device, 0 (per-device module instances and thread streams
+        are not there yet): a context on another GPU is refused rather than silently run on GPU 0."""
+        if self.ordinal == 0:
+            return ""
+        return "the HIP backend runs work on device 0 only; use HIP_VISIBLE_DEVICES to choose the GPU"
 
     @cached_property
     def name(self) -> str:

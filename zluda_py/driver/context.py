@@ -28,8 +28,8 @@ _refused: set[int] = set()  # devices whose refusal was printed
 
 class Context:
     def __init__(self, dev: devices.Device, flags: int, primary: bool) -> None:
-        if not dev.runs_work:  # a device the backend describes but cannot run work on: say so (once)
-            message = f"device {dev.ordinal} ({dev.name}): {dev.runs_work_note}"
+        if dev.refusal:  # a device the backend describes but cannot run work on: say so (once)
+            message = f"device {dev.ordinal} ({dev.name}): {dev.refusal}"
             if dev.ordinal not in _refused:
                 _refused.add(dev.ordinal)
                 sys.stderr.write(f"zluda: {message}; returning CUDA_ERROR_NOT_SUPPORTED\n")

@@ -135,9 +135,8 @@ class Device:
     def total_mem(self) -> int:
         return _meminfo_total()
 
-    # whether contexts (and so work) can be created on it; a backend's devices may say no
-    runs_work = True
-    runs_work_note = ""
+    # why no context (and so no work) can be made on it; empty: it can
+    refusal = ""
 
     @property
     def sm(self) -> int:
