@@ -146,3 +146,13 @@ def test_cp_async_ignore_src_is_a_predicate_not_a_byte_count():
                   "cp.async.ca.shared.global [buf], [%rd1], 16, %p1;\ncp.async.wait_all;")
     ir_text, _ = lower(parse(text, "ignore_src.ptx"), "gfx942")
     assert re.search(r"select\s+i1 %\S+, i32 0, i32 16", ir_text), ir_text
+
+
+def test_warp_sz_is_32_on_both_wave_sizes():
+    """A CUDA warp is 32 lanes on wave64 too (two warps per wave), so WARP_SZ stays 32."""
+    text = kernel("mov.u32 %r1, WARP_SZ;\nadd.u32 %r2, %r1, WARP_SZ;\nld.param.u64 %rd1, [out];\n"
+                  "st.global.u32 [%rd1], %r2;")
+    for target in ("gfx942", "gfx1100"):
+        ir_text, _ = lower(parse(text, "w.ptx"), target)
+        assert "store i32 32, ptr addrspace(5) %\"r1\"" in ir_text
+        assert re.search(r"add i32 %\"[.\w]+\", 32", ir_text)

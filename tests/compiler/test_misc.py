@@ -7,6 +7,8 @@ import ctypes
 import numpy as np
 import pytest
 
+from zluda_py.compiler import compile
+
 
 @pytest.mark.parametrize("grid, block", [((3, 2, 2), (5, 3, 2)), ((2, 1, 1), (40, 1, 1)), ((1, 2, 3), (1, 7, 9))])
 def test_thread_and_block_indices(cuda_module, grid, block):
@@ -92,3 +94,30 @@ def test_linking_resolves_extern_functions_and_variables():
     out = np.zeros(50, np.int32)
     m.launch("k", (1,), (50,), [out])
     np.testing.assert_array_equal(out, np.arange(50) + 80)
+
+
+WARP_SZ_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry warp_sz(.param .u64 out)
+{
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<4>;
+  mov.u32 %r1, WARP_SZ;
+  mov.u32 %r2, %tid.x;
+  mad.lo.u32 %r3, %r2, WARP_SZ, %r1;
+  add.u32 %r4, WARP_SZ, %r3;
+  ld.param.u64 %rd1, [out];
+  mul.wide.u32 %rd2, %r2, 4;
+  add.u64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r4;
+  ret;
+}
+"""
+
+
+def test_warp_sz_is_the_constant_32():
+    """nvcc emits WARP_SZ for warpSize: a predefined identifier, not a declared symbol."""
+    out = np.zeros(40, np.uint32)
+    compile(WARP_SZ_PTX).launch("warp_sz", (1,), (40,), [out])
+    np.testing.assert_array_equal(out, np.arange(40) * 32 + 64)

@@ -93,6 +93,10 @@ _new = object.__new__
 # blanks around it): a recipe (kind, offset of the operand in piece, args...). Recipes do not
 # depend on the module, so they are kept across parses (bounded); the nodes built from them
 # are kept per parse (Parser._nodes). Kinds up to _K_SINK build nodes that are shared.
+# Predefined identifiers that are compile-time constants (the sreg-like ones, %tid ..., are
+# special registers): nvcc writes WARP_SZ for warpSize. A CUDA warp is 32 lanes on every
+# target, wave64 AMDGPU included (two warps per wave), so it becomes an immediate here.
+PREDEFINED_CONSTANTS = {"WARP_SZ": 32}
 _K_REG, _K_IMM, _K_ADDR_REG, _K_SINK, _K_SYM, _K_ADDR_SYM, _K_VEC, _K_ARGS, _K_PRED_OUT = range(9)
 _GENERAL = (None,)  # the recipe of an operand only the general path can parse
 _RECIPES: dict[str, tuple] = {}
@@ -122,6 +126,8 @@ def _operand_recipe(piece: str) -> tuple:
         return (kind, om.start(4), abase, offset, om.start(5))
     if sym == "_":
         return (_K_SINK, om.start(8))
+    if sym in PREDEFINED_CONSTANTS:
+        return (_K_IMM, om.start(8), PREDEFINED_CONSTANTS[sym], "int")
     return (_K_SYM, om.start(8), sym)
 
 
@@ -846,11 +852,13 @@ class Parser:
                 return Not(Reg(name, pos=self._pos(at)), pos=self._pos(start))
         return self.immediate()
 
-    def simple_name(self, text: str, start: int) -> Reg | Sym | Sink:
+    def simple_name(self, text: str, start: int) -> Reg | Sym | Sink | Imm:
         if text[0] == "%":
             return Reg(text, pos=self._pos(start))
         if text == "_":
             return Sink(pos=self._pos(start))
+        if text in PREDEFINED_CONSTANTS:
+            return Imm(PREDEFINED_CONSTANTS[text], "int", pos=self._pos(start))
         return Sym(text, pos=self._pos(start))
 
     def address(self) -> Addr:
