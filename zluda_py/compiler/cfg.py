@@ -1,14 +1,20 @@
-"""Function bodies as control-flow graphs: scopes flattened, basic blocks in reverse post-order.
+"""Function bodies as control-flow graphs: scopes flattened, basic blocks in reconvergence order.
 
-Blocks are numbered in reverse post-order because the CPU target reconverges divergent lanes
-by always running the lowest-numbered block some lane waits at (the "thread frontier").
+The CPU target reconverges divergent lanes by always running the lowest-numbered block some
+lane waits at (the "thread frontier"), so the numbering decides where lanes meet again. It is
+a topological order of the CFG with every loop (strongly connected region) laid out
+contiguously, header first: all blocks of a loop come before the loop's exits, so lanes that
+left a loop wait at its exit until the lanes still iterating have left it too. Plain reverse
+post-order does not guarantee that (a latch block reached by fall-through can come after the
+exit), and a barrier or warp collective after the loop then ran early.
 Barriers end a block, so a warp can yield to the block scheduler between blocks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from heapq import heapify, heappop, heappush
+from typing import Callable, Iterator
 
 from zluda_py.ptx import ast
 
@@ -26,7 +32,7 @@ def is_terminator(inst: ast.Instruction) -> bool:
 
 @dataclass
 class BasicBlock:
-    index: int  # position in reverse post-order; the entry is 0
+    index: int  # position in reconvergence order; the entry is 0
     label: str | None
     insts: list[ast.Instruction] = field(default_factory=list)
     succs: list[int] = field(default_factory=list)
@@ -35,7 +41,7 @@ class BasicBlock:
 
 @dataclass
 class FunctionBody:
-    """A function body after scope flattening: unique variable names, blocks in RPO."""
+    """A function body after scope flattening: unique variable names, blocks in reconvergence order."""
 
     variables: list[ast.Variable]
     blocks: list[BasicBlock]
@@ -98,7 +104,7 @@ def flatten(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: F
 
 
 def build(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: False) -> FunctionBody:
-    """Flatten scopes, split into basic blocks, and number them in reverse post-order."""
+    """Flatten scopes, split into basic blocks, and number them in reconvergence order."""
     variables, stmts, directives = flatten(body, keep)
     raw: list[BasicBlock] = [BasicBlock(0, None)]
     label_of: dict[str, int] = {}
@@ -117,7 +123,7 @@ def build(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: Fal
     for i, b in enumerate(raw):
         b.fallthrough = i + 1 if i + 1 < len(raw) else None
         b.succs = _successors(b, label_of, tables)
-    order = _reverse_post_order(raw)
+    order = reconvergence_order([b.succs for b in raw])
     new_index = {old: new for new, old in enumerate(order)}
     blocks = []
     for old in order:
@@ -143,17 +149,107 @@ def _successors(b: BasicBlock, labels: dict[str, int], tables: dict[str, list[st
     return (falls if last.guard is not None else []) + targets
 
 
-def _reverse_post_order(blocks: list[BasicBlock]) -> list[int]:
-    seen: set[int] = set()
+def reconvergence_order(succs: list[list[int]]) -> list[int]:
+    """The blocks reachable from block 0, in an order where each strongly connected region
+    (a loop, reducible or not) is contiguous and starts at its entry block, and the regions
+    follow a topological order of the graph they form; ties go to reverse post-order.
+    Nested loops are ordered the same way inside their loop once its header is removed."""
+    rank = {b: i for i, b in enumerate(_reverse_post_order(succs))}
+    order: list[int] = []
+    pending: list[Iterator[set[int]]] = [iter(_region_order(set(rank), succs, rank))]
+    while pending:  # an explicit stack: loops may nest deeper than Python's recursion limit
+        region = next(pending[-1], None)
+        if region is None:
+            pending.pop()
+            continue
+        header = min(region, key=rank.__getitem__)
+        order.append(header)
+        if len(region) > 1:
+            pending.append(iter(_region_order(region - {header}, succs, rank)))
+    return order
+
+
+def _region_order(nodes: set[int], succs: list[list[int]], rank: dict[int, int]) -> list[set[int]]:
+    """The strongly connected components of the subgraph on `nodes`, topologically sorted,
+    the component holding the lowest-ranked block first among those ready."""
+    comps = _components(nodes, succs, rank)
+    comp_of = {n: k for k, c in enumerate(comps) for n in c}
+    edges: list[set[int]] = [set() for _ in comps]
+    indegree = [0] * len(comps)
+    for k, c in enumerate(comps):
+        for n in c:
+            for s in succs[n]:
+                j = comp_of.get(s)
+                if j is not None and j != k and j not in edges[k]:
+                    edges[k].add(j)
+                    indegree[j] += 1
+    key = [min(rank[n] for n in c) for c in comps]
+    ready = [(key[k], k) for k in range(len(comps)) if indegree[k] == 0]
+    heapify(ready)
+    out: list[set[int]] = []
+    while ready:
+        _, k = heappop(ready)
+        out.append(comps[k])
+        for j in edges[k]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                heappush(ready, (key[j], j))
+    return out
+
+
+def _components(nodes: set[int], succs: list[list[int]], rank: dict[int, int]) -> list[set[int]]:
+    """Tarjan's strongly connected components of the subgraph on `nodes`, without recursion."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    comps: list[set[int]] = []
+    for root in sorted(nodes, key=rank.__getitem__):
+        if root in index:
+            continue
+        work: list[tuple[int, Iterator[int]]] = []
+
+        def visit(n: int) -> None:
+            index[n] = low[n] = len(index)
+            stack.append(n)
+            on_stack.add(n)
+            work.append((n, iter([s for s in succs[n] if s in nodes])))
+
+        visit(root)
+        while work:
+            node, rest = work[-1]
+            s = next(rest, None)
+            if s is not None:
+                if s not in index:
+                    visit(s)
+                elif s in on_stack:
+                    low[node] = min(low[node], index[s])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                comp: set[int] = set()
+                while True:
+                    n = stack.pop()
+                    on_stack.discard(n)
+                    comp.add(n)
+                    if n == node:
+                        break
+                comps.append(comp)
+    return comps
+
+
+def _reverse_post_order(succs: list[list[int]]) -> list[int]:
+    seen: set[int] = {0}
     post: list[int] = []
     stack: list[tuple[int, int]] = [(0, 0)]
-    seen.add(0)
     while stack:
         node, i = stack[-1]
-        succs = blocks[node].succs
-        if i < len(succs):
+        if i < len(succs[node]):
             stack[-1] = (node, i + 1)
-            s = succs[i]
+            s = succs[node][i]
             if s not in seen:
                 seen.add(s)
                 stack.append((s, 0))
