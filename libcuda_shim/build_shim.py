@@ -22,6 +22,8 @@ from pathlib import Path
 
 import cffi
 
+import nvidia_exports  # next to this file: its directory is on sys.path wherever we are imported
+
 HERE = Path(__file__).resolve().parent
 MODULE_NAME = "_zluda_shim"
 LIB_NAME = "libcuda.so.1"
@@ -96,6 +98,10 @@ def generated_c(protos: dict[str, str]) -> str:
                      f'return zl_unsupported("{name}", &logged); }}')
         if name not in protos:
             lines.append(f'CUresult {name}(void) __attribute__((alias("zl_stub_{name}")));')
+    # every other symbol NVIDIA's library exports, so that -lcuda links and dlsym resolves
+    in_c = set(re.findall(r"^CUresult (cu\w+)\(", (HERE / "shim.c").read_text(), flags=re.M))
+    for name in sorted(set(nvidia_exports.listed_exports()) - protos.keys() - set(stubbed) - in_c):
+        lines.append(f'CUresult {name}(void) {{ static int logged; return zl_unsupported("{name}", &logged); }}')
     lines.append("static const zl_proc zl_procs[] = {")
     for name, version, sym, per_thread in rows:
         fn = f"(void *){sym}" if sym else f"(void *)zl_stub_{name}"

@@ -31,6 +31,7 @@ CUresult cuDeviceGetUuid(unsigned char *uuid, CUdevice dev);
 CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice dev);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev);
+CUresult cuDeviceGetProperties(int *prop, CUdevice dev); /* CUdevprop: 14 ints */
 CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev);
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
 CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId);
@@ -69,6 +70,8 @@ CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
 CUresult cuCtxResetPersistingL2Cache(void);
 CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int flags);
 CUresult cuCtxDisablePeerAccess(CUcontext peerContext);
+CUresult cuProfilerStart(void);
+CUresult cuProfilerStop(void);
 
 /* memory */
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total);

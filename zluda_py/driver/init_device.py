@@ -122,6 +122,17 @@ def cuDeviceGetAttribute(pi, attrib, dev):
     store(pi, devices.get(dev).attribute(attrib))
 
 
+@entry("cuDeviceGetProperties")
+def cuDeviceGetProperties(prop, dev):
+    """Deprecated but still answered by NVIDIA's driver (matrixMulDynlinkJIT calls it).
+    CUdevprop's 14 int fields (maxThreadsPerBlock, maxThreadsDim[3], maxGridSize[3], ...,
+    textureAlign) are device attributes 1-14 in the same order."""
+    require(prop)
+    attributes = devices.get(dev).attributes()
+    for i in range(14):
+        prop[i] = attributes[i + 1]
+
+
 @entry("cuDeviceComputeCapability")
 def cuDeviceComputeCapability(major, minor, dev):
     require(major, minor)
