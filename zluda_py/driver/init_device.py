@@ -6,12 +6,15 @@ import sys
 
 from . import api, device as devices
 from .. import backends
+from ..ptx import versions
 from .api import entry
 from .cdata import cstr, ffi, store
 from .errors import (CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NO_DEVICE, CudaError,
                      error_name, error_string)
 
-DRIVER_VERSION = 13000  # must be >= the CUDA runtime's version (cudart 13.0 asks for 13000)
+# The CUDA release of the newest PTX ISA we accept: NVRTC, cudart and CuPy warn or refuse when
+# the driver is older than their toolkit (cudart 13.0 needs at least 13000).
+DRIVER_VERSION = versions.cuda_version(versions.NEWEST_ISA)
 
 # cuGetErrorName/String hand out pointers that stay valid for the process
 _strings: dict[str, object] = {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 # CUDA_ERROR_INVALID_PTX: what the driver returns for a module that does not parse or check.
 CUDA_ERROR_INVALID_PTX = 218
+# CUDA_ERROR_UNSUPPORTED_PTX_VERSION: a `.version` newer than the driver accepts.
+CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
 
 
 class PtxError(Exception):

@@ -13,13 +13,13 @@ from __future__ import annotations
 import gc
 import re
 
-from . import grammar
+from . import grammar, versions
 from .ast import (
     Addr, ArgList, Block, Directive, Function, Guard, Imm, Initializer, Instruction, Label,
     Module, Not, Operand, PredOut, PtrAttr, Reg, Sink, Statement, Sym, Variable, Vec,
 )
 from .checks import check
-from .errors import PtxError, raise_all
+from .errors import CUDA_ERROR_UNSUPPORTED_PTX_VERSION, PtxError, raise_all
 from .literals import DEC_FLOAT_RE, HEX_FLOAT_RE, INT_RE, hex_float_value, int_value
 from .source import Source
 
@@ -360,7 +360,14 @@ class Parser:
         m = re.fullmatch(r"(\d+)\.(\d+)", tok[1]) if tok[0] == "float" else None
         if m is None:
             raise self.err(tok, "expected a version number such as 9.0")
-        return int(m.group(1)), int(m.group(2))
+        version = int(m.group(1)), int(m.group(2))
+        if version > versions.NEWEST_ISA:
+            (major, minor), cuda = versions.NEWEST_ISA, versions.cuda_version(versions.NEWEST_ISA)
+            e = self.src.error(tok[2], f"PTX ISA {tok[1]} is newer than this driver accepts "
+                                       f"({major}.{minor}, CUDA {cuda // 1000}.{cuda % 1000 // 10})")
+            e.cu_result = CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+            raise e
+        return version
 
     def target(self) -> tuple[str, ...]:
         tok = self.peek()
