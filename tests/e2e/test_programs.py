@@ -16,6 +16,8 @@ KERNEL_VARIANTS = {
     **VARIANTS,
     "ptx-only": ["-gencode", "arch=compute_75,code=compute_75"],
     "sass+ptx": ["-gencode", "arch=compute_86,code=[sm_86,compute_86]"],
+    # PTX only for a newer target than the 8.6 device (CuPy's CUB): the closest newer PTX is used
+    "ptx-120-only": ["-gencode", "arch=compute_120,code=compute_120"],
     "lz4": ["-compress-mode=speed"],
     "uncompressed": ["--no-compress"],
     "compress-all": ["-Xfatbin", "-compress-all"],

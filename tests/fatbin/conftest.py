@@ -9,6 +9,8 @@ import pytest
 PTX_75 = ["-gencode", "arch=compute_75,code=compute_75"]
 SASS_80 = ["-gencode", "arch=compute_80,code=sm_80"]
 PTX_86 = ["-gencode", "arch=compute_86,code=compute_86"]
+PTX_90 = ["-gencode", "arch=compute_90,code=compute_90"]
+PTX_120 = ["-gencode", "arch=compute_120,code=compute_120"]
 SHARED_LIB = ["-shared", "-Xcompiler", "-fPIC"]
 KERNELS = ["fatbin_kernels.cu"]
 RDC = ["fatbin_rdc_a.cu", "fatbin_rdc_b.cu"]
@@ -22,6 +24,8 @@ BUILDS = {
     "cudart_shared": (KERNELS, ["-DFATBIN_MAIN", "-cudart", "shared", *PTX_75], ""),
     "shared_lib": (KERNELS, [*SHARED_LIB, *PTX_75, *PTX_86, *SASS_80], ".so"),
     "sass_only": (KERNELS, ["-DFATBIN_MAIN", *SASS_80], ""),
+    "ptx_120": (KERNELS, ["-DFATBIN_MAIN", *PTX_120, *SASS_80], ""),  # CuPy's CUB: PTX only for 12.0
+    "ptx_90_120": (KERNELS, ["-DFATBIN_MAIN", *PTX_120, *PTX_90], ""),
     "rdc": (RDC, ["-DFATBIN_MAIN", "-rdc=true", *PTX_75, *SASS_80], ""),
     "two_images": ([*KERNELS, "fatbin_rdc_b.cu"], ["-DFATBIN_MAIN", *PTX_75], ""),
     "rdc_lib": (RDC, [*SHARED_LIB, "-rdc=true", *PTX_75], ".so"),

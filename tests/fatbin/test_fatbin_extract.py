@@ -45,22 +45,35 @@ def test_highest_ptx_not_above_the_device(build, reference_ptx, device_sm, chose
     _same_ptx(module.text, reference_ptx("fatbin_kernels.cu", chosen))
 
 
-def test_device_below_every_ptx_target_is_no_binary_for_gpu(build, monkeypatch):
+@pytest.mark.parametrize("name, device_sm, chosen", [("ptx_120", 86, 120), ("ptx_90_120", 86, 90),
+                                                    ("ptx_90_120", 90, 90), ("ptx_90_120", 100, 90),
+                                                    ("zstd_multi", 70, 75)])
+def test_without_fitting_ptx_the_closest_newer_target_is_translated(build, reference_ptx, monkeypatch, name,
+                                                                     device_sm, chosen):
     monkeypatch.delenv("ZLUDA_PTX_SELECT", raising=False)
+    [module] = fatbin.ptx_from_file(build(name), device_sm)
+    assert module.sm == chosen
+    _same_ptx(module.text, reference_ptx("fatbin_kernels.cu", chosen))
+
+
+def test_compatible_policy_is_nvidias_rule(build, monkeypatch):
+    monkeypatch.setenv("ZLUDA_PTX_SELECT", "compatible")
     with pytest.raises(fatbin.FatbinError) as info:
-        fatbin.ptx_from_file(build("zstd_multi"), 70)
+        fatbin.ptx_from_file(build("ptx_90_120"), 86)
     assert info.value.cu_result == 209
-    assert "compute_75, compute_86" in str(info.value) and "ZLUDA_PTX_SELECT" in str(info.value)
+    assert "compute_90, compute_120" in str(info.value) and "ZLUDA_PTX_SELECT" in str(info.value)
 
 
-@pytest.mark.parametrize("policy, device_sm, chosen", [("any", 70, 75), ("any", 80, 75), ("newest", 75, 86)])
-def test_selection_policy_can_be_relaxed(build, monkeypatch, policy, device_sm, chosen):
+@pytest.mark.parametrize("policy, device_sm, chosen", [("any", 70, 75), ("any", 80, 75), ("newest", 75, 86),
+                                                       ("compatible", 80, 75)])
+def test_selection_policy_override(build, monkeypatch, policy, device_sm, chosen):
     monkeypatch.setenv("ZLUDA_PTX_SELECT", policy)
     [module] = fatbin.ptx_from_file(build("zstd_multi"), device_sm)
     assert module.sm == chosen
 
 
-def test_sass_only_binary_asks_for_a_rebuild_with_ptx(build):
+def test_sass_only_binary_asks_for_a_rebuild_with_ptx(build, monkeypatch):
+    monkeypatch.delenv("ZLUDA_PTX_SELECT", raising=False)
     with pytest.raises(fatbin.FatbinError) as info:
         fatbin.ptx_from_file(build("sass_only"), 80)
     err = info.value

@@ -32,22 +32,23 @@ def _magic(data: bytes) -> int:
     return struct.unpack_from("<I", data)[0] if len(data) >= 4 else -1
 
 
-def _module(fb: Fatbin, sm: int, origin: str) -> PtxModule:
-    entry = select_ptx(fb, sm)
+def _module(fb: Fatbin, sm: int, origin: str, above: bool = True) -> PtxModule:
+    entry = select_ptx(fb, sm, above)
     return PtxModule(ptx_text(entry), entry.sm, f"{origin}[{entry.offset:#x}].compute_{entry.sm}.ptx")
 
 
 def _select(fatbins: list[Fatbin], sm: int, origin: str, linked: bool = False) -> list[PtxModule]:
     """One PTX module per fatbin. For the members of an `-rdc` link (`linked`), a member with no
-    PTX for this device is left out rather than failing the image: nvcc links NVIDIA's device
-    runtime into -rdc shared libraries, and it carries PTX only for the newest architecture.
-    Were its code needed, linking the rest fails naming the undefined symbol."""
+    PTX up to this device is left out rather than failing the image or being translated from a
+    newer target: nvcc links NVIDIA's device runtime into -rdc shared libraries, and it carries
+    PTX only for the newest architecture. Were its code needed, linking the rest fails naming
+    the undefined symbol."""
     if not linked:
         return [_module(fb, sm, origin) for fb in fatbins]
     out, first_error = [], None
     for fb in fatbins:
         try:
-            out.append(_module(fb, sm, origin))
+            out.append(_module(fb, sm, origin, above=False))
         except FatbinError as e:
             if e.cu_result != CUDA_ERROR_NO_BINARY_FOR_GPU:
                 raise

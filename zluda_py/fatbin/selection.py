@@ -1,10 +1,14 @@
 """Which PTX entry of a fatbin the device JITs.
 
 NVIDIA's driver JITs the highest PTX target not above the device's compute capability and
-fails with CUDA_ERROR_NO_BINARY_FOR_GPU when there is none. `ZLUDA_PTX_SELECT` relaxes that:
-  compatible (default)  highest PTX target <= device sm, else error 209
-  any                   as compatible, else the lowest PTX target above the device sm
-  newest                the highest PTX target, whatever the device sm
+fails with CUDA_ERROR_NO_BINARY_FOR_GPU when there is none. We translate PTX rather than run
+it on a GPU of that generation, so PTX for a newer target is usually fine: what it uses that
+we cannot support is refused instruction by instruction by the compiler, with its position.
+So by default, when no PTX fits, we take the closest one above (CuPy's CUB fatbin holds only
+compute_120). `ZLUDA_PTX_SELECT` overrides:
+  any (default)  highest PTX target <= device sm, else the lowest PTX target above it
+  compatible     NVIDIA's rule: highest PTX target <= device sm, else error 209
+  newest         the highest PTX target, whatever the device sm
 """
 
 from __future__ import annotations
@@ -15,18 +19,19 @@ from .container import KIND_ELF, KIND_PTX, Entry, Fatbin
 from .errors import CUDA_ERROR_NO_BINARY_FOR_GPU, FatbinError
 
 ENV_POLICY = "ZLUDA_PTX_SELECT"
-POLICIES = ("compatible", "any", "newest")
+POLICIES = ("any", "compatible", "newest")
 
 
 def policy() -> str:
-    value = os.environ.get(ENV_POLICY, "").strip().lower() or "compatible"
+    value = os.environ.get(ENV_POLICY, "").strip().lower() or "any"
     if value not in POLICIES:
         raise ValueError(f"{ENV_POLICY}={value!r}: expected one of {', '.join(POLICIES)}")
     return value
 
 
-def select_ptx(fatbin: Fatbin, sm: int) -> Entry:
-    """The PTX entry to JIT for a device of compute capability `sm` (e.g. 86)."""
+def select_ptx(fatbin: Fatbin, sm: int, above: bool = True) -> Entry:
+    """The PTX entry to JIT for a device of compute capability `sm` (e.g. 86); `above=False`
+    applies NVIDIA's rule whatever the policy but "newest"."""
     ptx = [e for e in fatbin.entries if e.kind == KIND_PTX]
     fitting = [e for e in ptx if e.sm <= sm]
     mode = policy()
@@ -34,7 +39,7 @@ def select_ptx(fatbin: Fatbin, sm: int) -> Entry:
         return max(ptx, key=lambda e: e.sm)  # max() keeps the first of equal targets
     if fitting:
         return max(fitting, key=lambda e: e.sm)
-    if mode == "any" and ptx:
+    if mode == "any" and above and ptx:
         return min(ptx, key=lambda e: e.sm)
     raise FatbinError(_no_ptx_message(fatbin, ptx, sm), fatbin.offset, CUDA_ERROR_NO_BINARY_FOR_GPU)
 
@@ -43,8 +48,8 @@ def _no_ptx_message(fatbin: Fatbin, ptx: list[Entry], sm: int) -> str:
     rebuild = f"rebuild with -gencode arch=compute_{sm},code=compute_{sm} (or a lower compute_XX)"
     if ptx:
         targets = ", ".join(f"compute_{t}" for t in sorted({e.sm for e in ptx}))
-        return (f"no PTX for this device (sm_{sm}): the fatbin holds PTX only for {targets}; "
-                f"{rebuild}, or set {ENV_POLICY}=any to try it anyway")
+        relax = f", or unset {ENV_POLICY}=compatible to translate the closest one" if policy() == "compatible" else ""
+        return f"no PTX for this device (sm_{sm}): the fatbin holds PTX only for {targets}; {rebuild}{relax}"
     sass = sorted({e.sm for e in fatbin.entries if e.kind == KIND_ELF})
     if sass:
         archs = ", ".join(f"sm_{t}" for t in sass)
