@@ -291,9 +291,9 @@ def plans():
     seen: dict[tuple[str, str, str], set[str]] = {}
     original = memory.MemoryMixin._plan
 
-    def spy(self, inst, reg, space, nbytes):
-        plan = original(self, inst, reg, space, nbytes)
-        seen.setdefault((self.fn.name, inst.opcode, reg), set()).add(plan)
+    def spy(self, inst, addr, space, nbytes):
+        plan = original(self, inst, addr, space, nbytes)
+        seen.setdefault((self.fn.name, inst.opcode, addr.base.name), set()).add(plan)
         return plan
 
     memory.MemoryMixin._plan = spy

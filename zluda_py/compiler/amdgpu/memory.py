@@ -69,11 +69,14 @@ class MemoryMixin:
             return p
         width = 32 if want in NARROW else 64
         if addr.base is None:
-            value: ir.Value = ir.Constant(ir.IntType(width), addr.offset)
-        else:
-            value = self.lanes.resize(self.read_reg(addr.base.name), width, False)
+            value: ir.Value = ir.Constant(ir.IntType(width), addr.offset & ((1 << width) - 1))
+        else:  # the offset is added in the address's width (a 32-bit register's: 32 bits even for
+            # a flat address, as under .address_size 32), so it wraps modulo 2**32 as on NVIDIA GPUs
+            value = self.read_reg(addr.base.name)
+            value = self.lanes.resize(value, min(64 if value.type.width == 64 else 32, width), False)
             if addr.offset:
-                value = b.add(value, ir.Constant(value.type, addr.offset))
+                value = b.add(value, ir.Constant(value.type, addr.offset & ((1 << value.type.width) - 1)))
+            value = self.lanes.resize(value, width, False)
         return b.inttoptr(value, ptr_ty(want))
 
     def to_generic(self, value: ir.Value, space: int) -> ir.Value:

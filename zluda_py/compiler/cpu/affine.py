@@ -150,9 +150,16 @@ class Analysis:
         self._defs: list[Form | None] = []  # def id -> the form it writes (None: unknown / entry)
         self._run()
 
-    def address_form(self, inst: ast.Instruction, reg: str) -> Form | None:
-        """The form of `reg` (at its register width) as `inst` reads it; None: unknown."""
-        return self.at.get((id(inst), reg))
+    def address_form(self, inst: ast.Instruction, reg: str, offset: int = 0) -> Form | None:
+        """The form of the address `[reg+offset]` as `inst` forms it: in 64 bits for a 64-bit
+        register, else in 32 (so a 32-bit base plus its offset wraps modulo 2**32 as the access
+        does); None: unknown."""
+        f = self.at.get((id(inst), reg))
+        if f is None:
+            return None
+        bits = 64 if f.bits == 64 else 32
+        f = resize(f, bits, False)
+        return _add(f, Form(0, bits, const=_wrap(offset, bits)), bits) if offset else f
 
     # ------------------------------------------------------------------ reaching definitions
     def _run(self) -> None:

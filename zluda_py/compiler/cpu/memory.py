@@ -122,12 +122,15 @@ class MemoryMixin:
             if sym.kind in ("lparam", "regparam"):
                 return self.lane_param_address(sym, addr.offset), None
             raise UnsupportedError(f"memory operand {addr.base.name}", addr.pos)
-        if addr.base is None:
-            value = V.splat_const(I64, addr.offset)
-        else:  # a 32-bit address register (shared/local windows) is zero-extended
-            value = V.resize(b, self.read(addr.base, "u64" if self.reg_bits(addr.base) == 64 else "u32"), 64, False)
+        if addr.base is None:  # an absolute .shared/.local address is 32 bits, as in a register
+            value = V.splat_const(I64, addr.offset & (0xFFFFFFFF if space in ("shared", "local") else (1 << 64) - 1))
+        else:  # the offset is added in the register's width (a 32-bit address wraps modulo 2**32, as on
+            # the GPU: nvcc's bases may lie "below" an array), then the address is zero-extended
+            width = 64 if self.reg_bits(addr.base) == 64 else 32
+            value = self.read(addr.base, f"u{width}")
             if addr.offset:
-                value = b.add(value, V.splat(b, off))
+                value = b.add(value, V.splat_const(value.type.element, addr.offset & ((1 << width) - 1)))
+            value = V.resize(b, value, 64, False)
         base = self.space_base(space)
         return (value if base is None else b.add(base, value)), value
 
@@ -141,18 +144,18 @@ class MemoryMixin:
             sym = self.symbol(addr.base.name)
             plan = "contiguous" if sym.kind in ("lparam", "regparam") and sym.size == nbytes else "gather"
             return Access(host, None, space, nbytes, plan)
-        plan = "uniform" if addr.base is None else self._plan(inst, addr.base.name, space, nbytes)
+        plan = "uniform" if addr.base is None else self._plan(inst, addr, space, nbytes)
         return Access(host, offsets if checked else None, space, nbytes, self._plan_for_size(plan))
 
-    def _plan(self, inst: ast.Instruction, reg: str, space: str, nbytes: int) -> str:
-        """The Access plan for an address in register `reg` (see Access)."""
+    def _plan(self, inst: ast.Instruction, addr: ast.Addr, space: str, nbytes: int) -> str:
+        """The Access plan for an address `[reg+offset]` (see Access)."""
         if space == "local":  # each lane's own stack window
             return "gather"
         if not hasattr(self, "_affine"):
             params = {n for n, s in self.symbols.items() if s.kind == "kparam"}
             self._affine = affine.Analysis(self.body, {n: bits for n, (_, bits) in self.regs.items()},
                                            self._uniform_symbol, params.__contains__)
-        form = affine.resize(self._affine.address_form(inst, reg), 64, False)
+        form = affine.resize(self._affine.address_form(inst, addr.base.name, addr.offset), 64, False)
         if form is None:
             return "check"
         if form.uniform:
@@ -186,15 +189,19 @@ class MemoryMixin:
         if space == "param":  # kernel/.func parameter buffers: only symbol-based in practice
             return
         if space in ("shared", "local"):
-            limit = V.splat(b, b.sub(self._window_size(space), ir.Constant(I64, nbytes)))
-            over = V.any_lane(b, b.and_(mask, b.icmp_unsigned(">", value, limit)))
-            first = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, mask), ir.Constant(I1, 0)])
-            self._window_check(over, lambda: b.extract_element(value, first), space, nbytes, mask)
+            window, size = self._window_size(space), ir.Constant(I64, nbytes)
+            # [value, value+nbytes) outside the window; one smaller than an access holds nothing
+            outside = b.or_(b.icmp_unsigned(">", value, V.splat(b, b.sub(window, size))),
+                            V.splat(b, b.icmp_unsigned("<", window, size)))
+            bad = V.mask_bits(b, b.and_(mask, outside))
+            with b.if_then(b.icmp_unsigned("!=", bad, ir.Constant(I32, 0)), likely=False):
+                first = V.intrinsic(b, "llvm.cttz.i32", I32, [bad, ir.Constant(I1, 1)])
+                self._illegal_address(b.shl(ir.Constant(I32, 1), first), b.extract_element(value, first))
             return
         cache = cache if cache is not None else self._bounds_cache()
         ok = b.call(_lanes_check_function(self.mod), [self.ctx, value, mask, ir.Constant(I64, nbytes), cache])
         with b.if_then(b.not_(ok), likely=False):
-            self._illegal_address(mask)
+            self._illegal_address()
 
     def _check_range(self, acc: Access, mask: ir.Value, first: ir.Value, last: ir.Value, cache: ir.Value | None) -> None:
         """check_bounds for active lanes at consecutive (or equal) addresses: all of them lie
@@ -204,9 +211,11 @@ class MemoryMixin:
             return
         lo, top = b.extract_element(acc.offsets, first), b.extract_element(acc.offsets, last)
         if acc.space in ("shared", "local"):
-            limit = b.sub(self._window_size(acc.space), ir.Constant(I64, acc.nbytes))
-            over = b.or_(b.icmp_unsigned(">", top, limit), b.icmp_unsigned("<", top, lo))
-            self._window_check(over, lambda: lo, acc.space, acc.nbytes, mask)
+            window, size = self._window_size(acc.space), ir.Constant(I64, acc.nbytes)
+            over = b.or_(b.or_(b.icmp_unsigned(">", top, b.sub(window, size)), b.icmp_unsigned("<", top, lo)),
+                         b.icmp_unsigned("<", window, size))
+            with b.if_then(over, likely=False):  # find the first lane outside, to name it
+                self.check_bounds(acc.offsets, acc.space, acc.nbytes, mask)
             return
         # the lanes' addresses again from lo (not the vector: the fast path then needs two lanes of it)
         stride = 0 if acc.plan == "uniform" else acc.nbytes
@@ -217,14 +226,6 @@ class MemoryMixin:
     def _window_size(self, space: str) -> ir.Value:
         return self.ctx_i64(Ctx.SHARED_WINDOW if space == "shared" else Ctx.STACK_SIZE)
 
-    def _window_check(self, over: ir.Value, first_offset, space: str, nbytes: int, mask: ir.Value) -> None:
-        """Fault (naming the first active lane's offset, `first_offset()`) if `over`, or the
-        window is smaller than one access."""
-        b = self.b
-        small = b.icmp_unsigned("<", self._window_size(space), ir.Constant(I64, nbytes))
-        with b.if_then(b.or_(over, b.and_(V.any_lane(b, mask), small)), likely=False):
-            self._illegal_address(mask, first_offset())
-
     def _host_check(self, lo: ir.Value, top: ir.Value, value: ir.Value, nbytes: int, mask: ir.Value,
                     cache: ir.Value) -> None:
         """[lo, top+nbytes) inside the range this site hit last, else every active lane through `zluda.bounds`."""
@@ -233,7 +234,7 @@ class MemoryMixin:
         with b.if_then(b.not_(_in_cached_range(b, lo, top, size, cache)), likely=False):
             found = b.call(_bounds_function(self.mod), [self.ctx, value, mask, size, cache])
             with b.if_then(b.not_(found), likely=False):
-                self._illegal_address(mask)
+                self._illegal_address()
 
     def _per_lane(self, acc: Access, mask: ir.Value, cache: ir.Value | None, elt: ir.IntType, n: int,
                   values: list[ir.Value] | None = None) -> list[ir.Value]:
@@ -255,7 +256,7 @@ class MemoryMixin:
                          cache if host else ir.Constant(PTR, None), data])
         if host:
             with b.if_then(b.not_(ok), likely=False):
-                self._illegal_address(mask)
+                self._illegal_address()
         if values is not None:
             return []
         return [b.load(slot(k)) for k in range(n)]
@@ -273,21 +274,25 @@ class MemoryMixin:
                 self._lane_bufs = (addrs, data)
         return self._lane_bufs
 
-    def _illegal_address(self, mask: ir.Value, arg: ir.Value | None = None) -> None:
-        """Leave with 700 for the lanes of `mask` (naming address `arg`, else the one `zluda.bounds`
-        recorded) through one shared block per function: a fault block per site costs compile time."""
+    def _illegal_address(self, lane: ir.Value | None = None, arg: ir.Value | None = None) -> None:
+        """Leave with 700 naming the first faulting lane (`lane`: its bit, i32) and its address
+        `arg`; without them, the ones `zluda.bounds` recorded in the launch record. One shared
+        block per function: a fault block per site costs compile time."""
         b = self.b
         blocks = self.__dict__.setdefault("_fault_blocks", {})
         named = arg is not None
         if named not in blocks:
             block = self.llfn.append_basic_block("illegal_address")
             with b.goto_block(block):
-                lanes, value = b.phi(I32), (b.phi(I64) if named else None)
-                self.fault(CUDA_ERROR_ILLEGAL_ADDRESS, V.bits_mask(b, lanes), value)
-            blocks[named] = (block, lanes, value)
-        block, lanes, value = blocks[named]
-        lanes.add_incoming(V.mask_bits(b, mask), b.block)
-        if value is not None:
+                if named:
+                    bit, value = b.phi(I32), b.phi(I64)
+                else:
+                    bit, value = b.trunc(self.ctx_i64(Ctx.FAULT_LANES), I32), None
+                self.fault(CUDA_ERROR_ILLEGAL_ADDRESS, V.bits_mask(b, bit), value)
+            blocks[named] = (block, bit, value)
+        block, bit, value = blocks[named]
+        if named:
+            bit.add_incoming(lane, b.block)
             value.add_incoming(arg, b.block)
         b.branch(block)
 
@@ -597,7 +602,8 @@ def _bounds_function(mod) -> ir.Function:
     """`i1 zluda.bounds(ctx, <32 x i64> addr, <32 x i1> mask, i64 size, ptr cache)`: every active lane's
     [addr, addr+size) lies in the shared arena, the stacks, the parameter blob or a registered
     range (binary search of the launch's table, then the host's live table). Updates `cache` to
-    the range last found; on failure stores the first bad address in FAULT_ARG."""
+    the range last found; on failure stores the first bad lane's address in FAULT_ARG and its
+    bit in FAULT_LANES."""
     fn = mod.ir.globals.get("zluda.bounds")
     if fn is not None:
         return fn
@@ -620,9 +626,15 @@ def _bounds_function(mod) -> ir.Function:
         e = b.add(p, size)
         next_lane = fn.append_basic_block("next")
         found = fn.append_basic_block("found")
-        with b.if_then(b.icmp_unsigned("<", e, p), likely=False):  # wraps around: never valid
+
+        def record() -> None:  # lanes go lowest first: this is the first faulting lane
             b.store(p, b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
+            b.store(b.shl(ir.Constant(I64, 1), b.zext(lane, I64)),
+                    b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_LANES)], source_etype=V.I8))
             b.branch(fail)
+
+        with b.if_then(b.icmp_unsigned("<", e, p), likely=False):  # wraps around: never valid
+            record()
         hit = b.and_(b.icmp_unsigned(">=", p, b.load(cache, typ=I64)), b.icmp_unsigned("<=", e, b.load(cache_hi, typ=I64)))
         search = fn.append_basic_block("search")
         b.cbranch(hit, next_lane, search)
@@ -664,8 +676,7 @@ def _bounds_function(mod) -> ir.Function:
         zero = ir.Constant(I64, 0)
         live = b.call(mod.host_fn(), [ir.Constant(I32, HOST_BOUNDS), ctx, p, e, zero, zero, zero])
         with b.if_then(b.icmp_unsigned("==", live, zero), likely=False):
-            b.store(p, b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
-            b.branch(fail)
+            record()
         host_hit = b.block
         b.branch(found)
         b.position_at_end(found)

@@ -290,8 +290,14 @@ def _param_bytes(a, size: int) -> bytes:
 def _fault(kernel: str, status: int, ctx: list[int], grid) -> LaunchError:
     blk = ctx[Ctx.FAULT_BLOCK]
     gx, gy = grid[0], grid[1]
-    where = f"block ({blk % gx},{blk // gx % gy},{blk // (gx * gy)}), warp {ctx[Ctx.FAULT_WARP]}, " \
-            f"lanes 0x{ctx[Ctx.FAULT_LANES] & 0xFFFFFFFF:08x}"
+    warp, lanes = ctx[Ctx.FAULT_WARP], ctx[Ctx.FAULT_LANES] & 0xFFFFFFFF
+    where = f"block ({blk % gx},{blk // gx % gy},{blk // (gx * gy)}), warp {warp}, "
+    if status == CUDA_ERROR_ILLEGAL_ADDRESS:  # the first faulting lane (the only bit set), as compute-sanitizer names it
+        lane = (lanes & -lanes).bit_length() - 1
+        t, bx, by = warp * 32 + lane, ctx[Ctx.BLOCK_X], ctx[Ctx.BLOCK_Y]
+        where += f"lane {lane} (thread ({t % bx},{t // bx % by},{t // (bx * by)}))"
+    else:
+        where += f"lanes 0x{lanes:08x}"
     what = {CUDA_ERROR_LAUNCH_FAILED: "unspecified launch failure (trap)", CUDA_ERROR_ASSERT: "device-side assert triggered",
             CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered"}.get(status, f"error {status}")
     if status == CUDA_ERROR_LAUNCH_FAILED and ctx[Ctx.FAULT_ARG] == FAULT_BRKPT:
