@@ -86,6 +86,8 @@ class Program:
         for name, (variables, _, _) in bodies.items():
             scoped += [(self.functions[name].symbols, v) for v in variables if v.space in ("shared", "global", "const")]
         for table, v in scoped:
+            if v.type not in ast.SCALAR_TYPES or v.space not in ("shared", "global", "const"):
+                raise NotImplementedError(f"reference: .{v.space} .{v.type} variable {v.name}")
             if v.space == "shared":
                 (dynamic if v.linkage == "extern" or (v.array and v.array[-1] is None) else shared).append((table, v))
             elif v.space in ("global", "const"):
