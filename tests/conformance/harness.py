@@ -24,6 +24,7 @@ from llvmlite import ir
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
+from zluda_py.reference.jit import target_machine
 
 DTYPES = {1: np.uint8, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
@@ -50,20 +51,6 @@ def instruction(text: str, nsrc: int, imms: dict[int, int], pred_out: bool, ndst
 
 
 # --------------------------------------------------------------------------- semantics targets
-
-_llvm_ready = False
-
-
-def _target_machine() -> llvm.TargetMachine:
-    global _llvm_ready
-    if not _llvm_ready:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _llvm_ready = True
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                                         opt=2)
-
 
 @dataclass
 class Op:
@@ -136,7 +123,7 @@ class SemanticKernel:
         b.ret_void()
         llmod = llvm.parse_assembly(str(mod))
         llmod.verify()
-        self.tm = _target_machine()  # the engine borrows it
+        self.tm = target_machine()  # the engine borrows it
         self.engine = llvm.create_mcjit_compiler(llmod, self.tm)
         self.engine.finalize_object()
         self.fn = ctypes.CFUNCTYPE(None, ctypes.c_int64, *[ctypes.c_void_p] * nptr)(

@@ -101,9 +101,10 @@ def prepare(insts: list[ast.Instruction]) -> None:
         built[key] = (name, ScalarForm(src, dst))
     llmod = llvm.parse_assembly(str(mod))
     llmod.verify()
-    engine = llvm.create_mcjit_compiler(llmod, target_machine())
+    tm = target_machine()
+    engine = llvm.create_mcjit_compiler(llmod, tm)
     engine.finalize_object()
-    _ENGINES.append(engine)
+    _ENGINES.append((engine, tm))  # the engine borrows its target machine
     for key, (name, form) in built.items():
         args = [ctypes.c_uint64] * len(form.src) + ([ctypes.c_void_p] if len(form.dst) > 1 else [])
         form.fn = ctypes.CFUNCTYPE(ctypes.c_uint64, *args)(engine.get_function_address(name))
