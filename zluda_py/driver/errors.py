@@ -130,4 +130,5 @@ class CudaError(Exception):
 
     def __init__(self, code: int, message: str = "") -> None:
         self.code = code
+        self.message = message  # the JIT error log (CU_JIT_ERROR_LOG_BUFFER) carries it as is
         super().__init__(f"{error_name(code) or code}: {message}" if message else (error_name(code) or str(code)))

@@ -10,6 +10,8 @@ import itertools
 import os
 import re
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from . import context as ctxs, device as devices, trace
@@ -197,10 +199,83 @@ def cuModuleLoadData(pmod, image):
     store_ptr(pmod, load_image(addr(image)).handle)
 
 
+# ---- JIT options (cuModuleLoadDataEx, cuLinkCreate): CUjit_option numbers from cuda.h ----
+CU_JIT_WALL_TIME, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 2, 3, 4
+CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_LOG_VERBOSE = 5, 6, 12
+
+
+class JitOptions:
+    """The options a program passes as parallel arrays: CUjit_option numbers and void* slots.
+    Scalars are stored in the slot itself, not pointed to; the outputs (wall time, the bytes of
+    each log buffer used) are written back into their slots. Options that tune NVIDIA's code
+    generator (registers, optimization level, target, cache mode) have nothing to tune here."""
+
+    def __init__(self, n: int, options, values) -> None:
+        if n and (options == ffi.NULL or values == ffi.NULL):
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{n} JIT options without their arrays")
+        self.values = values
+        self.slot = {options[i]: i for i in range(n)}  # option -> index of its value
+        self.verbose = bool(self._scalar(CU_JIT_LOG_VERBOSE))
+        # read once: the size slots are then overwritten with the bytes used
+        self.capacity = {o: self._scalar(o) for o in (CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)}
+        # a linker's logs and wall time add up over its calls, as NVIDIA's do
+        self.info: list[str] = []
+        self.errors: list[str] = []
+        self.total_ms = 0.0
+
+    def _scalar(self, option: int) -> int:
+        i = self.slot.get(option)
+        return 0 if i is None else int(ffi.cast("uintptr_t", self.values[i])) & 0xFFFFFFFF
+
+    def _write_log(self, buffer_option: int, size_option: int, text: str) -> None:
+        """NUL-terminated, cut to the buffer's size (the NUL included); the slot of the size
+        then holds the bytes used, the NUL counted (0 for an empty log)."""
+        i, size = self.slot.get(buffer_option), self.capacity[size_option]
+        if i is None or self.values[i] == ffi.NULL or size == 0:
+            return
+        data = text.encode()[:size - 1]
+        ffi.memmove(self.values[i], data + b"\0", len(data) + 1)
+        self.values[self.slot[size_option]] = ffi.cast("void *", len(data) + 1 if data else 0)
+
+    @contextmanager
+    def logging(self, what: str):
+        """Time `what` and write both logs and the wall time when it ends, failed or not."""
+        start = time.perf_counter()
+        failed = False
+        try:
+            yield self
+        except CudaError as e:
+            failed = True
+            self.errors.append(f"error   : {e.message or e}")
+            raise
+        finally:
+            ms = (time.perf_counter() - start) * 1000.0
+            self.total_ms += ms
+            i = self.slot.get(CU_JIT_WALL_TIME)
+            if i is not None:
+                self.values[i] = ffi.NULL
+                ffi.cast("float *", self.values + i)[0] = self.total_ms
+            status = "failed" if failed else "done"
+            self.info.append(f"info    : {what} {status} in {ms:.3f} ms (zluda-py, sm_{_target_sm()})")
+            self._write_log(CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, "\n".join(self.info))
+            self._write_log(CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, "\n".join(self.errors))
+
+    def describe(self, m: Module) -> None:
+        """With CU_JIT_LOG_VERBOSE, a line per kernel for the info log (as ptxas -v gives)."""
+        if self.verbose:
+            for name, info in m.compiled.kernels.items():
+                self.info.append(f"info    : entry function '{name}': {info.static_shared} bytes static shared memory")
+
+
 @entry("cuModuleLoadDataEx")
 def cuModuleLoadDataEx(pmod, image, n, options, values):
-    # JIT options tune NVIDIA's compiler (log buffers, optimization level); ours has none to set
-    return cuModuleLoadData(pmod, image)
+    require(pmod)
+    ctxs.current()
+    jit = JitOptions(n, options, values)
+    with jit.logging("module load"):
+        m = load_image(addr(image))
+        jit.describe(m)
+    store_ptr(pmod, m.handle)
 
 
 @entry("cuModuleUnload")
@@ -411,6 +486,7 @@ CU_JIT_INPUT_CUBIN, CU_JIT_INPUT_PTX, CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_OBJEC
 
 @dataclass
 class LinkState:
+    jit: JitOptions  # cuLinkCreate's: its arrays stay valid until cuLinkDestroy, as cuda.h requires
     texts: list[str] = field(default_factory=list)
     image: object = None
     handle: int = 0
@@ -424,7 +500,9 @@ def _link_input(state: LinkState, kind: int, data: bytes, name: str) -> None:
     from .. import fatbin
 
     if kind == CU_JIT_INPUT_PTX:
-        state.texts.append(data.split(b"\0", 1)[0].decode())
+        text = data.split(b"\0", 1)[0].decode()
+        _check_ptx(text, name)
+        state.texts.append(text)
     elif kind in (CU_JIT_INPUT_FATBINARY, CU_JIT_INPUT_OBJECT, CU_JIT_INPUT_LIBRARY, CU_JIT_INPUT_CUBIN):
         try:
             mods = fatbin.ptx_from_bytes(data, _target_sm(), name)
@@ -435,11 +513,22 @@ def _link_input(state: LinkState, kind: int, data: bytes, name: str) -> None:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"link input type {kind}")
 
 
+def _check_ptx(text: str, name: str) -> None:
+    """Parse and check PTX as it is added, so that an error fails cuLinkAddData and reaches
+    the error log there, as ptxas's does on NVIDIA's driver."""
+    from .. import ptx
+
+    try:
+        ptx.parse(text, name)
+    except ptx.PtxError as e:
+        raise CudaError(e.cu_result, str(e)) from e
+
+
 @entry("cuLinkCreate_v2")
 def cuLinkCreate(n, options, values, pstate):
     require(pstate)
     ctxs.current()
-    state = LinkState()
+    state = LinkState(JitOptions(n, options, values))
     links.add(state)
     store_ptr(pstate, state.handle)
 
@@ -449,7 +538,9 @@ def cuLinkAddData(hstate, kind, data, size, name, n, options, values):
     state = links.get(addr(hstate))
     if data == ffi.NULL or size == 0:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "empty link input")
-    _link_input(state, kind, read_bytes(addr(data), size), cstr(name) if name else "<data>")
+    label = cstr(name) if name else "<data>"
+    with state.jit.logging(f"adding {label}"):
+        _link_input(state, kind, read_bytes(addr(data), size), label)
 
 
 @entry("cuLinkAddFile_v2")
@@ -462,15 +553,17 @@ def cuLinkAddFile(hstate, kind, path, n, options, values):
             data = f.read()
     except OSError:
         raise CudaError(CUDA_ERROR_FILE_NOT_FOUND, p) from None
-    _link_input(state, kind, data, p)
+    with state.jit.logging(f"adding {p}"):
+        _link_input(state, kind, data, p)
 
 
 @entry("cuLinkComplete")
 def cuLinkComplete(hstate, pcubin, psize):
     require(pcubin, psize)
     state = links.get(addr(hstate))
-    if not state.texts:
-        raise CudaError(CUDA_ERROR_INVALID_IMAGE, "nothing was added to the link")
+    with state.jit.logging("link"):
+        if not state.texts:
+            raise CudaError(CUDA_ERROR_INVALID_IMAGE, "nothing was added to the link")
     # The "cubin" is a token naming the linked inputs; cuModuleLoadData recognizes it.
     marker = f"zluda-linked-image {next(_image_ids)}\0".encode()
     state.image = ffi.new("char[]", marker)
