@@ -19,7 +19,8 @@ def programs(nvcc):
     return built
 
 
-def both(programs, source: str, kernel: str, grid, block, args: list, shared_mem: int = 0) -> tuple[list, list]:
+def both(programs, source: str, kernel: str, grid, block, args: list,
+         shared_mem: int = 0) -> tuple[list, list]:
     """The array arguments after a run on the reference and after one on the CPU target."""
     text, module = programs[source]
     ref = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
@@ -40,27 +41,30 @@ rng = np.random.default_rng(11)
 def test_divergence_and_calls(programs):
     n = 150
     x = rng.integers(-5, 300, n).astype(np.int32)
-    agree(both(programs, "compiler_control.cu", "_Z7collatzPKiPii", (2,), (96,), [x, np.zeros(n, np.int32), np.int32(n)]))
-    agree(both(programs, "compiler_control.cu", "_Z8branchesPKiPii", (3,), (50,), [x, np.zeros(n, np.int32), np.int32(n)]))
-    agree(both(programs, "compiler_control.cu", "_Z5callsPii", (2,), (40,), [np.zeros(n, np.int32), np.int32(70)]))
-    agree(both(programs, "compiler_control.cu", "_Z8indirectPKiPii", (1,), (64,), [x, np.zeros(n, np.int32), np.int32(60)]))
-    agree(both(programs, "compiler_control.cu", "_Z7recursePii", (1,), (8,), [np.zeros(8, np.int32), np.int32(3)]))
+    src = "compiler_control.cu"
+    agree(both(programs, src, "_Z7collatzPKiPii", (2,), (96,), [x, np.zeros(n, np.int32), np.int32(n)]))
+    agree(both(programs, src, "_Z8branchesPKiPii", (3,), (50,), [x, np.zeros(n, np.int32), np.int32(n)]))
+    agree(both(programs, src, "_Z5callsPii", (2,), (40,), [np.zeros(n, np.int32), np.int32(70)]))
+    agree(both(programs, src, "_Z8indirectPKiPii", (1,), (64,), [x, np.zeros(n, np.int32), np.int32(60)]))
+    agree(both(programs, src, "_Z7recursePii", (1,), (8,), [np.zeros(8, np.int32), np.int32(3)]))
 
 
 def test_shared_memory_barriers_and_atomics(programs):
     x = rng.random(300).astype(np.float32)
-    agree(both(programs, "compiler_sync.cu", "_Z9block_sumPKfPfi", (2,), (128,), [x, np.zeros(2, np.float32), np.int32(200)]))
+    src = "compiler_sync.cu"
+    agree(both(programs, src, "_Z9block_sumPKfPfi", (2,), (128,), [x, np.zeros(2, np.float32), np.int32(200)]))
     data = rng.integers(0, 1000, 192).astype(np.int32)
-    agree(both(programs, "compiler_sync.cu", "_Z11reverse_dynPi", (3,), (64,), [data], shared_mem=64 * 4))
+    agree(both(programs, src, "_Z11reverse_dynPi", (3,), (64,), [data], shared_mem=64 * 4))
     v = rng.integers(-100, 100, 100).astype(np.int32)
-    agree(both(programs, "compiler_sync.cu", "_Z7atomicsPKiPiPfPji", (1,), (128,),
+    agree(both(programs, src, "_Z7atomicsPKiPiPfPji", (1,), (128,),
                [v, np.zeros(3, np.int32), np.zeros(1, np.float32), np.zeros(1, np.uint32), np.int32(100)]))
 
 
 def test_warp_collectives(programs):
     v = rng.integers(0, 100, 64).astype(np.int32)
-    agree(both(programs, "compiler_sync.cu", "_Z8warp_opsPKiPi", (2,), (32,), [v, np.zeros(64 * 6, np.int32)]))
-    agree(both(programs, "compiler_sync.cu", "_Z12warp_partialPKiPi", (1,), (32,), [v[:32].copy(), np.zeros(32, np.int32)]))
+    src = "compiler_sync.cu"
+    agree(both(programs, src, "_Z8warp_opsPKiPi", (2,), (32,), [v, np.zeros(64 * 6, np.int32)]))
+    agree(both(programs, src, "_Z12warp_partialPKiPi", (1,), (32,), [v[:32].copy(), np.zeros(32, np.int32)]))
 
 
 def test_faults_agree(programs):

@@ -124,12 +124,11 @@ L8:
 
 
 WARP_OPS = """
- mov.u32 %r20, %r1;
  mul.lo.u32 %r2, %r1, 7;
- shfl.sync.down.b32 %r3|%p1, %r2, 3, 31, {mask};
- shfl.sync.bfly.b32 %r4, %r2, 5, 31, {mask};
- shfl.sync.idx.b32 %r5, %r2, 2, 0x101f, {mask};
- shfl.sync.up.b32 %r6|%p2, %r2, 1, 0, {mask};
+ shfl.sync.down.b32 %r3|%p1, %r2, 3, {down}, {mask};
+ shfl.sync.bfly.b32 %r4, %r2, 5, {bfly}, {mask};
+ shfl.sync.idx.b32 %r5, %r2, 2, {idx}, {mask};
+ shfl.sync.up.b32 %r6|%p2, %r2, 1, {up}, {mask};
  and.b32 %r7, %r1, 1;
  setp.eq.u32 %p3, %r7, 1;
  vote.sync.ballot.b32 %r8, %p3, {mask};
@@ -151,6 +150,8 @@ WARP_OPS = """
  st.global.v4.u32 [%rd5+16], {{%r8, %r10, %r11, %r12}};
  st.global.v4.u32 [%rd5+32], {{%r13, %r14, %r15, %r16}};
  st.global.u32 [%rd5+48], %r17;"""
+WHOLE_WARP = {"down": 31, "bfly": 31, "idx": 0x101F, "up": 0}
+HALF_WARP = {"down": 0x100F, "bfly": 0x100F, "idx": 0x100F, "up": 0x1000}  # 16-lane segments
 
 
 def shfl_model(mode: str, lane: int, b: int, c: int) -> tuple[int, bool]:
@@ -170,27 +171,24 @@ def shfl_model(mode: str, lane: int, b: int, c: int) -> tuple[int, bool]:
     return (j if ok else lane), ok
 
 
-def warp_expect(lanes: list[int]) -> np.ndarray:
-    """13 words per lane of WARP_OPS run by the group `lanes`."""
+def warp_expect(lanes: list[int], c: dict[str, int]) -> np.ndarray:
+    """The 13 words each lane of the group `lanes` stores in WARP_OPS."""
     out = np.zeros((len(lanes), 13), np.uint32)
-    member = sum(1 << i for i in lanes)
+    odd = [j for j in lanes if j & 1]
     for row, i in enumerate(lanes):
-        val = lambda j: (j * 7) & 0xFFFFFFFF  # noqa: E731
-        r3 = shfl_model("down", i, 3, 31)
-        r6 = shfl_model("up", i, 1, 0)
-        odd = [j for j in lanes if j & 1]
-        out[row, :13] = [val(r3[0]), val(shfl_model("bfly", i, 5, 31)[0]), val(shfl_model("idx", i, 2, 0x101f)[0]),
-                         val(r6[0]), sum(1 << j for j in odd), sum(1 << j for j in lanes if j >> 2 == i >> 2),
-                         sum(lanes), max(j * 7 for j in lanes), member, int(r3[1]), int(bool(odd)),
-                         int(len(odd) == len(lanes)), int(r6[1])]
+        down, up = shfl_model("down", i, 3, c["down"]), shfl_model("up", i, 1, c["up"])
+        out[row] = [down[0] * 7, shfl_model("bfly", i, 5, c["bfly"])[0] * 7, shfl_model("idx", i, 2, c["idx"])[0] * 7,
+                    up[0] * 7, sum(1 << j for j in odd), sum(1 << j for j in lanes if j >> 2 == i >> 2),
+                    sum(lanes), max(j * 7 for j in lanes), sum(1 << j for j in lanes), int(down[1]),
+                    int(bool(odd)), int(len(odd) == len(lanes)), int(up[1])]
     return out
 
 
 def test_warp_collectives_full_mask_and_partial_warp():
-    ptx = kernel(WARP_OPS.format(mask="-1"))
+    ptx = kernel(WARP_OPS.format(mask="-1", **WHOLE_WARP))
     out = np.zeros((32, 16), np.uint32)
     run(ptx, "k", (1,), (32,), [out])
-    np.testing.assert_array_equal(out[:, :13], warp_expect(list(range(32))))
+    np.testing.assert_array_equal(out[:, :13], warp_expect(list(range(32)), WHOLE_WARP))
     # a partial warp (24 lanes): the lanes that do not exist leave the group; the down/bfly
     # shuffles would read them, so PTX gives no result
     with pytest.raises(Undefined):
@@ -198,35 +196,22 @@ def test_warp_collectives_full_mask_and_partial_warp():
 
 
 def test_warp_collectives_divergent_halves_with_partial_masks():
-    # lanes 0-15 and 16-31 take different branches and synchronise separately, each with its own mask
-    body = """
- setp.lt.u32 %p7, %r1, 16;
- @%p7 bra LO;
-""" + WARP_OPS.format(mask="0xffff0000").replace("%r", "%r").replace("shfl.sync.down.b32 %r3|%p1, %r2, 3, 31",
-                                                                      "shfl.sync.down.b32 %r3|%p1, %r2, 3, 0x1f1f") + """
- ret;
-LO:""" + WARP_OPS.format(mask="0xffff").replace("shfl.sync.down.b32 %r3|%p1, %r2, 3, 31",
-                                                 "shfl.sync.down.b32 %r3|%p1, %r2, 3, 0x1f0f")
-    # keep every shuffle inside its 16-lane half: segment masks (c bits 8-12) of 0x10
-    body = body.replace("shfl.sync.bfly.b32 %r4, %r2, 5, 31", "shfl.sync.bfly.b32 %r4, %r2, 5, 0x100f") \
-        .replace(", 0x1f1f,", ", 0x100f,").replace(", 0x1f0f,", ", 0x100f,") \
-        .replace("shfl.sync.idx.b32 %r5, %r2, 2, 0x101f", "shfl.sync.idx.b32 %r5, %r2, 2, 0x100f") \
-        .replace("shfl.sync.up.b32 %r6|%p2, %r2, 1, 0,", "shfl.sync.up.b32 %r6|%p2, %r2, 1, 0x1000,")
+    # lanes 0-15 and 16-31 take different branches and synchronise separately, each with its
+    # own membermask; in a block of 24 threads the upper group has 8 lanes
+    body = "\n setp.lt.u32 %p7, %r1, 16;\n @%p7 bra LO;" + WARP_OPS.format(mask="0xffff0000", **HALF_WARP) \
+        + "\n ret;\nLO:" + WARP_OPS.format(mask="0xffff", **HALF_WARP)
     out = np.zeros((32, 16), np.uint32)
     run(kernel(body), "k", (1,), (32,), [out])
     for half in (list(range(16)), list(range(16, 32))):
-        for row, i in enumerate(half):
-            lo = half[0]
-            src = lambda mode, b, c: shfl_model(mode, i, b, c)  # noqa: E731
-            got = out[i]
-            d = src("down", 3, 0x100f)
-            assert got[0] == d[0] * 7 and got[9] == int(d[1])
-            assert got[1] == src("bfly", 5, 0x100f)[0] * 7
-            assert got[2] == (lo + 2) * 7
-            u = src("up", 1, 0x1000)
-            assert got[3] == u[0] * 7 and got[12] == int(u[1])
-            assert got[4] == sum(1 << j for j in half if j & 1)
-            assert got[6] == sum(half) and got[7] == max(half) * 7 and got[8] == sum(1 << j for j in half)
+        np.testing.assert_array_equal(out[half, :13], warp_expect(half, HALF_WARP))
+    # idx 2 and up 1 only read existing lanes of the 8-lane group; ballots and reductions shrink
+    ops = WARP_OPS.replace("shfl.sync.down", "// shfl.sync.down").replace("shfl.sync.bfly", "// shfl.sync.bfly")
+    out = np.zeros((24, 16), np.uint32)
+    run(kernel(ops.format(mask="-1", **HALF_WARP)), "k", (1,), (24,), [out])
+    lanes = list(range(24))
+    full = warp_expect(lanes, HALF_WARP)
+    for col in (2, 3, 4, 5, 6, 7, 8, 10, 11, 12):
+        np.testing.assert_array_equal(out[:, col], full[:, col])
 
 
 def test_legacy_vote_and_activemask_over_converged_lanes():
@@ -471,7 +456,8 @@ J:
 
 
 def test_unsupported_forms_are_named():
-    for body, pre, name in [(" tex.1d.v4.f32.s32 {%r2, %r3, %r4, %r5}, [tx, {%r1}];", ".global .texref tx;\n", "texref"),
+    tex = " tex.1d.v4.f32.s32 {%r2, %r3, %r4, %r5}, [tx, {%r1}];"
+    for body, pre, name in [(tex, ".global .texref tx;\n", "texref"),
                             (" mov.u32 %r2, sh;\n mbarrier.init.shared.b64 [%r2], 32;", ".shared .b8 sh[8];\n",
                              "mbarrier.init.shared.b64")]:
         with pytest.raises(NotImplementedError, match=name):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.layout import kernel_params
 from zluda_py.compiler.memops import ATOMIC_OPS, space_of, vector_count
 from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_size
@@ -325,7 +324,8 @@ class Decoder:
         n, size = vector_count(inst), bits_of(t) // 8
         dst, addr = inst.operands[0], inst.operands[1]
         where = self.location(addr, space_of(inst), size * n, inst)
-        dests = [(self.write(d, t, inst), k * size) for k, d in enumerate(dst.elems if isinstance(dst, ast.Vec) else [dst])]
+        dests = [(self.write(d, t, inst), k * size)
+                 for k, d in enumerate(dst.elems if isinstance(dst, ast.Vec) else [dst])]
 
         def ld(tt, r):
             buf, off = where(tt, r)
@@ -341,7 +341,8 @@ class Decoder:
         t = inst.types[-1]
         size = bits_of(t) // 8
         addr, src = inst.operands[0], inst.operands[1]
-        srcs = [(self.read(s, t, inst), k * size) for k, s in enumerate(src.elems if isinstance(src, ast.Vec) else [src])]
+        srcs = [(self.read(s, t, inst), k * size)
+                for k, s in enumerate(src.elems if isinstance(src, ast.Vec) else [src])]
         where = self.location(addr, space_of(inst), size * len(srcs), inst)
 
         def st(tt, r):
@@ -391,11 +392,12 @@ class Decoder:
     def op_isspacep(self, inst: ast.Instruction) -> Step:
         dst, a = inst.operands
         space = space_of(inst)
-        rd, w = self.read(a, "u64", inst), self.write(dst, "pred", inst)
         if space == "generic":
             raise _refuse(inst)
-        return lambda tt, r: w(tt, r, int(tt.launch.memory.space_of(rd(tt, r)) == space
-                                       or (space == "global" and tt.launch.memory.space_of(rd(tt, r)) == "const")))
+        # as on the CPU target, the .const and .param windows count as inside the global one
+        spaces = {"global", "const", "param"} if space == "global" else {space}
+        rd, w = self.read(a, "u64", inst), self.write(dst, "pred", inst)
+        return lambda tt, r: w(tt, r, int(tt.launch.memory.space_of(rd(tt, r)) in spaces))
 
     # ------------------------------------------------------------------ control flow
     def target(self, name: str, inst: ast.Instruction) -> int:

@@ -73,14 +73,6 @@ class Memory:
             raise _illegal(t, space, addr, n)
         return buf, addr
 
-    def load(self, t, space: str, addr: int, n: int) -> int:
-        buf, off = self.window(t, space, addr, n)
-        return int.from_bytes(buf[off:off + n], "little")
-
-    def store(self, t, space: str, addr: int, n: int, value: int) -> None:
-        buf, off = self.window(t, space, addr, n)
-        buf[off:off + n] = (value & ((1 << (8 * n)) - 1)).to_bytes(n, "little")
-
     def space_of(self, addr: int) -> str:
         """The state space a generic address points into ("none" outside every window)."""
         top = addr >> 32
