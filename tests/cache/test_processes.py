@@ -64,10 +64,11 @@ def _entries(tmp_path) -> int:
     return n
 
 
-def test_concurrent_writers_of_one_module_leave_one_entry(tmp_path):
+def test_processes_starting_together_compile_a_module_once(tmp_path):
     outs = _finish(_writers(tmp_path, [21] * WRITERS))
     assert _entries(tmp_path) == 1
-    assert all("'stored': 1" in o or "'hit': 1" in o for o in outs), outs
+    assert sum("'compiled': 1" in o for o in outs) == 1, outs  # the others waited and took its entry
+    assert sum("'hit': 1" in o for o in outs) == WRITERS - 1, outs
     verify = subprocess.run(["zluda", "cache", "verify", "--cache", str(tmp_path / "cache")],
                             capture_output=True, text=True)
     assert verify.returncode == 0 and "ok: 1 entries" in verify.stdout, verify.stdout + verify.stderr
@@ -124,3 +125,35 @@ def test_prewarmed_cache_on_read_only_file_system_serves_hits(tmp_path):
     assert res.returncode == 0, res.stderr
     assert res.stderr.count("zluda: warning:") == 1 and "read-only" in res.stderr, res.stderr
     assert "'hit': 2" in res.stdout and "compiled" not in res.stdout
+
+
+_HOLDER = """
+import sys, time
+from zluda_py.cache import from_environment, store_for, cache_key
+with store_for(from_environment()).compiling(cache_key([sys.argv[1]], "cpu")):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_compile_lock_dies_with_its_holder(tmp_path):
+    import os
+    import signal
+    import sys
+
+    from .conftest import REPO
+    env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_CACHE_PATH=str(tmp_path / "cache"))
+    ptx = add_kernel_ptx(77)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, ptx], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        r = run_python(f"import sys; sys.path.insert(0, {str(REPO / 'tests')!r})\n"
+                       "from cache.conftest import add_kernel_ptx, check_adds\n"
+                       "from zluda_py.cache import compile_cached\n"
+                       "check_adds(compile_cached(add_kernel_ptx(77)), 77); print('ran')",
+                       env={"CUDA_CACHE_PATH": str(tmp_path / "cache")}, timeout=120)
+        assert r.returncode == 0 and r.stdout == "ran\n", r.stderr
+    finally:
+        holder.kill()

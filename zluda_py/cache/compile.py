@@ -32,22 +32,32 @@ def _label(metadata: dict) -> str:
 def build(ptx: list[str], target: str = "cpu", settings: Settings | None = None) -> Built:
     """The object code and metadata for PTX text(s) (linked in order), from the cache or
     compiled now and stored. Raises the compiler's errors, and TargetUnavailable."""
-    from zluda_py.compiler.pipeline import compile_object
-
     settings = settings or from_environment()
     for problem in settings.problems:
         events.warn_once(problem)
     key = cache_key(ptx, target)
     store = store_for(settings) if settings.enabled else None
-    found = store.get(key) if store is not None else None
-    if found is not None:
-        events.record(events.HIT, f"{key[:16]} {_label(found[1])}")
-        return Built(key, found[0], found[1], True)
+    if store is None:
+        return _compile(ptx, target, key)
+    found = store.get(key)
+    if found is None:
+        with store.compiling(key):  # another process may be compiling it: wait, then take its entry
+            found = store.get(key)
+            if found is None:
+                built = _compile(ptx, target, key)
+                store.put(key, build_id(target), _label(built.metadata), built.object_code, built.metadata,
+                          settings.max_size)
+                return built
+    events.record(events.HIT, f"{key[:16]} {_label(found[1])}")
+    return Built(key, found[0], found[1], True)
+
+
+def _compile(ptx: list[str], target: str, key: str) -> Built:
+    from zluda_py.compiler.pipeline import compile_object
+
     start = time.perf_counter()
     ir_text, object_code, metadata = compile_object(ptx, target)
     events.record(events.COMPILED, f"{key[:16]} {_label(metadata)} in {time.perf_counter() - start:.3f} s")
-    if store is not None:
-        store.put(key, build_id(target), _label(metadata), object_code, metadata, settings.max_size)
     return Built(key, object_code, metadata, False, ir_text)
 
 

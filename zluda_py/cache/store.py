@@ -1,13 +1,16 @@
 """The on-disk cache: one SQLite database (WAL mode) of checksummed entries, shared by processes.
 
 Every failure here degrades to "no cache" (or "no new entries") with one warning: a cache
-problem must never fail or corrupt a CUDA program. A damaged database is deleted and rebuilt;
-a damaged entry is deleted and reported as a miss, so its bytes never reach the loader.
+problem must never fail or corrupt a CUDA program. A directory others could write is never
+used (trust.py). A damaged database, its schema included, is deleted and rebuilt; a damaged
+entry is deleted and reported as a miss, so its bytes never reach the loader.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -16,15 +19,20 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-from . import events
+from . import events, trust
 from .settings import DB_NAME, Settings
 
 SCHEMA_VERSION = 1
+LOCK_NAME = "zluda-cache.lock"  # one byte per key is locked while that key compiles
 BUSY_TIMEOUT_S = 60.0  # writers queue on SQLite's lock; a compile takes longer than any write
 
-# SQLite primary result codes (sqlite3.h)
-SQLITE_CORRUPT, SQLITE_NOTADB = 11, 26
+# SQLite primary result codes (sqlite3.h). SQLITE_ERROR from our own fixed statements means the
+# schema is not ours any more ("no such column: key"): damage, like CORRUPT and NOTADB.
+# SQLITE_IOERR: what a damaged file or a stale -shm index reads as; deleting a cache is cheap.
+SQLITE_ERROR, SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_NOTADB = 1, 10, 11, 26
+DAMAGE = (SQLITE_ERROR, SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_NOTADB)
 SQLITE_BUSY, SQLITE_LOCKED = 5, 6
 
 _SCHEMA = """
@@ -42,6 +50,27 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_lru ON entries(last_used);
 """
+
+
+_COLUMNS = [line.split()[0] for line in _SCHEMA.split("(", 1)[1].split(");")[0].splitlines() if line.strip()]
+
+
+def _current(conn: sqlite3.Connection) -> bool:
+    """The database has our schema version and the entries table has exactly our columns."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        return False
+    return [r[1] for r in conn.execute("PRAGMA table_info(entries)")] == _COLUMNS
+
+
+def _intact(key: str, obj: object, meta: object, stored_sum: object) -> dict:
+    """The entry's metadata if its fields have their types and its checksum matches, else
+    ValueError (a damaged entry; its metadata is read as bytes so bad text is damage too)."""
+    if not (isinstance(obj, bytes) and isinstance(meta, bytes)):
+        raise ValueError("a field of the wrong type")
+    text = meta.decode()  # UnicodeDecodeError is a ValueError
+    if checksum(key, obj, text) != stored_sum:
+        raise ValueError("checksum mismatch")
+    return json.loads(text)
 
 
 def checksum(key: str, object_code: bytes, metadata_json: str) -> str:
@@ -73,6 +102,9 @@ class Store:
         self.usable = True  # False: no cache at all (reported once)
         self.writable = True  # False: existing entries are read, nothing is written
         self.rebuilds = 0  # damaged databases replaced by this process
+        self._lock_fd: int | None = None  # kept open: closing any descriptor drops all our record locks
+        self._lock_pid = 0
+        self._compiling: dict[str, threading.Lock] = {}
 
     # ------------------------------------------------------------------ connection
     def _connection(self) -> sqlite3.Connection | None:
@@ -82,11 +114,18 @@ class Store:
         if not self.usable:
             return None
         self._pid = os.getpid()
+        verdict = trust.check(self.directory)
+        if verdict.problem:
+            self._give_up(f"{verdict.problem}; compiling without the cache")
+            return None
         try:
-            self._conn = self._open_writable()
+            if verdict.read_only:
+                self._conn = self._open_read_only("belongs to root")
+            else:
+                self._conn = self._open_writable()
         except OSError as e:
             if e.errno == errno.EROFS and self.path.is_file():
-                self._conn = self._open_read_only()
+                self._conn = self._open_read_only("is on a read-only file system")
             else:
                 self._give_up(f"cannot use {self.directory}: {e.strerror or e}")
         return self._conn
@@ -99,9 +138,11 @@ class Store:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            if not _current(conn):
                 conn.execute("BEGIN IMMEDIATE")
-                if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:  # not upgraded meanwhile
+                if not _current(conn):  # not upgraded meanwhile
+                    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                        self._damaged("its entries table is not the one this version writes")
                     conn.execute("DROP TABLE IF EXISTS entries")  # another layout: its entries are useless
                     for statement in filter(str.strip, _SCHEMA.split(";")):  # executescript would commit
                         conn.execute(statement)
@@ -112,9 +153,9 @@ class Store:
             raise
         return conn
 
-    def _open_read_only(self) -> sqlite3.Connection | None:
+    def _open_read_only(self, why: str) -> sqlite3.Connection | None:
         """A cache baked into a read-only image (a container layer): serve its entries."""
-        events.warn_once(f"compiled-code cache {self.directory} is on a read-only file system: "
+        events.warn_once(f"compiled-code cache {self.directory} {why}: "
                          f"using its entries, new compiles are not saved")
         self.writable = False
         try:
@@ -138,12 +179,15 @@ class Store:
                 pass
         self._conn = None
 
+    def _damaged(self, why: object) -> None:
+        self.rebuilds += 1
+        events.warn_once(f"compiled-code cache {self.path} was damaged ({why}); rebuilding it")
+        events.record(events.REBUILT, str(self.path))
+
     def _rebuild(self, error: sqlite3.DatabaseError) -> None:
         """The database is damaged: delete it (the entries are only a cache) and start again."""
         self._close()
-        self.rebuilds += 1
-        events.warn_once(f"compiled-code cache {self.path} was damaged ({error}); rebuilding it")
-        events.record(events.REBUILT, str(self.path))
+        self._damaged(error)
         if not self.writable:
             self.usable = False
             return
@@ -175,7 +219,7 @@ class Store:
                         except sqlite3.Error:
                             pass
                     code = getattr(e, "sqlite_errorcode", 0) & 0xFF
-                    if code in (SQLITE_CORRUPT, SQLITE_NOTADB) and attempt == 0:
+                    if code in DAMAGE and attempt == 0:
                         self._rebuild(e)
                         continue
                     if code in (SQLITE_BUSY, SQLITE_LOCKED):
@@ -186,23 +230,55 @@ class Store:
                     return default
             return default
 
+    # ------------------------------------------------------------------ one compile per key
+    def _lock_file(self) -> int | None:
+        if self._lock_fd is not None and self._lock_pid == os.getpid():
+            return self._lock_fd
+        self._lock_fd = None  # a forked child holds none of the parent's record locks
+        if self._connection() is None or not self.writable:
+            return None
+        try:
+            self._lock_fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._lock_pid = os.getpid()
+        except OSError:
+            return None  # compiles are then merely not shared
+        return self._lock_fd
+
+    @contextlib.contextmanager
+    def compiling(self, key: str) -> Iterator[None]:
+        """Held while `key` is compiled and stored, so that threads and processes compiling the
+        same module wait for one compile and take its entry. A byte-range lock on one file: the
+        kernel drops it when its holder dies, so a crashed compile never blocks the others."""
+        with self._lock:
+            gate = self._compiling.setdefault(key, threading.Lock())
+            fd = self._lock_file()
+        with gate:
+            if fd is None:
+                yield
+                return
+            where = int(key[:15], 16)
+            fcntl.lockf(fd, fcntl.LOCK_EX, 1, where)
+            try:
+                yield
+            finally:
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, where)
+
     # ------------------------------------------------------------------ entries
     def get(self, key: str) -> tuple[bytes, dict] | None:
         """The entry's (object code, metadata) if present and intact; a damaged one is dropped."""
 
         def op(conn: sqlite3.Connection):
-            row = conn.execute("SELECT object, metadata, checksum FROM entries WHERE key = ?", (key,)).fetchone()
+            row = conn.execute("SELECT rowid, object, CAST(metadata AS BLOB), checksum FROM entries WHERE key = ?",
+                               (key,)).fetchone()
             if row is None:
                 return None
-            obj, meta, stored_sum = row
+            rowid, obj, meta, stored_sum = row
             try:
-                if not (isinstance(obj, bytes) and isinstance(meta, str) and checksum(key, obj, meta) == stored_sum):
-                    raise ValueError("checksum mismatch")
-                metadata = json.loads(meta)
+                metadata = _intact(key, obj, meta, stored_sum)
             except ValueError as e:
                 events.record(events.CORRUPT, f"{key[:16]} ({e}); dropped")
                 if self.writable:
-                    conn.execute("DELETE FROM entries WHERE key = ? AND checksum IS ?", (key, stored_sum))
+                    conn.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
                 return None
             if self.writable:
                 conn.execute("UPDATE entries SET last_used = ? WHERE key = ?", (time.time_ns(), key))
@@ -262,29 +338,33 @@ class Store:
         return self._run(op, 0, write=True)
 
     def verify(self) -> list[str]:
-        """SQLite's integrity check plus every entry's checksum; damaged entries are dropped.
-        The problems found, one line each (empty: all is well)."""
+        """SQLite's integrity check plus every entry's checksum; damaged entries are dropped and a
+        damaged database is rebuilt. The problems found, one line each (empty: all is well)."""
 
-        def op(conn: sqlite3.Connection) -> list[str]:
+        def op(conn: sqlite3.Connection) -> tuple[list[str], bool]:
             problems = [r[0] for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
+            if problems:
+                return problems, True
             bad = []
-            for key, obj, meta, stored_sum in conn.execute("SELECT key, object, metadata, checksum FROM entries"):
-                ok = isinstance(obj, bytes) and isinstance(meta, str) and checksum(key, obj, meta) == stored_sum
-                if ok:
-                    try:
-                        json.loads(meta)
-                    except ValueError:
-                        ok = False
-                if not ok:
-                    bad.append(key)
-                    problems.append(f"entry {key[:16]}: checksum mismatch; dropped")
+            for rowid, key, obj, meta, stored_sum in conn.execute(
+                    "SELECT rowid, CAST(key AS BLOB), object, CAST(metadata AS BLOB), checksum FROM entries"):
+                name = key.decode(errors="replace") if isinstance(key, bytes) else repr(key)
+                try:
+                    _intact(name, obj, meta, stored_sum)
+                except ValueError as e:
+                    bad.append((rowid,))
+                    problems.append(f"entry {name[:16]}: {e}; dropped")
             if bad and self.writable:
-                conn.executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in bad])
-            return problems
+                conn.executemany("DELETE FROM entries WHERE rowid = ?", bad)
+            return problems, False
 
         rebuilds = self.rebuilds
-        problems = self._run(op, [f"{self.path}: cache not usable"])
-        if self.rebuilds != rebuilds:
+        problems, damaged = self._run(op, ([f"{self.path}: cache not usable"], False))
+        if damaged:
+            with self._lock:
+                self._rebuild(sqlite3.DatabaseError("integrity check failed"))
+            self._run(lambda conn: None, None)  # recreate it now, so the report below holds
+        if self.rebuilds != rebuilds and self.usable:
             problems.insert(0, f"{self.path}: the database was damaged; it was deleted and recreated empty")
         return problems
 

@@ -65,10 +65,14 @@ def _clear(args: argparse.Namespace) -> int:
     if args.stale:
         current = _current_build()
         keep = {current} if current else set()
+    rebuilds = store.rebuilds
     n = store.clear(keep)
     if not store.usable or not store.writable:
         print(f"zluda cache: cannot clear {settings.db_path}", file=sys.stderr)
         return 1
+    if store.rebuilds != rebuilds:
+        print(f"{settings.db_path} was damaged: it was deleted and recreated empty")
+        return 0
     print(f"removed {n} {'stale ' if args.stale else ''}entries from {settings.db_path}")
     return 0
 
@@ -82,6 +86,9 @@ def _verify(args: argparse.Namespace) -> int:
     for p in problems:
         print(p)
     n = len(store.rows())
+    if not store.usable:
+        print(f"{len(problems)} problem(s) found; the cache could not be repaired and is not used")
+        return 1
     if problems:
         print(f"{len(problems)} problem(s) found and repaired; {n} intact entries remain")
         return 1
