@@ -1,12 +1,20 @@
 """Bounds checks: an access outside every valid range stops the launch with 700
-(CUDA_ERROR_ILLEGAL_ADDRESS) before it touches memory, and the module keeps working."""
+(CUDA_ERROR_ILLEGAL_ADDRESS) before it touches memory, and the module keeps working.
+
+Memory registered with `register_memory` (numpy arrays here: the host program's) is checked
+exactly in every mode. Device memory from the CPU backend sits in mapped regions
+(backends/regions.py): by default an access a little outside an allocation but inside its
+region works, as on the GPU; `exact` mode (ZLUDA_CHECK_BOUNDS=exact) checks allocations only."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from zluda_py.backends import regions
+from zluda_py.backends.cpu import memory as device_memory
 from zluda_py.compiler import LaunchError, compile, register_memory, unregister_memory
+from zluda_py.compiler.cpu.bounds import RANGES
 
 PTX = r"""
 .version 7.8
@@ -82,6 +90,25 @@ DONE:
     cvt.u64.u32 %rd1, %r4;
     add.s64 %rd4, %rd3, %rd1;
     st.global.u32 [%rd4], %r2;
+    ret;
+}
+
+// out[tid] = p[tid - back]: a signed index (srad_v2 reads the row before its first one)
+.visible .entry load_back(.param .u64 p, .param .u32 back, .param .u64 out)
+{
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u32 %r1, [back];
+    mov.u32 %r2, %tid.x;
+    sub.s32 %r3, %r2, %r1;
+    mul.wide.s32 %rd2, %r3, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    ld.global.u32 %r4, [%rd3];
+    ld.param.u64 %rd4, [out];
+    mul.wide.u32 %rd2, %r2, 4;
+    add.s64 %rd5, %rd4, %rd2;
+    st.global.u32 [%rd5], %r4;
     ret;
 }
 
@@ -219,3 +246,67 @@ def test_device_malloc_memory_is_valid_until_freed(m):
     m.launch("heap", 2, 32, [out, 0])  # both blocks write out[0..31]
     np.testing.assert_array_equal(out[:32], np.arange(32) * 3)
     illegal(m.launch, "heap", 1, 32, [out, 1])
+
+
+@pytest.fixture(params=["mapped", "exact"])
+def mode(request, monkeypatch):
+    """Run in the default (GPU-like) mode and in the sanitizer mode."""
+    monkeypatch.setattr(RANGES, "mode", request.param)
+    return request.param
+
+
+@pytest.fixture(params=[(4096, "device"), (8 << 20, "device"), (4096, "managed"), (4096, "host")])
+def allocation(request):
+    """Device memory from the CPU backend (what cuMemAlloc & co. return), holding 0, 1, 2, ..."""
+    size, kind = request.param
+    a = device_memory.allocate(size, kind, 0, None)
+    data = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint32 * (size // 4)).from_address(a.base))
+    data[:] = np.arange(size // 4)
+    yield a
+    device_memory.release(a.base)
+
+
+@pytest.mark.parametrize("back", [1, 2048])
+def test_reading_before_an_allocation(m, allocation, mode, back):
+    """srad_v2 reads up to a row before its array: the GPU does not fault, the sanitizer does."""
+    out = np.zeros(32, np.uint32)
+    args = [allocation.base, back, out]
+    if mode == "exact":
+        message = illegal(m.launch, "load_back", 1, 32, args)
+        assert message.endswith(f"lane 0 (thread (0,0,0)), address 0x{allocation.base - 4 * back:x}"), message
+    else:
+        m.launch("load_back", 1, 32, args)  # whatever lies there: another allocation, or zeros
+        np.testing.assert_array_equal(out[back:], np.arange(32 - back))
+
+
+def test_reading_past_the_end_of_an_allocation(m, allocation, mode):
+    out = np.zeros(32, np.uint32)
+    n = allocation.size // 4
+    args = [allocation.base, n - 24, out]  # elements n-24 .. n+7
+    if mode == "exact":
+        message = illegal(m.launch, "load_at", 1, 32, args)
+        assert message.endswith(f"lane 24 (thread (24,0,0)), address 0x{allocation.base + 4 * n:x}"), message
+    else:
+        m.launch("load_at", 1, 32, args)
+        np.testing.assert_array_equal(out[:24], np.arange(n - 24, n))
+
+
+def test_writes_outside_everything_mapped_fault_in_every_mode(m, allocation, mode):
+    """The first byte after the mapped memory around an allocation (its region, merged with any
+    adjacent ones): a write there would land in the host's memory, so it always faults."""
+    table = RANGES.table()
+    row = int(np.searchsorted(table[:, 0], np.uint64(allocation.base), side="right")) - 1
+    end = int(table[row, 1])
+    assert mode == "exact" or end >= allocation.base + allocation.size + regions.GRANULE
+    illegal(m.launch, "store_at", 1, 1, [end, 0, 7])
+    illegal(m.launch, "store_at", 1, 32, [allocation.base, 1 << 28, 7])  # 1 GiB past its start
+    illegal(m.launch, "store_at", 1, 1, [0xDEAD0000, 0, 7])
+    m.launch("store_at", 1, 32, [allocation.base, 0, 7])  # its own elements: fine in both modes
+
+
+def test_freed_regions_are_unmapped_for_the_check(m, monkeypatch):
+    monkeypatch.setattr(RANGES, "mode", "mapped")
+    a = device_memory.allocate(8 << 20, "device", 0, None)
+    m.launch("store_at", 1, 32, [a.base - 64, 0, 1])  # inside the region's guard
+    device_memory.release(a.base)
+    illegal(m.launch, "store_at", 1, 32, [a.base, 0, 1])

@@ -8,34 +8,25 @@ from __future__ import annotations
 import numpy as np
 
 from ..compiler.cpu.bounds import register_memory, unregister_memory
-from ..driver.cdata import addr, ffi, libc, memmove, memset
+from ..driver.cdata import ffi, memmove, memset
 from . import tracking
+from .regions import Regions
 from .tracking import Allocation
 
-ALIGNMENT = 256  # cudaMalloc's documented minimum alignment
-# Device and pinned host memory is resident from the moment it is allocated, as on NVIDIA's
-# driver; large blocks are mapped with MAP_POPULATE, so that the first copy into them runs at
-# memory bandwidth instead of taking a page fault per 4 KiB (~10 us each in a VM). Managed
-# memory stays demand-paged, as it is on NVIDIA's driver.
-POPULATE_MIN = 1 << 20
-_PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, _MAP_POPULATE = 0x3, 0x22, 0x8000
-_MAP_FAILED = (1 << 64) - 1
 _ELEMENT = {2: np.uint16, 4: np.uint32}
 
 
 class Memory(tracking.Memory):
-    """Host memory; every tracked range is valid for device accesses (bounds checks, error 700)."""
+    """Host memory; every tracked range is valid for device accesses (bounds checks, error 700).
+    What the backend allocates comes from mapped regions (regions.py: device and pinned host
+    memory populated at once, managed memory demand-paged, as on NVIDIA's driver)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._regions = Regions()
 
     def _obtain(self, size: int, kind: str, flags: int) -> tuple[int, bool]:
-        if size >= POPULATE_MIN and kind in ("device", "host"):
-            base = addr(libc.mmap(ffi.NULL, size, _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS | _MAP_POPULATE, -1, 0))
-            if base == _MAP_FAILED:
-                raise MemoryError(size)
-            return base, True
-        out = ffi.new("void **")
-        if libc.posix_memalign(out, ALIGNMENT, max(size, 1)) != 0:
-            raise MemoryError(size)
-        return addr(out[0]), False
+        return self._regions.allocate(size, populate=kind in ("device", "host")), True
 
     def add(self, base: int, size: int, kind: str, flags: int, owner: object, mapped: bool = False) -> Allocation:
         a = super().add(base, size, kind, flags, owner, mapped)
@@ -44,10 +35,8 @@ class Memory(tracking.Memory):
 
     def _give_back(self, a: Allocation) -> None:
         unregister_memory(a.base)
-        if a.mapped:
-            libc.munmap(ffi.cast("void *", a.base), a.size)
-        elif a.kind not in ("registered", "global"):
-            libc.free(ffi.cast("void *", a.base))
+        if a.mapped:  # registered host memory and module globals are not ours to free
+            self._regions.release(a.base)
 
     def copy(self, dst: int, src: int, size: int) -> None:
         memmove(dst, src, size)  # a device pointer is a host pointer

@@ -17,7 +17,7 @@ class Allocation:
     flags: int
     owner: object  # the context it belongs to (None: a module's variable)
     buffer_id: int
-    mapped: bool = False  # CPU: mmap'ed (released with munmap) rather than from the C heap
+    mapped: bool = False  # CPU: from the backend's mapped regions (backends/regions.py), given back there
 
 
 class Memory:
