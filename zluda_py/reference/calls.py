@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from zluda_py.compiler.ptxtypes import var_size
 from zluda_py.ptx import ast
-from zluda_py.reference.memory import ReferenceFault
+from zluda_py.reference.memory import STOP, ReferenceFault
 from zluda_py.reference.program import Func, Step, bits_of
 
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
@@ -81,7 +81,7 @@ def call_step(dec, inst: ast.Instruction) -> Step:
                 n = bits_of(mine.type) // 8
                 copy.append(lambda f, w=w, buf=buf, n=n: w(t, r, int.from_bytes(buf[:n], "little")))
         frame.on_return = copy
-        return True
+        return STOP
     return call
 
 

@@ -12,14 +12,12 @@ from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
 from zluda_py.reference import jit
-from zluda_py.reference.memory import (CUDA_ERROR_LAUNCH_FAILED, LOCAL_BASE, PARAM_BASE, SHARED_BASE,
-                                       ReferenceFault)
+from zluda_py.reference.memory import CUDA_ERROR_LAUNCH_FAILED, LOCAL_BASE, PARAM_BASE, SHARED_BASE, ReferenceFault
 from zluda_py.reference.program import Func, Program, Read, Step, Symbol, Write, bits_of
 
 NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "applypriority", "createpolicy",
           "griddepcontrol", "setmaxnreg", "nanosleep"}
 COLLECTIVES = {"shfl", "vote", "match", "redux", "activemask", "elect"}
-STOP = True  # what a closure returns to leave the thread's run loop
 
 
 @lru_cache(maxsize=16)
@@ -249,7 +247,7 @@ class Decoder:
                 body = self.value(inst)
             else:
                 raise _refuse(inst)
-        if inst.guard is None:
+        if inst.guard is None or getattr(body, "guarded", False):
             return body
         g, _ = self.reg(inst.guard.reg, inst)
         neg = int(inst.guard.negated)
@@ -260,9 +258,9 @@ class Decoder:
         return guarded
 
     def value(self, inst: ast.Instruction) -> Step:
-        """A value instruction through its JIT'd semantics (sources in, results out)."""
+        """A value instruction through its JIT'd semantics (sources in, results out), as
+        generated Python: operands become inline expressions (`r[3]`, `(r[3] & 255)`, 7)."""
         form = jit.scalar_form(inst)
-        fn = form.fn
         dst_types = [t for t in form.dst if t != "cc"]
         ops = list(inst.operands)
         dests: list[ast.Operand] = []
@@ -270,27 +268,59 @@ class Decoder:
             o = ops.pop(0)
             dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
         cc = ast.Reg("%cc")
+        env: dict[str, object] = {"fn": form.fn, "OUT": jit.OUT, "_resize": _resize}
         srcs = iter(ops)
-        readers = [self.read(cc if t == "cc" else next(srcs), t, inst) for t in form.src]
+        args = [self.read_expr(cc if t == "cc" else next(srcs), t, inst, env) for t in form.src]
         dest_iter = iter(dests)
-        writers = [self.write(cc if t == "cc" else next(dest_iter), t, inst) for t in form.dst]
-        if len(writers) == 1:
-            w = writers[0]
-            if len(readers) == 1:
-                a = readers[0]
-                return lambda t, r: w(t, r, fn(a(t, r)))
-            if len(readers) == 2:
-                a, b = readers
-                return lambda t, r: w(t, r, fn(a(t, r), b(t, r)))
-            return lambda t, r: w(t, r, fn(*[rd(t, r) for rd in readers]))
-        out, addr = jit.OUT, jit.OUT_ADDR
-        first, rest = writers[0], list(enumerate(writers[1:]))
+        outs = [cc if t == "cc" else next(dest_iter) for t in form.dst]
+        if len(outs) > 1:
+            args.append("OUT")
+        lines = [] if inst.guard is None else [self.guard_test(inst)]
+        call = f"fn({', '.join(args)})"
+        if len(outs) == 1:
+            lines.append(self.write_stmt(outs[0], form.dst[0], call, inst))
+        else:
+            lines.append(self.write_stmt(outs[0], form.dst[0], call, inst))
+            lines += [self.write_stmt(o, t, f"OUT[{k}]", inst) for k, (o, t) in enumerate(zip(outs[1:], form.dst[1:]))]
+        source = "def step(t, r):\n" + "".join(f"    {line}\n" for line in lines)
+        exec(compile(source, f"<{_name(inst)} at {inst.pos}>", "exec"), env)
+        step = env["step"]
+        step.guarded = True  # type: ignore[attr-defined]
+        return step  # type: ignore[return-value]
 
-        def multi(t, r):
-            first(t, r, fn(*[rd(t, r) for rd in readers], addr))
-            for k, w in rest:
-                w(t, r, out[k])
-        return multi
+    def guard_test(self, inst: ast.Instruction) -> str:
+        g, _ = self.reg(inst.guard.reg, inst)
+        return f"if {'' if inst.guard.negated else 'not '}r[{g}]: return"
+
+    def read_expr(self, op: ast.Operand, ptype: str, inst: ast.Instruction, env: dict) -> str:
+        """`read` as a Python expression over `t` and `r` (closures it needs go into `env`)."""
+        want = bits_of(ptype)
+        if isinstance(op, ast.Reg) and op.name in self.func.regs:
+            i, have = self.func.regs[op.name]
+            if have == want or (have < want and not ptype.startswith("s")):
+                return f"r[{i}]"
+            if have > want:
+                return f"(r[{i}] & {_mask(want)})"
+            return f"_resize(r[{i}], {have}, {want}, True)"
+        if isinstance(op, ast.Imm):
+            return str(self.read(op, ptype, inst)(None, None))
+        name = f"_rd{len(env)}"
+        env[name] = self.read(op, ptype, inst)
+        return f"{name}(t, r)"
+
+    def write_stmt(self, op: ast.Operand, ptype: str, value: str, inst: ast.Instruction) -> str:
+        """`write` as a Python statement storing the expression `value`."""
+        if isinstance(op, ast.Sink):
+            return value
+        if not isinstance(op, ast.Reg):
+            raise _refuse(inst, f"destination {op}")
+        i, have = self.reg(op.name, inst)
+        want = bits_of(ptype)
+        if want == have or (want < have and not ptype.startswith("s")):
+            return f"r[{i}] = {value}"
+        if want > have:
+            return f"r[{i}] = {value} & {_mask(have)}"
+        return f"r[{i}] = _resize({value}, {want}, {have}, True)"
 
     def op_mov(self, inst: ast.Instruction) -> Step:
         if inst.has("v2") or inst.has("v4"):
@@ -408,9 +438,7 @@ class Decoder:
     def op_bra(self, inst: ast.Instruction) -> Step:
         k = self.target(next(o for o in inst.operands if isinstance(o, ast.Sym)).name, inst)
 
-        def bra(t, r):
-            t.frame.pc = k
-        return bra
+        return lambda t, r: k
 
     def op_brx(self, inst: ast.Instruction) -> Step:
         index, table = inst.operands[0], inst.operands[1]
@@ -425,7 +453,7 @@ class Decoder:
             i = rd(t, r)
             if i >= len(targets):
                 raise ReferenceFault(CUDA_ERROR_LAUNCH_FAILED, f"brx.idx index {i} out of range by {t.name()}")
-            t.frame.pc = targets[i]
+            return targets[i]
         return brx
 
     def op_ret(self, inst: ast.Instruction) -> Step:

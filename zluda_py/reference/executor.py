@@ -20,7 +20,7 @@ import numpy as np
 from zluda_py.ptx import ast
 from zluda_py.reference.collectives import RESULTS, Undefined
 from zluda_py.reference.memory import (ARRAYS_TOP, CONST_TOP, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_LAUNCH_TIMEOUT,
-                                       VARS_TOP, Memory, ReferenceFault, Region)
+                                       STOP, VARS_TOP, Memory, ReferenceFault, Region)
 from zluda_py.reference.program import Func, Program
 
 RUNNING, WAITING, DONE = 0, 1, 2
@@ -59,20 +59,20 @@ class Thread:
         self.frame = frame
         return frame
 
-    def ret(self) -> bool:
+    def ret(self) -> int:
         done = self.frames.pop()
         if not self.frames:
             return self.exit()
         self.frame = self.frames[-1]
         for copy in done.on_return:
             copy(done)
-        return True
+        return STOP
 
-    def exit(self) -> bool:
+    def exit(self) -> int:
         self.state = DONE
         self.frames.clear()
         self.block.exited(self)
-        return True
+        return STOP
 
 
 class Warp:
@@ -84,14 +84,14 @@ class Warp:
         self.live = sum(1 << t.lane for t in lanes)
         self.waiting: dict[int, tuple] = {}  # lane -> (inst, key, mask, inputs, writers)
 
-    def wait(self, t: Thread, inst: ast.Instruction, key, mask: int | None, inputs: tuple, writers: list) -> bool:
+    def wait(self, t: Thread, inst: ast.Instruction, key, mask: int | None, inputs: tuple, writers: list) -> int | None:
         if mask is not None and not mask >> t.lane & 1:
             raise Undefined(f"{'.'.join((inst.opcode, *inst.mods))} by {t.name()}: lane not in membermask 0x{mask:08x}")
         self.waiting[t.lane] = (inst, key, mask, inputs, writers)
         t.state = WAITING
         if mask is not None:
             self._try(mask)
-        return t.state == WAITING
+        return STOP if t.state == WAITING else None
 
     def _try(self, mask: int) -> None:
         """Complete the group of membermask `mask` if all of it waits with the same qualifiers."""
@@ -140,8 +140,8 @@ class Block:
         self.live = len(self.threads)
         self.barriers: dict[int, dict] = {}
 
-    def arrive(self, t: Thread, bar_id: int, count: int, pred: int, kind: str | None, dst, arrive_only: bool) -> bool:
-        """bar.sync / bar.arrive / bar.red at barrier `bar_id`; true while `t` must wait."""
+    def arrive(self, t: Thread, bar_id: int, count: int, pred: int, kind: str | None, dst, arrive_only: bool) -> int | None:
+        """bar.sync / bar.arrive / bar.red at barrier `bar_id`; STOP while `t` must wait."""
         if bar_id >= 16:
             raise ReferenceFault(CUDA_ERROR_LAUNCH_FAILED, f"barrier id {bar_id} by {t.name()}")
         b = self.barriers.setdefault(bar_id, {"arrived": 0, "expected": 0, "acc": 0, "waiters": []})
@@ -153,7 +153,7 @@ class Block:
             t.state = WAITING
             b["waiters"].append((t, kind, dst))
         self._check(bar_id)
-        return t.state == WAITING
+        return STOP if t.state == WAITING else None
 
     def _check(self, bar_id: int) -> None:
         b = self.barriers[bar_id]
@@ -215,17 +215,20 @@ class Launch:
         budget = min(SLICE, self.max_steps - self.steps + 1)
         n = 0
         try:
-            while t.state == RUNNING:
+            while t.state == RUNNING and n < budget:
                 f = t.frame
-                code, r = f.code, f.regs
+                code, r, pc = f.code, f.regs, f.pc
                 while n < budget:
-                    step = code[f.pc]
-                    f.pc += 1
                     n += 1
-                    if step(t, r):
+                    x = code[pc](t, r)
+                    if x is None:
+                        pc += 1
+                    elif x >= 0:
+                        pc = x
+                    else:  # a call, return, wait or exit: `f` resumes after this instruction
+                        pc += 1
                         break
-                else:
-                    break
+                f.pc = pc
         finally:
             self.steps += n
         if self.steps > self.max_steps:

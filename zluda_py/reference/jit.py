@@ -10,10 +10,10 @@ life of the process.
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 from typing import Callable
 
+import cffi
 from llvmlite import binding as llvm
 from llvmlite import ir
 
@@ -40,7 +40,8 @@ def target_machine(opt: int = 2) -> llvm.TargetMachine:
 
 @dataclass
 class ScalarForm:
-    """One compiled form: PTX types of its sources and results, and the native function."""
+    """One compiled form: PTX types of its sources and results, and the native function
+    (`fn(*sources[, OUT])`: the first result; the others land in OUT)."""
 
     src: list[str]
     dst: list[str]
@@ -49,8 +50,8 @@ class ScalarForm:
 
 _FORMS: dict[tuple, ScalarForm] = {}
 _ENGINES: list = []  # compiled code lives as long as its engine
-OUT = (ctypes.c_uint64 * 4)()  # the extra results of the call just made
-OUT_ADDR = ctypes.addressof(OUT)
+_FFI = cffi.FFI()  # cffi calls through a function pointer cost less than ctypes'
+OUT = _FFI.new("uint64_t[4]")  # the extra results of the call just made
 
 
 def form_key(inst: ast.Instruction) -> tuple:
@@ -106,8 +107,8 @@ def prepare(insts: list[ast.Instruction]) -> None:
     engine.finalize_object()
     _ENGINES.append((engine, tm))  # the engine borrows its target machine
     for key, (name, form) in built.items():
-        args = [ctypes.c_uint64] * len(form.src) + ([ctypes.c_void_p] if len(form.dst) > 1 else [])
-        form.fn = ctypes.CFUNCTYPE(ctypes.c_uint64, *args)(engine.get_function_address(name))
+        args = ["uint64_t"] * len(form.src) + (["uint64_t *"] if len(form.dst) > 1 else [])
+        form.fn = _FFI.cast(f"uint64_t (*)({', '.join(args) or 'void'})", engine.get_function_address(name))
         _FORMS[key] = form
 
 

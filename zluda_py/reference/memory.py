@@ -18,6 +18,7 @@ CUDA_ERROR_LAUNCH_FAILED = 719
 SHARED_TOP, LOCAL_TOP, PARAM_TOP, FUNC_TOP, VARS_TOP, CONST_TOP, ARRAYS_TOP = 0x2, 0x3, 0x4, 0x5, 0x8, 0x9, 0x10
 SHARED_BASE, LOCAL_BASE, PARAM_BASE = SHARED_TOP << 32, LOCAL_TOP << 32, PARAM_TOP << 32
 FUNC_BASE, VARS_BASE, CONST_BASE = FUNC_TOP << 32, VARS_TOP << 32, CONST_TOP << 32
+STOP = -1  # what an instruction step returns to leave the thread's run loop (see program.py)
 WINDOW_SPACE = {SHARED_TOP: "shared", LOCAL_TOP: "local", PARAM_TOP: "param"}
 
 

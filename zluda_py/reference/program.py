@@ -1,8 +1,9 @@
 """A PTX module decoded for the reference: per function a list of instruction closures.
 
 Each closure is `step(t, r)`: `t` the executing Thread, `r` its current frame's register list.
-It returns a true value when the thread must leave its run loop (a call, a return, a wait at
-a rendezvous, exit). Operands are resolved once here: a register to its index, an immediate
+It returns None to go on with the next instruction, the index of the instruction to jump to
+(a taken branch), or STOP (-1) when the thread must leave its run loop (a call, a return, a
+wait at a rendezvous, exit). Operands are resolved once here: a register to its index, an immediate
 to its bit pattern, a symbol to its address.
 """
 
