@@ -1,0 +1,1 @@
+"""Differential fuzzing of the CPU target against the reference executor (docs/fuzz.md)."""

@@ -1,0 +1,35 @@
+"""`python -m zluda_py.fuzz --seeds A-B [--jobs N] [--keep DIR] [--opt L]` or `--minimize CASE`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m zluda_py.fuzz", description=__doc__)
+    ap.add_argument("--seeds", help="seed range A-B (inclusive)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes (each compiles its own batches)")
+    ap.add_argument("--keep", type=Path, default=Path("fuzz-failures"), help="where divergent cases are written")
+    ap.add_argument("--opt", type=int, choices=(0, 1, 2, 3), default=None,
+                    help="LLVM level for the CPU target (default: what compile() picks, O3)")
+    ap.add_argument("--batch", type=int, default=25, help="kernels per compiled module")
+    ap.add_argument("--minimize", type=Path, metavar="CASE", help="a kept case.json (or its directory)")
+    args = ap.parse_args(argv)
+    if args.minimize:
+        from zluda_py.fuzz.minimize import minimize
+
+        minimize(args.minimize)
+        return 0
+    if not args.seeds:
+        ap.error("--seeds A-B or --minimize CASE")
+    first, _, last = args.seeds.partition("-")
+    from zluda_py.fuzz.campaign import campaign
+
+    result = campaign(int(first), int(last or first), args.jobs, args.keep, args.opt, args.batch)
+    return 1 if result.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Differential runs: each generated kernel on the reference executor and on the CPU target.
+
+Kernels are compiled for the CPU target in batches (one module of many `.entry`s, one compile),
+and the reference gets each kernel's own module. A kernel *diverges* when the two disagree on
+fault/no-fault or, without a fault, on any output word or global accumulator word.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from zluda_py.fuzz.generate import NOUT, Kernel, generate, module_ptx
+
+
+@dataclass
+class Outcome:
+    """What one executor left: a fault message (None if the launch finished) and the buffers."""
+
+    fault: str | None
+    out: np.ndarray
+    acc: np.ndarray
+    error: str | None = None   # the executor failed (not a fault of the kernel): not comparable
+
+
+Executor = Callable[[Kernel], Outcome]
+
+
+def run_reference(k: Kernel) -> Outcome:
+    """The kernel on `zluda_py.reference` (imported here: the CPU-only paths work without it)."""
+    from zluda_py.reference import ReferenceFault, run
+
+    inp, out, acc = k.buffers()
+    try:
+        run(k.ptx(), k.name, (k.grid, 1, 1), (k.block, 1, 1), [inp, out, acc])
+    except ReferenceFault as e:
+        return Outcome(f"fault: {e}", out, acc)
+    except Exception as e:  # noqa: BLE001 - an unsupported form or a crash of the reference itself
+        return Outcome(None, out, acc, error=f"reference error: {type(e).__name__}: {e}")
+    return Outcome(None, out, acc)
+
+
+def compile_cpu(ptx: str, opt: int | None = None):
+    """Compile for the CPU target: exactly `compile()` when `opt` is None, else at that LLVM level."""
+    from zluda_py.compiler import compile, emit_object, load, lower
+
+    if opt is None:
+        return compile(ptx)
+    from zluda_py.compiler.linker import link
+    from zluda_py.ptx import parse
+
+    ir_text, metadata = lower(link([parse(ptx)]))
+    return load(emit_object(ir_text, opt), metadata)
+
+
+def run_cpu(module, k: Kernel) -> Outcome:
+    from zluda_py.compiler import LaunchError
+
+    inp, out, acc = k.buffers()
+    try:
+        module.launch(k.name, (k.grid, 1, 1), (k.block, 1, 1), [inp, out, acc])
+    except LaunchError as e:
+        return Outcome(f"fault {e.cu_result}: {e}", out, acc)
+    return Outcome(None, out, acc)
+
+
+def compare(k: Kernel, ref: Outcome, cpu: Outcome) -> str | None:
+    """None when the outcomes agree, else a one-line description of the first difference."""
+    if ref.error or cpu.error:
+        return ref.error or cpu.error
+    if (ref.fault is None) != (cpu.fault is None):
+        return f"fault differs: reference {ref.fault or 'no fault'}; cpu {cpu.fault or 'no fault'}"
+    if ref.fault is not None:
+        return None  # both faulted: what was written before the fault depends on scheduling
+    diff = np.flatnonzero(ref.out != cpu.out)
+    if diff.size:
+        i = int(diff[0])
+        thread, slot = divmod(i, NOUT)
+        return (f"{diff.size} output words differ, first thread {thread} (block {thread // k.block}, "
+                f"tid {thread % k.block}) slot {slot}: reference {int(ref.out[i]):#x} cpu {int(cpu.out[i]):#x}")
+    diff = np.flatnonzero(ref.acc != cpu.acc)
+    if diff.size:
+        i = int(diff[0])
+        return f"accumulator {i} differs: reference {int(ref.acc[i]):#x} cpu {int(cpu.acc[i]):#x}"
+    return None
+
+
+@dataclass
+class Failure:
+    seed: int
+    message: str
+    path: str = ""
+
+
+@dataclass
+class BatchResult:
+    kernels: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    shapes: Counter = field(default_factory=Counter)
+
+
+def keep_case(keep: Path, k: Kernel, message: str, ref: Outcome | None, cpu: Outcome | None,
+              opt: int | None) -> Path:
+    """Write kernel.ptx, case.json and arrays.npz (inputs, both executors' buffers) to keep/seed<N>."""
+    d = keep / f"seed{k.seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "kernel.ptx").write_text(k.ptx())
+    arrays = {"input": k.inputs, "acc_init": k.acc_init}
+    for tag, o in (("ref", ref), ("cpu", cpu)):
+        if o is not None:
+            arrays[f"{tag}_out"], arrays[f"{tag}_acc"] = o.out, o.acc
+    np.savez(d / "arrays.npz", **arrays)
+    case = {"seed": k.seed, "kernel": k.name, "grid": k.grid, "block": k.block, "opt": opt, "message": message,
+            "ref_fault": ref.fault if ref else None, "cpu_fault": cpu.fault if cpu else None,
+            "shapes": sorted(k.shapes)}
+    (d / "case.json").write_text(json.dumps(case, indent=1) + "\n")
+    return d
+
+
+def run_batch(seeds: list[int], opt: int | None, keep: Path | None,
+              reference: Executor = run_reference) -> BatchResult:
+    """Generate, compile once for the CPU target, and compare every kernel of the batch."""
+    kernels = [generate(s) for s in seeds]
+    res = BatchResult(kernels=len(kernels))
+    for k in kernels:
+        res.shapes.update(k.shapes)
+    modules: dict[int, object] = {}
+    try:
+        m = compile_cpu(module_ptx(kernels), opt)
+        modules = {k.seed: m for k in kernels}
+    except Exception:  # noqa: BLE001 - find the kernel(s) the CPU target cannot compile
+        for k in kernels:
+            try:
+                modules[k.seed] = compile_cpu(k.ptx(), opt)
+            except Exception as e:  # noqa: BLE001
+                modules[k.seed] = f"cpu compile error: {type(e).__name__}: {e}"
+    for k in kernels:
+        ref = reference(k)
+        m = modules[k.seed]
+        if isinstance(m, str):
+            cpu, message = None, m
+        else:
+            cpu = run_cpu(m, k)
+            message = compare(k, ref, cpu)
+        if message is not None:
+            path = str(keep_case(keep, k, message, ref, cpu, opt)) if keep else ""
+            res.failures.append(Failure(k.seed, message.splitlines()[0][:300], path))
+    return res
+
+
+def _batch_job(args: tuple[list[int], int | None, str | None]) -> BatchResult:
+    seeds, opt, keep = args
+    return run_batch(seeds, opt, Path(keep) if keep else None)
+
+
+def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuzz-failures"),
+             opt: int | None = None, batch: int = 25, report: Callable[[str], None] = print) -> BatchResult:
+    """Seeds first..last inclusive, in batches of `batch` kernels over `jobs` processes."""
+    seeds = list(range(first, last + 1))
+    batches = [(seeds[i:i + batch], opt, str(keep) if keep else None) for i in range(0, len(seeds), batch)]
+    total = BatchResult()
+    start = time.time()
+
+    def add(r: BatchResult) -> None:
+        total.kernels += r.kernels
+        total.shapes.update(r.shapes)
+        for f in r.failures:
+            report(f"seed {f.seed}: {f.message}" + (f" [{f.path}]" if f.path else ""))
+        total.failures += r.failures
+
+    if jobs <= 1:
+        for b in batches:
+            add(_batch_job(b))
+    else:
+        # each process compiles with one LLVM thread; spawn, not fork: the parent may hold a JIT
+        os.environ.setdefault("ZLUDA_CPU_THREADS", "1")
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            for r in pool.map(_batch_job, batches):
+                add(r)
+    report(f"{total.kernels} kernels, {len(total.failures)} divergences, {time.time() - start:.1f} s")
+    report("shapes: " + ", ".join(f"{s} {n}" for s, n in sorted(total.shapes.items())))
+    return total
