@@ -1,9 +1,10 @@
 """Builds libcuda.so.1 with cffi's embedding API.
 
-Every symbol declared in driver_api.h becomes an exported C function that calls the Python
-function of the same name in zluda_py.driver (attached by zluda_py.driver.shim_bridge);
-entry_points.txt drives cuGetProcAddress and the NOT_SUPPORTED stubs; shim.c holds the parts
-that stay in C. `python libcuda_shim/build_shim.py OUT_DIR` builds by hand; setup.py calls
+Every symbol declared in driver_api.h becomes an exported C function (a generated wrapper that
+checks the driver started and has not shut down, shim.c's zl_enter) that calls the cffi extern
+`zlpy_<symbol>`, which runs the Python function of the same name in zluda_py.driver (attached
+by zluda_py.driver.shim_bridge); entry_points.txt drives cuGetProcAddress and the
+NOT_SUPPORTED stubs; shim.c holds the parts that stay in C. `python libcuda_shim/build_shim.py OUT_DIR` builds by hand; setup.py calls
 `build(out_dir)` during `pip install`.
 """
 
@@ -21,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 import cffi
+import pycparser
 
 import nvidia_exports  # next to this file: its directory is on sys.path wherever we are imported
 
@@ -28,6 +30,8 @@ HERE = Path(__file__).resolve().parent
 MODULE_NAME = "_zluda_shim"
 LIB_NAME = "libcuda.so.1"
 PRELOAD_NAME = "libzluda_preload.so"  # the dlopen interposer `zluda run` preloads (preload.c)
+# the cffi extern behind each exported entry point; the exported name is its C wrapper
+EXTERN_PREFIX = "zlpy_"
 
 # C helpers in shim.c that the Python side calls through `lib`
 C_HELPERS = """
@@ -37,6 +41,8 @@ int zluda_tls_push(void *ctx);
 void *zluda_tls_pop(void);
 void zluda_cls_drop_context(void *ctx);
 const char *zluda_shim_path(void);
+void zluda_start_failed(const char *why);
+void zluda_shutdown(void);
 """
 
 
@@ -111,28 +117,111 @@ def generated_c(protos: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def init_code() -> str:
-    """Python run once inside the host process at the first driver call. It makes the
-    interpreter that built the library (and its site-packages) importable even when the host is
-    a C program, then attaches the driver's functions to the exported symbols."""
-    site_dirs = [p for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}]
+def _param_names(typedefs: str, protos: dict[str, str]) -> dict[str, list[str]]:
+    """{symbol: its parameter names}, which its C wrapper passes on."""
+    unit = pycparser.CParser().parse("\n".join(["typedef unsigned long size_t;", typedefs, *protos.values()]))
+    out = {}
+    for decl in unit.ext:
+        if decl.name not in protos:
+            continue
+        params = decl.type.args.params if decl.type.args else []
+        names = [p.name for p in params if not (p.name is None and getattr(p.type.type, "names", None) == ["void"])]
+        if None in names:
+            raise ValueError(f"driver_api.h: name every parameter of {decl.name}")
+        out[decl.name] = names
+    return out
+
+
+def wrappers_c(typedefs: str, protos: dict[str, str]) -> str:
+    """The exported entry points: each asks zl_enter (shim.c) whether the driver runs, then
+    calls its cffi extern. cuInit is told apart because it alone reports a failed start-up as
+    CUDA_ERROR_UNKNOWN (the others: CUDA_ERROR_NOT_INITIALIZED)."""
+    names = _param_names(typedefs, protos)
+    return "\n".join(f"{proto[:-1]} {{ CUresult zl_rc = zl_enter({int(symbol == 'cuInit')}); "
+                     f"return zl_rc ? zl_rc : {EXTERN_PREFIX}{symbol}({', '.join(names[symbol])}); }}"
+                     for symbol, proto in protos.items())
+
+
+def extern_protos(protos: dict[str, str]) -> dict[str, str]:
+    """The prototypes of the cffi externs behind the exported names."""
+    return {s: p.replace(f" {s}(", f" {EXTERN_PREFIX}{s}(", 1) for s, p in protos.items()}
+
+
+def _c_string(text: str) -> str:
+    """A C string literal holding text (UTF-8; paths may hold any byte)."""
+    body = "".join(chr(b) if 32 <= b < 127 and chr(b) not in '"\\?' else f"\\{b:03o}"
+                   for b in text.encode("utf-8", "surrogateescape"))
+    return f'"{body}"'
+
+
+def site_dirs() -> list[str]:
+    """Where the building interpreter installs packages: the embedded interpreter of any host
+    appends them to sys.path, so that zluda_py's dependencies are found."""
+    dirs = list(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
     if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
-        site_dirs.append(site.getusersitepackages())
+        dirs.append(site.getusersitepackages())
+    return dirs
+
+
+def bootstrap_code() -> str:
+    """Python that shim.c runs in the host's interpreter before cffi starts (cffi's first act
+    is importing _cffi_backend, which a foreign Python host may lack); `shim` is this library's
+    path. Failures are reported by shim.c in one line."""
     return f"""
-import os, site, sys
+import importlib.util, os, site, sys
+_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(shim))))  # <root>/zluda_py/_shim/
+_dirs = {site_dirs()!r}
+if os.path.basename(_root) in ("site-packages", "dist-packages"):
+    _dirs.append(_root)  # an installed copy: its dependencies were installed beside it
+for _d in _dirs:
+    if os.path.isdir(_d) and _d not in sys.path:
+        site.addsitedir(_d)  # appended (and its .pth files run): a Python host's own packages come first
+_init = os.path.join(_root, "zluda_py", "__init__.py")
+if "zluda_py" not in sys.modules and os.path.isfile(_init):
+    # the package this library belongs to, whatever another zluda_py sys.path may hold
+    _spec = importlib.util.spec_from_file_location("zluda_py", _init, submodule_search_locations=[os.path.dirname(_init)])
+    _mod = importlib.util.module_from_spec(_spec)
+    sys.modules["zluda_py"] = _mod
+    _spec.loader.exec_module(_mod)
+if "_cffi_backend" not in sys.modules:
+    # cffi's Python package insists on its own backend's version: both from where this library
+    # was built, even when the host has a _cffi_backend of its own (Debian's python3-cffi-backend)
+    _path = sys.path
+    sys.path = [_d for _d in _dirs if os.path.isdir(_d)] + _path
+    try:
+        import _cffi_backend, cffi
+    finally:
+        sys.path = _path
+"""
+
+
+def startup_c() -> str:
+    """What shim.c's start-up needs from the build: the interpreter zluda-py is installed in
+    (a C host's embedded Python is started as it) and the bootstrap code."""
+    return "\n".join([f"static const char zl_build_python[] = {_c_string(sys.executable)};",
+                      "static const char zl_bootstrap_code[] =",
+                      *(f"    {_c_string(line + chr(10))}" for line in bootstrap_code().splitlines()),
+                      "    ;"])
+
+
+def init_code() -> str:
+    """cffi's init code, run once after the bootstrap: attaches the driver's functions to the
+    externs. It never raises: a failure is handed to shim.c, which reports it once and makes
+    every entry point fail (cffi would print a traceback and let them all return 0, success)."""
+    return f"""
+import atexit, os, traceback
 from {MODULE_NAME} import ffi, lib
-for d in {site_dirs!r}:
-    if d not in sys.path:
-        site.addsitedir(d)
-# the package that holds this library: <root>/zluda_py/_shim/libcuda.so.1
-_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(
-    ffi.string(lib.zluda_shim_path()).decode()))))
-if os.path.isdir(os.path.join(_root, "zluda_py")) and _root not in sys.path:
-    sys.path.insert(0, _root)
-if not sys.executable:
-    sys.executable = {sys.executable!r}
-from zluda_py.driver import shim_bridge
-shim_bridge.install(ffi, lib)
+try:
+    from zluda_py.driver import shim_bridge
+    shim_bridge.install(ffi, lib, {EXTERN_PREFIX!r})
+except BaseException as e:
+    if os.environ.get("ZLUDA_TRACE"):
+        traceback.print_exc()
+    lib.zluda_start_failed(f"{{type(e).__name__}}: {{e}}".encode(errors="replace"))
+else:
+    # a Python host: the driver shuts down before the interpreter does (later calls, from atexit
+    # handlers registered before this one and from finalisation, get CUDA_ERROR_DEINITIALIZED)
+    atexit.register(lib.zluda_shutdown)
 """
 
 
@@ -142,8 +231,10 @@ def make_ffi() -> cffi.FFI:
     ffi = cffi.FFI()
     ffi.cdef(typedefs)
     ffi.cdef(C_HELPERS)
-    ffi.embedding_api("\n".join(protos.values()))
-    source = "\n".join([typedefs, "\n".join(protos.values()), generated_c(protos), (HERE / "shim.c").read_text()])
+    externs = extern_protos(protos)
+    ffi.embedding_api("\n".join(externs.values()))
+    source = "\n".join([typedefs, "\n".join(protos.values()), "\n".join(externs.values()), generated_c(protos),
+                        startup_c(), (HERE / "shim.c").read_text(), wrappers_c(typedefs, protos)])
     # the shim must find libpython when a C program loads it
     libdir = sysconfig.get_config_var("LIBDIR")
     ffi.set_source(MODULE_NAME, source, extra_compile_args=["-O2", "-Wno-unused-function"],

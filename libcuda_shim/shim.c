@@ -4,20 +4,27 @@
  *   - cuGetExportTable: the private tables cudart 13 reads (../shared/design/CUDART_CONTRACT.md);
  *   - the per-thread context stack and context-local storage, because cudart asks CLS `get`
  *     before every runtime call;
- *   - stubs answering CUDA_ERROR_NOT_SUPPORTED for entry points we do not implement.
- * Included after driver_api.h and the generated tables by build_shim.py. */
+ *   - stubs answering CUDA_ERROR_NOT_SUPPORTED for entry points we do not implement;
+ *   - start-up and shutdown of the embedded Python driver (zl_enter, asked by the generated
+ *     wrapper of every Python-implemented entry point before it calls into Python).
+ * Included after driver_api.h, the generated tables and start-up constants by build_shim.py;
+ * the wrappers follow it. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ZL_SUCCESS 0
 #define ZL_INVALID_VALUE 1
+#define ZL_NOT_INITIALIZED 3
+#define ZL_DEINITIALIZED 4
 #define ZL_INVALID_CONTEXT 201
 #define ZL_NOT_FOUND 500
 #define ZL_NOT_SUPPORTED 801
+#define ZL_UNKNOWN 999
 
 /* ---- logging of unimplemented entry points: once per name ---- */
 static pthread_mutex_t zl_log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -278,4 +285,158 @@ const char *zluda_shim_path(void) {
     Dl_info info;
     if (dladdr((void *)zluda_shim_path, &info) && info.dli_fname) return info.dli_fname;
     return "";
+}
+
+/* ---- start-up and shutdown ----
+ * cffi starts Python at the first call into it, as whatever interpreter the first `python3` on
+ * PATH is, and when its start-up fails every extern returns 0, CUDA_SUCCESS. So the first entry
+ * point called starts the driver here, once: for a C host, Python is started as the interpreter
+ * zluda-py was installed with; for any host, the bootstrap code makes zluda_py and its
+ * dependencies importable; then cffi runs its init code. A failure is reported once, in one line,
+ * and every entry point answers an error from then on; after shutdown (exit), they answer
+ * CUDA_ERROR_DEINITIALIZED without touching Python, which may be gone. */
+enum { ZL_STARTING, ZL_READY, ZL_FAILED, ZL_SHUT_DOWN };
+static int zl_state = ZL_STARTING;
+static pthread_once_t zl_start_once = PTHREAD_ONCE_INIT;
+static char zl_why[4096];
+
+/* called by the init code when attaching the driver failed */
+void zluda_start_failed(const char *why) { snprintf(zl_why, sizeof zl_why, "%s", why); }
+
+void zluda_shutdown(void) { __atomic_store_n(&zl_state, ZL_SHUT_DOWN, __ATOMIC_RELEASE); }
+
+/* The Python API below binds to the first libpython of the process: a host running another
+ * Python version (python3.12 loading a library built for 3.11) is refused before any other call. */
+static int zl_same_python(void) {
+    char want[16];
+    int n = snprintf(want, sizeof want, "%d.%d.", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    const char *running = Py_GetVersion();
+    if (!strncmp(running, want, (size_t)n)) return 1;
+    snprintf(zl_why, sizeof zl_why, "this process runs Python %.*s, this libcuda.so.1 was built for Python %d.%d (%s); "
+             "run the program with that Python, or install zluda-py with this one", (int)strcspn(running, " "), running,
+             PY_MAJOR_VERSION, PY_MINOR_VERSION, zl_build_python);
+    return 0;
+}
+
+/* Extension modules (_cffi_backend, numpy) resolve Python's symbols globally, but a host that
+ * dlopens this library RTLD_LOCAL (cudart does) keeps the libpython it brought in local. */
+static void zl_python_global(void) {
+    Dl_info info;
+    if (dladdr((void *)Py_GetVersion, &info) && info.dli_fname)
+        dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+}
+
+/* The interpreter a C host's Python is started as: Python finds its standard library and
+ * site-packages (a venv's through its pyvenv.cfg) from this path. A library built elsewhere
+ * (its recorded interpreter missing) takes the bin/ beside the libpython it runs on. */
+static const char *zl_python_executable(char *buf, size_t size) {
+    if (!access(zl_build_python, X_OK)) return zl_build_python;
+    Dl_info info;
+    if (!dladdr((void *)Py_InitializeFromConfig, &info) || !info.dli_fname) return NULL;
+    const char *lib = strrchr(info.dli_fname, '/');
+    int dir = lib ? (int)(lib - info.dli_fname) : 0;
+    while (dir > 0 && info.dli_fname[dir - 1] != '/') dir--;  /* <prefix>/lib/libpython -> <prefix>/ */
+    snprintf(buf, size, "%.*sbin/python%d.%d", dir, info.dli_fname, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    return buf;
+}
+
+/* A C host. PYTHON* variables are ignored (isolated configuration): they belong to whichever
+ * Python the user works with, not to the one embedded here; the user site stays (pip --user). */
+static int zl_init_python(void) {
+    char buf[4096];
+    const char *exe = zl_python_executable(buf, sizeof buf);
+    PyConfig config;
+    PyConfig_InitIsolatedConfig(&config);
+    config.isolated = 0;
+    config.user_site_directory = 1;
+    PyStatus status = exe ? PyConfig_SetBytesString(&config, &config.executable, exe) : PyStatus_Ok();
+    if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+    if (PyStatus_Exception(status)) {
+        snprintf(zl_why, sizeof zl_why, "Python (%.2000s) did not start: %.1000s", exe ? exe : "?",
+                 status.err_msg ? status.err_msg : "unknown error");
+        return 0;
+    }
+    PyEval_SaveThread(); /* Python holds no thread until the next call takes it */
+    return 1;
+}
+
+/* The pending Python exception as one line into zl_why (the traceback too with ZLUDA_TRACE). */
+static void zl_python_error(void) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (getenv("ZLUDA_TRACE") && type) PyErr_Display(type, value, tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    const char *msg = text ? PyUnicode_AsUTF8(text) : NULL;
+    snprintf(zl_why, sizeof zl_why, "%s: %s", type ? ((PyTypeObject *)type)->tp_name : "error", msg ? msg : "");
+    PyErr_Clear();
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+static int zl_bootstrap(void) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *globals = PyDict_New(), *shim = PyUnicode_DecodeFSDefault(zluda_shim_path()), *result = NULL;
+    if (globals && shim && !PyDict_SetItemString(globals, "shim", shim) &&
+        !PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()))
+        result = PyRun_String(zl_bootstrap_code, Py_file_input, globals, globals);
+    if (!result) zl_python_error();
+    Py_XDECREF(result);
+    Py_XDECREF(shim);
+    Py_XDECREF(globals);
+    PyGILState_Release(gil);
+    return result != NULL;
+}
+
+static int zl_finalizing(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+static void zl_start(void) {
+    int state = ZL_FAILED;
+    if (!zl_same_python()) goto out;
+    zl_python_global();
+    if (!Py_IsInitialized()) {
+        if (!zl_init_python()) goto out;
+    } else if (zl_finalizing()) { /* first called while a Python host exits: nothing to start */
+        state = ZL_SHUT_DOWN;
+        goto out;
+    }
+    if (!zl_bootstrap()) goto out;
+    if (cffi_start_python()) {
+        if (!zl_why[0]) snprintf(zl_why, sizeof zl_why, "cffi's embedding did not start (see above)");
+        goto out;
+    }
+    if (zl_why[0]) goto out; /* the init code's report */
+    /* Python keeps pointers into this library: it must never be unloaded (a dlclose by cudart) */
+    dlopen(zluda_shim_path(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    /* a C host: calls from atexit handlers registered before this one, and from destructors of
+     * objects made before it (C++ statics), come after shutdown, as with NVIDIA's driver */
+    atexit(zluda_shutdown);
+    state = ZL_READY;
+out:
+    if (state == ZL_FAILED)
+        fprintf(stderr, "zluda: the CUDA driver cannot start: %s; every CUDA call will fail (cuInit: "
+                "CUDA_ERROR_UNKNOWN)\n", zl_why);
+    __atomic_store_n(&zl_state, state, __ATOMIC_RELEASE);
+}
+
+/* 0 when the driver runs (starting it on the first call), else what the entry point returns */
+static CUresult zl_enter(int is_init) {
+    int state = __atomic_load_n(&zl_state, __ATOMIC_ACQUIRE);
+    if (state == ZL_READY) return ZL_SUCCESS;
+    if (state == ZL_STARTING) {
+        pthread_once(&zl_start_once, zl_start);
+        state = __atomic_load_n(&zl_state, __ATOMIC_ACQUIRE);
+        if (state == ZL_READY) return ZL_SUCCESS;
+    }
+    if (state == ZL_SHUT_DOWN) return ZL_DEINITIALIZED;
+    return is_init ? ZL_UNKNOWN : ZL_NOT_INITIALIZED;
 }

@@ -126,7 +126,8 @@ def test_small_modules_stay_whole():
 
 
 def test_parts_are_built_here_when_no_child_can_start(always_split, monkeypatch, capfd):
-    monkeypatch.setattr("sys.executable", "/nonexistent/python")
+    for name in ("executable", "exec_prefix", "base_exec_prefix"):  # no Python to be found
+        monkeypatch.setattr(f"sys.{name}", "/nonexistent/python")
     _, object_code, metadata = pipeline.compile_object(MODULE)
     assert len(metadata["objects"]) == 4
     assert "cannot start a child" in capfd.readouterr().err

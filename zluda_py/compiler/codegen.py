@@ -4,10 +4,16 @@ LLVM aborts (rather than raising) on some code generation failures, and an abort
 the host program; llvmlite also serializes every LLVM call behind one lock, so threads cannot
 generate code in parallel. `emit_objects` therefore runs jobs in child Python processes, as
 many at once as asked, each job parsed afresh (code generation rewrites a module in place).
+
+A child runs this process's interpreter and imports from this process's sys.path (plus the
+directory holding zluda_py), whatever the host is: the driver may run inside a C program, or
+inside a Python of another venv that lacks zluda_py's packages, under any PATH and PYTHONPATH.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -69,10 +75,30 @@ def emit_objects(jobs: list[Job], isolate: bool = True, workers: int = 1) -> lis
     return out  # type: ignore[return-value]
 
 
+def interpreter() -> str:
+    """The Python a child runs: this process's (in a C host the shim starts Python as the
+    interpreter zluda-py was installed with), else the one of this Python's installation.
+    Raises OSError when there is none."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [sys.executable] if os.path.basename(sys.executable).startswith("python") else []
+    candidates += [os.path.join(prefix, "bin", version) for prefix in (sys.exec_prefix, sys.base_exec_prefix)]
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise OSError(f"no {version} executable (sys.executable is {sys.executable!r})")
+
+
+def child_command() -> list[str]:
+    """Isolated (-I: no PYTHON* variables, no user site, not the working directory), so that
+    the child imports exactly what this process imports."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = sys.path + ([package_parent] if package_parent not in sys.path else [])
+    code = "import json, sys; sys.path[:] = json.loads(sys.argv[1]); from zluda_py.compiler.codegen import _child; _child()"
+    return [interpreter(), "-I", "-c", code, json.dumps(path)]
+
+
 def _run_child(jobs: list[Job]) -> list[bytes | str] | None:
-    # sys.executable is the Python the package was installed with, also inside a C host (the shim sets it)
-    res = subprocess.run([sys.executable, "-m", "zluda_py.compiler.codegen"],
-                         input=msgpack.packb([list(j) for j in jobs]), capture_output=True)
+    res = subprocess.run(child_command(), input=msgpack.packb([list(j) for j in jobs]), capture_output=True)
     if res.returncode != 0:
         sys.stderr.write(res.stderr.decode(errors="replace")[-4000:])
         return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import llvmlite.binding as llvm
 from llvmlite import ir
 
@@ -65,8 +67,9 @@ def lower(module: ast.Module) -> tuple[str, dict]:
 LARGE_IR_LINES = 45_000
 # Modules with several kernels and at least this many lines of IR are split per kernel
 # (cpu/split.py) and code-generated in parallel child processes; below it, starting the
-# children costs more than it saves.
-SPLIT_IR_LINES = 20_000
+# children costs more than it saves. ZLUDA_SPLIT_IR_LINES overrides it (tests take the parallel
+# path with a small module).
+SPLIT_IR_LINES = int(os.environ.get("ZLUDA_SPLIT_IR_LINES", 20_000))
 
 
 def opt_level(ir_lines: int) -> int:

@@ -1,6 +1,7 @@
 """Attaches the driver's entry points to the shim's exported symbols (run by the shim's
 embedded init code, once per process). The build writes the list of symbols the library
-exports into exports.txt next to it."""
+exports into exports.txt next to it; each is a C wrapper around the cffi extern named
+`extern_prefix + symbol`, which is what gets the Python function."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 from . import api, context
 
 
-def install(ffi, lib) -> None:
+def install(ffi, lib, extern_prefix: str) -> None:
     from . import context_api  # noqa: F401  (the package import registers every entry point)
 
     context.use_shim(lib)
@@ -21,4 +22,4 @@ def install(ffi, lib) -> None:
         base = symbol[:-5] if symbol.endswith(("_ptds", "_ptsz")) else symbol
         if base not in implemented:
             raise RuntimeError(f"libcuda.so.1 exports {symbol} but zluda_py.driver does not implement {base}")
-        ffi.def_extern(name=symbol)(api.wrapped(symbol))
+        ffi.def_extern(name=extern_prefix + symbol)(api.wrapped(symbol))
