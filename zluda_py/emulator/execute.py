@@ -1,0 +1,716 @@
+"""One wave's state and the execution of one instruction.
+
+Decoding is tinygrad's (`tinygrad.renderer.amd.decode_inst`). Semantics: ALU, compare, branch and
+exec-mask instructions run AMD's pseudocode compiled by `pcode.py`; memory, cross-lane and
+program-control instructions, and the few ALU ones whose pseudocode needs more than 64-bit
+arithmetic, are hand-written below (`_HANDLERS`). Anything else stops the launch with an
+`EmulatorError` naming the instruction and its address.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import struct
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+from tinygrad.renderer.amd import decode_inst
+from tinygrad.renderer.amd.dsl import Inst, Reg, SrcField, VGPRField
+
+from zluda_py.emulator import memory as memmod
+from zluda_py.emulator.errors import EmulatorError
+from zluda_py.emulator.pcode import BOOL, PcodeUnsupported, Type, compile_pcode, convert, reinterpret
+
+if TYPE_CHECKING:
+    from zluda_py.emulator.launch import Workgroup
+
+_F32_CONST = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0,
+              248: 0.15915494309189535}
+_VCC, _EXEC = 106, 126
+
+
+def _pcode_table(family: str) -> dict:
+    return importlib.import_module(f"tinygrad.runtime.autogen.amd.{family}.str_pcode").PCODE
+
+
+class Decoded:
+    """A decoded instruction with its literal constant (tinygrad leaves some literals unread)."""
+
+    __slots__ = ("inst", "size", "literal", "name", "fmt", "fn")
+
+    def __init__(self, inst: Inst, size: int, literal: int | None):
+        self.inst, self.size, self.literal = inst, size, literal
+        self.name = inst.op_name if hasattr(inst, "op") else type(inst).__name__
+        self.fmt = type(inst).__name__
+        self.fn: Callable | None = None
+
+
+class Program:
+    """The kernel's code, decoded lazily and cached per address."""
+
+    def __init__(self, text: bytes, base: int, family: str):
+        self.text, self.base, self.family = text, base, family
+        self.pcode = _pcode_table(family)
+        self._cache: dict[int, Decoded] = {}
+
+    def at(self, pc: int) -> Decoded:
+        d = self._cache.get(pc)
+        if d is None:
+            off = pc - self.base
+            if not 0 <= off < len(self.text):
+                raise EmulatorError(f"jump to {pc:#x}, outside the code")
+            raw = self.text[off:off + 20]
+            try:
+                inst = decode_inst(raw, self.family)
+            except Exception as exc:
+                raise EmulatorError(f"cannot decode the instruction at {pc:#x} ({raw[:8].hex()}): {exc}") from exc
+            size, literal = inst.size(), getattr(inst, "literal", None)
+            if literal is None and any(isinstance(f, SrcField) and not isinstance(f, VGPRField)
+                                       and getattr(inst, n).offset == 255 for n, f in type(inst)._fields):
+                literal = int.from_bytes(raw[size:size + 4], "little")
+                size += 4
+            d = self._cache[pc] = Decoded(inst, size, literal)
+        return d
+
+
+class Wave:
+    def __init__(self, program: Program, lanes: int, wg: "Workgroup", index: int, scratch_size: int):
+        self.program, self.lanes, self.wg, self.index = program, lanes, wg, index
+        self.rdna = program.family != "cdna"
+        self.m0 = 125 if self.rdna else 124
+        self.sgpr = np.zeros(256, np.uint32)
+        self.vgpr = np.zeros((512, lanes), np.uint32)
+        self.scc = 0
+        self.pc = 0
+        self.done = False
+        self.at_barrier = False
+        self.scratch = np.zeros((lanes, max(scratch_size, 0)), np.uint8)
+        self.lane_ids = np.arange(lanes, dtype=np.uint32)
+
+    # lane masks (EXEC, VCC and compare results are lanes bits wide)
+    def mask(self, reg: int) -> int:
+        lo = int(self.sgpr[reg])
+        return lo if self.lanes == 32 else lo | int(self.sgpr[reg + 1]) << 32
+
+    def set_mask(self, reg: int, value: int) -> None:
+        self.sgpr[reg] = value & 0xFFFFFFFF
+        if self.lanes == 64:
+            self.sgpr[reg + 1] = (value >> 32) & 0xFFFFFFFF
+
+    @property
+    def exec(self) -> int:
+        return self.mask(_EXEC)
+
+    def exec_lanes(self) -> np.ndarray:
+        return ((self.exec >> self.lane_ids.astype(np.uint64)) & 1).astype(bool)
+
+    def where(self, what: str) -> str:
+        return f"{what} at {self.pc:#x} (kernel offset {self.pc - self.program.base:#x})"
+
+    # operands
+    def read_raw(self, reg: Reg, bits: int, float64: bool, literal: int | None) -> np.ndarray:
+        """The operand's bits as uint64, shape (lanes,) for VGPRs and (1,) otherwise."""
+        off = reg.offset
+        wide = bits > 32
+        if off >= 256:
+            v = off - 256
+            lo = self.vgpr[v].astype(np.uint64)
+            return lo | (self.vgpr[v + 1].astype(np.uint64) << np.uint64(32)) if wide else lo
+        if off < 128 and not (self.rdna and off == 124):
+            lo = int(self.sgpr[off])
+            value = lo | (int(self.sgpr[off + 1]) << 32 if wide else 0)
+        elif off == 124:  # NULL on RDNA
+            value = 0
+        elif 128 <= off <= 192:
+            value = off - 128
+        elif 193 <= off <= 208:
+            value = (-(off - 192)) & (0xFFFFFFFFFFFFFFFF if wide else 0xFFFFFFFF)
+        elif off in _F32_CONST:
+            f = _F32_CONST[off]
+            value = struct.unpack("<Q", struct.pack("<d", f))[0] if float64 else (
+                int(np.float16(f).view(np.uint16)) if bits == 16 else struct.unpack("<I", struct.pack("<f", f))[0])
+        elif off == 235:
+            value = memmod.SHARED_APERTURE << 32 if wide else memmod.SHARED_APERTURE
+        elif off == 237:
+            value = memmod.PRIVATE_APERTURE << 32 if wide else memmod.PRIVATE_APERTURE
+        elif off == 251:
+            value = int(self.mask(_VCC) == 0)
+        elif off == 252:
+            value = int(self.exec == 0)
+        elif off == 253:
+            value = self.scc
+        elif off == 255 and literal is not None:
+            value = literal << 32 if float64 else literal
+        else:
+            raise EmulatorError(self.where(f"operand {reg!r} (encoding {off})"))
+        return np.array([value], np.uint64)
+
+    def write_sgpr(self, reg: int, value: int, bits: int) -> None:
+        if reg == 124 and self.rdna:  # NULL
+            return
+        self.sgpr[reg] = value & 0xFFFFFFFF
+        if bits > 32:
+            self.sgpr[reg + 1] = (value >> 32) & 0xFFFFFFFF
+
+    def write_vgpr(self, reg: int, raw: np.ndarray, bits: int, lanes: np.ndarray) -> None:
+        raw = np.broadcast_to(raw.astype(np.uint64), (self.lanes,))
+        self.vgpr[reg][lanes] = raw[lanes].astype(np.uint32)
+        if bits > 32:
+            self.vgpr[reg + 1][lanes] = (raw[lanes] >> np.uint64(32)).astype(np.uint32)
+
+
+class Ctx:
+    """The operands the compiled pseudocode reads and writes for one instruction. Writes are
+    collected and applied by `commit`, so every source is read before any destination changes;
+    a read of an already-written name sees the new value, as the pseudocode expects."""
+
+    def __init__(self, wave: Wave, d: Decoded, srcs: list[Reg | None], dst: int | None, valu: bool,
+                 vcc_in: Reg | None = None, vcc_out: int | None = None, mask_dst: int | None = None):
+        self.w, self.d, self.srcs, self.dst, self.valu = wave, d, srcs, dst, valu
+        self.vcc_in, self.vcc_out, self.mask_dst = vcc_in, vcc_out, mask_dst
+        self.lanes = wave.lane_ids
+        self.out: dict[str, tuple[Type, np.ndarray, bool]] = {}
+        inst = d.inst
+        self.abs = getattr(inst, "abs", 0) if d.fmt.startswith("VOP3") else 0
+        self.neg = getattr(inst, "neg", 0) if d.fmt.startswith("VOP3") else 0
+        self.exec_before = wave.exec
+
+    def _mask_value(self, reg: int) -> np.ndarray:
+        return np.array([self.w.mask(reg)], np.uint64)
+
+    def rd(self, name: str, kind: str, bits: int) -> np.ndarray:
+        t = (kind, bits)
+        if name in self.out:
+            ot, value, _ = self.out[name]
+            return reinterpret(value, ot, t)
+        w = self.w
+        if name in ("S0", "S1", "S2"):
+            i = int(name[1])
+            reg = self.srcs[i] if i < len(self.srcs) else None
+            if reg is None:
+                raise PcodeUnsupported(f"{name} has no operand in {self.d.fmt}")
+            raw = w.read_raw(reg, bits, kind == "f" and bits == 64, self.d.literal)
+            value = reinterpret(raw, ("u", 64), t) if bits > 32 else reinterpret(raw.astype(np.uint32), ("u", 32), t)
+            if (self.abs | self.neg) >> i & 1:
+                if kind != "f":
+                    raise PcodeUnsupported("abs/neg modifier on a non-float operand")
+                value = np.abs(value) if self.abs >> i & 1 else value
+                value = -value if self.neg >> i & 1 else value
+            return value
+        if name == "D0" and self.dst is not None:
+            if self.valu:
+                raw = w.read_raw(Reg(256 + self.dst), bits, False, None)
+            else:
+                raw = w.read_raw(Reg(self.dst), bits, False, None)
+            return reinterpret(raw, ("u", 64), t) if bits > 32 else reinterpret(raw.astype(np.uint32), ("u", 32), t)
+        if name == "SCC":
+            return reinterpret(np.array([w.scc], np.uint32), ("u", 32), t)
+        if name == "VCC":
+            raw = (w.read_raw(self.vcc_in, 64, False, None) if self.vcc_in is not None and self.vcc_in.offset != 106
+                   else self._mask_value(_VCC))
+            if self.vcc_in is not None and w.lanes == 32:
+                raw = raw & np.uint64(0xFFFFFFFF)
+            return reinterpret(raw, ("u", 64), t)
+        if name == "EXEC":
+            return reinterpret(self._mask_value(_EXEC), ("u", 64), t)
+        if name == "M0":
+            return reinterpret(np.array([w.sgpr[w.m0]], np.uint32), ("u", 32), t)
+        if name == "PC":
+            return reinterpret(np.array([w.pc], np.int64), ("i", 64), t)
+        if name == "SIMM16":
+            return reinterpret(np.array([self.d.inst.simm16], np.uint16), ("u", 16), t)
+        if name == "SIMM32" and self.d.literal is not None:
+            return reinterpret(np.array([self.d.literal], np.uint32), ("u", 32), t)
+        raise PcodeUnsupported(f"operand {name} of {self.d.fmt}")
+
+    def wr(self, name: str, kind: str, bits: int, value) -> None:
+        self.out[name] = ((kind, bits), np.asarray(value), False)
+
+    def wrbit(self, name: str, value) -> None:
+        bits = np.broadcast_to(np.asarray(value, bool), (self.w.lanes,))
+        exec_lanes = ((self.exec_before >> self.lanes.astype(np.uint64)) & 1).astype(bool)
+        lanes = np.nonzero(bits & exec_lanes)[0]
+        mask = sum(1 << int(i) for i in lanes)
+        self.out[name] = (("u", 64), np.array([mask], np.uint64), True)
+
+    def scalar(self, name: str) -> np.ndarray:
+        if name == "EXECZ":
+            return np.array([self.w.exec == 0])
+        if name == "VCCZ":
+            return np.array([self.w.mask(_VCC) == 0])
+        return np.array([(self.w.lanes == 64) == (name == "WAVE64")])
+
+    def commit(self) -> int | None:
+        """Apply the writes; returns the new PC when the instruction branched."""
+        w, new_pc = self.w, None
+        exec_lanes = ((self.exec_before >> self.lanes.astype(np.uint64)) & 1).astype(bool)
+        for name, (t, value, is_mask) in self.out.items():
+            if name == "D0" and is_mask:
+                reg = self.mask_dst if self.mask_dst is not None else _VCC
+                w.write_sgpr(reg, int(value.flat[0]), w.lanes)
+            elif name == "D0" and self.dst is not None:
+                raw = convert(value, t, ("u", 64)) if t[0] != "f" and t != BOOL else reinterpret(value, t, ("u", 64))
+                if t[0] == "f":
+                    raw = reinterpret(value, t, ("u", t[1])).astype(np.uint64)
+                if self.valu:
+                    w.write_vgpr(self.dst, raw, t[1], exec_lanes)
+                else:
+                    w.write_sgpr(self.dst, int(raw.flat[0]), t[1])
+            elif name == "SCC":
+                w.scc = int(np.asarray(value).flat[0] != 0)
+            elif name == "VCC":
+                reg = self.vcc_out if self.vcc_out is not None else _VCC
+                w.write_sgpr(reg, int(reinterpret(value, t, ("u", 64)).flat[0]), w.lanes if is_mask else t[1])
+            elif name == "EXEC":
+                v = int(reinterpret(value, t, ("u", 64)).flat[0])
+                w.write_sgpr(_EXEC, v, w.lanes if is_mask else t[1])
+            elif name == "PC":
+                new_pc = int(np.asarray(value).flat[0])
+            elif name == "M0":
+                w.write_sgpr(w.m0, int(reinterpret(value, t, ("u", 32)).flat[0]), 32)
+            else:
+                raise PcodeUnsupported(f"write of {name}")
+        return new_pc
+
+
+# ---------------------------------------------------------------------------- ALU through pcode
+
+def _alu_ctx(w: Wave, d: Decoded) -> Ctx:
+    inst, fmt = d.inst, d.fmt
+    if fmt.startswith("SOP"):
+        srcs = [getattr(inst, n, None) for n in ("ssrc0", "ssrc1")]
+        dst = inst.sdst.offset if hasattr(inst, "sdst") else None
+        return Ctx(w, d, srcs, dst, False)
+    if any(s in fmt for s in ("DPP", "SDWA")) or fmt.startswith(("VOP3P", "VINTERP")):
+        raise PcodeUnsupported(f"the {fmt} encoding")
+    if fmt.startswith("VOP3"):
+        if getattr(inst, "omod", 0) or getattr(inst, "clmp", 0) or getattr(inst, "opsel", 0):
+            raise PcodeUnsupported("omod/clamp/opsel modifiers")
+        srcs = [inst.src0, inst.src1, inst.src2]
+        vdst = inst.vdst.offset - 256
+        if "CMP" in d.name and fmt.startswith("VOP3"):  # VOPC in VOP3 encoding: vdst is an SGPR
+            return Ctx(w, d, srcs, None, True, mask_dst=vdst)
+        sdst = inst.sdst.offset if fmt == "VOP3SD" else None
+        return Ctx(w, d, srcs, vdst, True, vcc_in=inst.src2, vcc_out=sdst)
+    if fmt.startswith("VOPC"):
+        return Ctx(w, d, [inst.src0, inst.vsrc1], None, True)
+    if fmt.startswith("VOP2"):
+        return Ctx(w, d, [inst.src0, inst.vsrc1], inst.vdst.offset - 256, True)
+    if fmt.startswith("VOP1"):
+        return Ctx(w, d, [inst.src0], inst.vdst.offset - 256, True)
+    raise PcodeUnsupported(f"the {fmt} encoding")
+
+
+def _cdna_text(text: str) -> str:
+    # CDNA writes compare results as `EXEC.u64[laneId] = D0.u64[laneId] = value`
+    return re.sub(r"^(\w+\.u64\[laneId\]) = (\w+\.u64\[laneId\]) = (.*)$", r"\2 = \3;\n\1 = \2", text, flags=re.M)
+
+
+def _pcode_fn(w: Wave, d: Decoded, op) -> Callable:
+    text = w.program.pcode.get(op)
+    if text is None:
+        raise PcodeUnsupported("no pseudocode in the tables")
+    return compile_pcode(_cdna_text(text) if not w.rdna else text)
+
+
+def _run_pcode(w: Wave, d: Decoded) -> int | None:
+    if d.fn is None:
+        d.fn = _pcode_fn(w, d, d.inst.op)
+    ctx = _alu_ctx(w, d)
+    d.fn(ctx)
+    return ctx.commit()
+
+
+_VOPD_AS = {"MOV_B32": "VOP1Op.V_MOV_B32_E32", "FMAAK_F32": "VOP2Op.V_FMAAK_F32", "FMAMK_F32": "VOP2Op.V_FMAMK_F32"}
+
+
+def _vopd(w: Wave, d: Decoded) -> None:
+    """Two VOP2-like operations issued together: both read their sources before either writes."""
+    inst, enum = d.inst, importlib.import_module(f"tinygrad.runtime.autogen.amd.{w.program.family}.enum")
+    ctxs = []
+    for op, s0, s1, dst in ((inst.opx, inst.srcx0, inst.vsrcx1, inst.vdstx), (inst.opy, inst.srcy0, inst.vsrcy1, inst.vdsty)):
+        short = op.name.removeprefix("V_DUAL_")
+        cls, member = _VOPD_AS.get(short, f"VOP2Op.V_{short}_E32").split(".")
+        fn = _pcode_fn(w, d, getattr(getattr(enum, cls), member))
+        ctx = Ctx(w, d, [s0, s1], dst.offset - 256, True)
+        fn(ctx)
+        ctxs.append(ctx)
+    for ctx in ctxs:
+        ctx.commit()
+
+
+# ---------------------------------------------------------------------------- hand-written
+
+def _sext(value: int, bits: int) -> int:
+    return value - (1 << bits) if value >> (bits - 1) & 1 else value
+
+
+_SIZES = [("DWORDX16", 64, False), ("DWORDX8", 32, False), ("DWORDX4", 16, False), ("DWORDX3", 12, False),
+          ("DWORDX2", 8, False), ("DWORD", 4, False), ("B512", 64, False), ("B256", 32, False),
+          ("B128", 16, False), ("B96", 12, False), ("B64", 8, False), ("B32", 4, False), ("B16", 2, False),
+          ("B8", 1, False), ("UBYTE", 1, False), ("SBYTE", 1, True), ("USHORT", 2, False),
+          ("SSHORT", 2, True), ("BYTE", 1, False), ("SHORT", 2, False), ("U8", 1, False), ("I8", 1, True),
+          ("U16", 2, False), ("I16", 2, True), ("U32", 4, False), ("I32", 4, False), ("F32", 4, False),
+          ("U64", 8, False), ("I64", 8, False), ("F64", 8, False), ("X2", 8, False)]
+
+
+def _size_of(name: str) -> tuple[int, bool]:
+    for suffix, size, signed in _SIZES:
+        if name.endswith("_" + suffix) or name.endswith(suffix):
+            return size, signed
+    raise EmulatorError(f"no access size in {name}")
+
+
+def _to_dwords(data: np.ndarray, signed: bool) -> np.ndarray:
+    """Loaded bytes -> the dwords written to registers (sub-dword loads extend to 32 bits)."""
+    if data.size >= 4:
+        return data.view(np.uint32)
+    value = int.from_bytes(data.tobytes(), "little")
+    if signed:
+        value = _sext(value, data.size * 8) & 0xFFFFFFFF
+    return np.array([value], np.uint32)
+
+
+class _Space:
+    """Byte access for one lane through the address space of a memory instruction."""
+
+    def __init__(self, w: Wave, kind: str):
+        self.w, self.kind = w, kind
+
+    def _route(self, lane: int, addr: int) -> tuple[np.ndarray | None, int]:
+        kind = self.kind
+        if kind == "flat":
+            hi = addr >> 32
+            kind = "lds" if hi == memmod.SHARED_APERTURE else "scratch" if hi == memmod.PRIVATE_APERTURE else "global"
+            if kind != "global":
+                addr &= 0xFFFFFFFF
+        if kind == "lds":
+            return self.w.wg.lds, addr
+        if kind == "scratch":
+            return self.w.scratch[lane], addr
+        return None, addr
+
+    def read(self, lane: int, addr: int, size: int) -> np.ndarray:
+        buf, a = self._route(lane, addr)
+        if buf is None:
+            return self.w.wg.memory.read(a, size)
+        if a + size > buf.size:
+            raise EmulatorError(self.w.where(f"{self.kind} read of {size} bytes at {a:#x} outside {buf.size} bytes"))
+        return buf[a:a + size].copy()
+
+    def write(self, lane: int, addr: int, data: np.ndarray) -> None:
+        buf, a = self._route(lane, addr)
+        if buf is None:
+            self.w.wg.memory.write(a, data)
+            return
+        if a + data.size > buf.size:
+            raise EmulatorError(self.w.where(f"{self.kind} write of {data.size} bytes at {a:#x} outside {buf.size} bytes"))
+        buf[a:a + data.size] = data
+
+
+def _atomic(op: str, old: int, data: int, cmp: int, bits: int) -> int:
+    m = (1 << bits) - 1
+    if op in ("ADD", "SUB", "RSUB"):
+        return (old + data if op == "ADD" else old - data if op == "SUB" else data - old) & m
+    if op in ("SWAP", "STOREXCHG"):
+        return data
+    if op in ("CMPSWAP", "CMPSTORE", "CMPST"):
+        return data if old == cmp else old
+    if op in ("AND", "OR", "XOR"):
+        return old & data if op == "AND" else old | data if op == "OR" else old ^ data
+    if op in ("INC",):
+        return 0 if old >= data else old + 1
+    if op in ("DEC",):
+        return data if old == 0 or old > data else old - 1
+    if op in ("MIN", "MAX", "SMIN", "SMAX", "UMIN", "UMAX"):
+        raise AssertionError  # typed below
+    raise KeyError(op)
+
+
+def _atomic_typed(name: str, old: int, data: int, cmp: int, bits: int) -> int:
+    m = re.search(r"(?:ATOMIC|DS)_(\w+?)(?:_RTN)?_([UIFB]\d+|X2)?$", name)
+    op = (m.group(1) if m else name).removesuffix("_RTN")
+    t = m.group(2) if m and m.group(2) else ("B64" if bits == 64 else "U32")
+    if op in ("MIN", "MAX", "SMIN", "SMAX", "UMIN", "UMAX"):
+        signed = t.startswith("I") or op.startswith("S")
+        a, b = (_sext(old, bits), _sext(data, bits)) if signed else (old, data)
+        if t.startswith("F"):
+            fmt = "<f" if bits == 32 else "<d"
+            pack = "<I" if bits == 32 else "<Q"
+            fa, fb = (struct.unpack(fmt, struct.pack(pack, x))[0] for x in (old, data))
+            return data if (fb < fa) == op.endswith("MIN") and fb != fa else old
+        return data if (b < a if op.endswith("MIN") else b > a) else old
+    if op == "ADD" and t.startswith("F"):
+        fmt, pack = ("<f", "<I") if bits == 32 else ("<d", "<Q")
+        fa, fb = (struct.unpack(fmt, struct.pack(pack, x))[0] for x in (old, data))
+        return struct.unpack(pack, struct.pack(fmt, fa + fb))[0]
+    return _atomic(op, old, data, cmp, bits)
+
+
+def _mem_op(w: Wave, d: Decoded, space: str, addrs: dict[int, int], data_reg: int | None, data2_reg: int | None,
+            vdst: int | None, returns: bool) -> None:
+    """Per active lane: load into vdst, store from data, or read-modify-write (atomics)."""
+    name = d.name
+    size, signed = _size_of(name)
+    mem = _Space(w, space)
+    ndw = (size + 3) // 4
+    if "ATOMIC" in name or (space == "lds" and re.search(r"DS_(ADD|SUB|RSUB|INC|DEC|MIN|MAX|AND|OR|XOR|MSKOR|"
+                                                          r"STOREXCHG|CMPSTORE|CMPST|WRXCHG)", name)):
+        bits = size * 8
+        if "MSKOR" in name or "2ADDR" in name or "WRXCHG2" in name:
+            raise EmulatorError(w.where(name))
+        for lane, addr in addrs.items():
+            old = int.from_bytes(mem.read(lane, addr, size).tobytes(), "little")
+            data = _gather(w, data_reg, lane, ndw)
+            if re.search(r"CMPSWAP", name):  # global/flat: data = {cmp, src}
+                data, cmp = data & ((1 << bits) - 1), data >> bits
+                data = data | 0
+            else:
+                cmp = 0
+            if re.search(r"DS_CMPSTORE", name):
+                cmp = _gather(w, data2_reg, lane, ndw)
+            if re.search(r"DS_CMPST_", name):  # CDNA: data0 = cmp, data1 = new value
+                cmp, data = data, _gather(w, data2_reg, lane, ndw)
+            if "CMPSWAP" in name:
+                src_cmp = _gather(w, data_reg, lane, 2 * ndw)
+                data, cmp = src_cmp & ((1 << bits) - 1), src_cmp >> bits
+            new = _atomic_typed(name.replace("CMPSWAP", "CMPSWAP"), old, data, cmp, bits)
+            mem.write(lane, addr, np.frombuffer(new.to_bytes(size, "little"), np.uint8))
+            if returns and vdst is not None:
+                _scatter(w, vdst, lane, old, ndw)
+        return
+    if "LOAD" in name or "READ" in name:
+        if "D16" in name:
+            raise EmulatorError(w.where(f"{name} (d16 loads)"))
+        for lane, addr in addrs.items():
+            dw = _to_dwords(mem.read(lane, addr, size), signed)
+            w.vgpr[vdst:vdst + dw.size, lane] = dw
+        return
+    if "STORE" in name or "WRITE" in name:
+        if "D16" in name:
+            raise EmulatorError(w.where(f"{name} (d16 stores)"))
+        for lane, addr in addrs.items():
+            raw = w.vgpr[data_reg:data_reg + ndw, lane].astype(np.uint32).view(np.uint8)[:size]
+            mem.write(lane, addr, raw.copy())
+        return
+    raise EmulatorError(w.where(name))
+
+
+def _gather(w: Wave, reg: int | None, lane: int, ndw: int) -> int:
+    if reg is None:
+        return 0
+    return sum(int(w.vgpr[reg + k, lane]) << (32 * k) for k in range(ndw))
+
+
+def _scatter(w: Wave, reg: int, lane: int, value: int, ndw: int) -> None:
+    for k in range(ndw):
+        w.vgpr[reg + k, lane] = (value >> (32 * k)) & 0xFFFFFFFF
+
+
+def _active(w: Wave) -> np.ndarray:
+    return np.nonzero(w.exec_lanes())[0]
+
+
+def _vaddr64(w: Wave, reg: int, lane: int) -> int:
+    return int(w.vgpr[reg, lane]) | int(w.vgpr[reg + 1, lane]) << 32
+
+
+def _flat_like(w: Wave, d: Decoded) -> None:
+    inst, fmt = d.inst, d.fmt.removeprefix("V")
+    space = {"GLOBAL": "global", "FLAT": "flat", "SCRATCH": "scratch"}[fmt]
+    off_bits = 13 if w.rdna else (13 if fmt != "FLAT" else 12)
+    offset = _sext(inst.offset, off_bits) if fmt != "FLAT" or w.rdna else inst.offset
+    saddr = inst.saddr.offset
+    no_saddr = saddr in (124, 125) if w.rdna else saddr == 0x7F
+    addr_reg = inst.addr.offset - 256
+    addrs: dict[int, int] = {}
+    for lane in _active(w):
+        lane = int(lane)
+        if space == "scratch":
+            base = 0 if no_saddr else int(w.sgpr[saddr])
+            v = int(w.vgpr[addr_reg, lane]) if getattr(inst, "sve", 1 if no_saddr else 0) or no_saddr else 0
+            a = (base + v + offset) & 0xFFFFFFFF
+        elif no_saddr:
+            a = (_vaddr64(w, addr_reg, lane) + offset) & 0xFFFFFFFFFFFFFFFF
+        else:
+            base = int(w.sgpr[saddr]) | int(w.sgpr[saddr + 1]) << 32
+            a = (base + int(w.vgpr[addr_reg, lane]) + offset) & 0xFFFFFFFFFFFFFFFF
+        addrs[lane] = a
+    returns = bool(getattr(inst, "glc", 0)) if w.rdna else bool(getattr(inst, "sc0", 0))
+    _mem_op(w, d, space, addrs, inst.data.offset - 256, None, inst.vdst.offset - 256, returns)
+
+
+def _smem(w: Wave, d: Decoded) -> None:
+    inst, name = d.inst, d.name
+    if "LOAD" not in name:
+        if name in ("S_DCACHE_INV", "S_GL1_INV", "S_DCACHE_WB"):
+            return
+        raise EmulatorError(w.where(name))
+    if "BUFFER" in name:
+        raise EmulatorError(w.where(f"{name} (buffer resources)"))
+    base = int(w.sgpr[inst.sbase.offset]) | int(w.sgpr[inst.sbase.offset + 1]) << 32
+    if w.rdna:
+        off = _sext(inst.offset, 21) + (0 if inst.soffset.offset == 124 else int(w.sgpr[inst.soffset.offset]))
+    else:
+        off = _sext(inst.offset, 21) if inst.imm else int(w.sgpr[inst.offset & 0x7F])
+        if inst.soffset_en:
+            off += int(w.sgpr[inst.soffset.offset])
+    size, _ = _size_of(name)
+    data = w.wg.memory.read((base + off) & ~3, size)
+    dst = inst.sdata.offset
+    w.sgpr[dst:dst + size // 4] = data.view(np.uint32)
+
+
+_DS_LEGACY = [("READ2ST64_", "LOAD_2ADDR_STRIDE64_"), ("WRITE2ST64_", "STORE_2ADDR_STRIDE64_"),
+              ("READ2_", "LOAD_2ADDR_"), ("WRITE2_", "STORE_2ADDR_"), ("READ_", "LOAD_"), ("WRITE_", "STORE_")]
+
+
+def _ds(w: Wave, d: Decoded) -> None:
+    inst, name = d.inst, d.name
+    for old, new in _DS_LEGACY:  # CDNA's names for the same operations
+        name = name.replace("DS_" + old, "DS_" + new)
+    if getattr(inst, "gds", 0):
+        raise EmulatorError(w.where(f"{d.name} (GDS)"))
+    addr_reg, vdst = inst.addr.offset - 256, inst.vdst.offset - 256
+    d0, d1 = inst.data0.offset - 256, inst.data1.offset - 256
+    lanes = _active(w)
+    if name in ("DS_BPERMUTE_B32", "DS_PERMUTE_B32", "DS_SWIZZLE_B32"):
+        _ds_cross_lane(w, name, inst, lanes, addr_reg, d0, vdst)
+        return
+    offset = inst.offset0 | inst.offset1 << 8
+    if "2ADDR" in name:
+        size, _ = _size_of(name)
+        stride = size * (64 if "STRIDE64" in name else 1)
+        single = name.replace("_2ADDR_STRIDE64", "").replace("_2ADDR", "")
+        for k, (off, data) in enumerate(((inst.offset0, d0), (inst.offset1, d1))):
+            addrs = {int(l): (int(w.vgpr[addr_reg, l]) + off * stride) & 0xFFFFFFFF for l in lanes}
+            sub = Decoded(inst, d.size, None)
+            sub.name = single
+            _mem_op(w, sub, "lds", addrs, data, None, vdst + k * (size // 4), False)
+        return
+    addrs = {int(l): (int(w.vgpr[addr_reg, l]) + offset) & 0xFFFFFFFF for l in lanes}
+    sub = Decoded(inst, d.size, None)
+    sub.name = name
+    _mem_op(w, sub, "lds", addrs, d0, d1, vdst, "RTN" in name)
+
+
+def _ds_cross_lane(w: Wave, name: str, inst, lanes: np.ndarray, addr_reg: int, d0: int, vdst: int) -> None:
+    n = w.lanes
+    exec_l = w.exec_lanes()
+    src = w.vgpr[d0].copy()
+    out = np.zeros(n, np.uint32)
+    if name == "DS_SWIZZLE_B32":
+        offset = inst.offset0 | inst.offset1 << 8
+        ids = np.arange(n)
+        if offset & 0x8000:  # quad permute: each lane of a quad picks one by two bits
+            sel = (offset >> (2 * (ids & 3))) & 3
+            from_lane = (ids & ~3) | sel
+        else:  # bit masks within each group of 32 lanes
+            and_m, or_m, xor_m = offset & 0x1F, (offset >> 5) & 0x1F, (offset >> 10) & 0x1F
+            from_lane = (ids & ~31) | ((((ids & 31) & and_m) | or_m) ^ xor_m)
+        ok = exec_l[from_lane]
+        out = np.where(ok, src[from_lane], 0).astype(np.uint32)
+    else:
+        offset = inst.offset0 | inst.offset1 << 8
+        sel = ((w.vgpr[addr_reg].astype(np.int64) + offset) >> 2) % (32 if w.rdna else 64)
+        if w.lanes == 64 and w.rdna:
+            raise EmulatorError(w.where(f"{name} in wave64 on RDNA"))
+        if name == "DS_BPERMUTE_B32":
+            out = np.where(exec_l[sel], src[sel], 0).astype(np.uint32)
+        else:  # forward permute: lane i sends to lane sel[i]
+            for i in lanes:
+                out[sel[i]] = src[i]
+    w.vgpr[vdst][exec_l] = out[exec_l]
+
+
+def _mad64(w: Wave, d: Decoded) -> None:
+    """V_MAD_U64_U32 / V_MAD_I64_I32: {D1.u1, D0.u64} = S0 * S1 + S2 (65-bit result)."""
+    inst = d.inst
+    if getattr(inst, "clmp", 0):
+        raise EmulatorError(w.where(f"{d.name} with clamp"))
+    signed = "I64" in d.name
+    a = w.read_raw(inst.src0, 32, False, d.literal)
+    b = w.read_raw(inst.src1, 32, False, d.literal)
+    c = w.read_raw(inst.src2, 64, False, d.literal)
+    a, b, c = (np.broadcast_to(x, (w.lanes,)) for x in (a, b, c))
+    exec_l = w.exec_lanes()
+    res = np.zeros(w.lanes, np.uint64)
+    carry = 0
+    for lane in np.nonzero(exec_l)[0]:
+        x, y, z = int(a[lane]), int(b[lane]), int(c[lane])
+        if signed:
+            x, y, z = _sext(x, 32), _sext(y, 32), _sext(z, 64)
+        full = x * y + z
+        res[lane] = full & 0xFFFFFFFFFFFFFFFF
+        if (full >> 64) & 1 if not signed else not -(1 << 63) <= full < (1 << 63):
+            carry |= 1 << int(lane)
+    w.write_vgpr(inst.vdst.offset - 256, res, 64, exec_l)
+    w.write_sgpr(inst.sdst.offset, carry, w.lanes)
+
+
+def _readlane(w: Wave, d: Decoded) -> None:
+    inst = d.inst
+    src = inst.src0.offset - 256
+    if src < 0:
+        raise EmulatorError(w.where(f"{d.name} from a non-VGPR"))
+    if "FIRSTLANE" in d.name:
+        active = _active(w)
+        lane = int(active[0]) if active.size else 0
+    else:
+        lane = int(w.read_raw(inst.src1, 32, False, d.literal)[0]) % w.lanes
+    dst = inst.vdst.offset - 256 if d.fmt.startswith("VOP1") else inst.vdst.offset - 256
+    w.write_sgpr(dst, int(w.vgpr[src, lane]), 32)
+
+
+def _writelane(w: Wave, d: Decoded) -> None:
+    inst = d.inst
+    value = int(w.read_raw(inst.src0, 32, False, d.literal)[0])
+    lane = int(w.read_raw(inst.src1, 32, False, d.literal)[0]) % w.lanes
+    w.vgpr[inst.vdst.offset - 256, lane] = value
+
+
+_NOPS = {"S_NOP", "S_WAITCNT", "S_CLAUSE", "S_DELAY_ALU", "S_WAITCNT_DEPCTR", "S_SET_INST_PREFETCH_DISTANCE",
+         "S_WAITCNT_VSCNT", "S_WAITCNT_VMCNT", "S_WAITCNT_EXPCNT", "S_WAITCNT_LGKMCNT", "S_SETPRIO",
+         "S_SENDMSG", "S_ICACHE_INV", "BUFFER_GL0_INV", "BUFFER_GL1_INV", "BUFFER_WBL2", "BUFFER_INV",
+         "S_WAIT_IDLE", "S_WAIT_LOADCNT", "S_WAIT_STORECNT", "S_WAIT_KMCNT", "S_WAIT_DSCNT",
+         "S_WAIT_SAMPLECNT", "S_WAIT_BVHCNT", "S_WAIT_EXPCNT", "S_WAIT_LOADCNT_DSCNT",
+         "S_WAIT_STORECNT_DSCNT", "S_WAIT_ALU", "BUFFER_WBINVL1_VOL", "BUFFER_WBINVL1", "S_SETHALT"}
+
+
+def step(w: Wave) -> None:
+    """Execute the instruction at w.pc."""
+    d = w.program.at(w.pc)
+    name, fmt = d.name, d.fmt
+    next_pc = w.pc + d.size
+    try:
+        if name in _NOPS:
+            pass
+        elif name == "S_ENDPGM":
+            w.done = True
+            return
+        elif name == "S_BARRIER":
+            w.at_barrier = True
+        elif fmt.startswith("SMEM"):
+            _smem(w, d)
+        elif fmt.startswith("DS"):
+            _ds(w, d)
+        elif fmt.removeprefix("V").startswith(("GLOBAL", "FLAT", "SCRATCH")):
+            _flat_like(w, d)
+        elif fmt.startswith("VOPD"):
+            _vopd(w, d)
+        elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32"):
+            _mad64(w, d)
+        elif name.startswith(("V_READFIRSTLANE_B32", "V_READLANE_B32")):
+            _readlane(w, d)
+        elif name.startswith("V_WRITELANE_B32"):
+            _writelane(w, d)
+        elif name in ("S_TRAP", "S_CODE_END"):
+            raise EmulatorError(w.where(f"{name} (the kernel trapped: an assertion or a fault)"))
+        else:
+            new_pc = _run_pcode(w, d)
+            if new_pc is not None:
+                next_pc = new_pc
+    except PcodeUnsupported as exc:
+        raise EmulatorError(w.where(f"unimplemented instruction {name.lower()} ({fmt}): {exc}")) from exc
+    w.pc = next_pc

@@ -1,0 +1,121 @@
+"""Running a kernel launch: every wave of every workgroup, round-robin within a workgroup so that
+`s_barrier` holds each wave until all of its workgroup's live waves have reached it."""
+
+from __future__ import annotations
+
+import struct
+from typing import Sequence
+
+import numpy as np
+
+from zluda_py.emulator import loader
+from zluda_py.emulator.errors import EmulatorError
+from zluda_py.emulator.execute import Program, Wave, step
+from zluda_py.emulator.memory import Memory
+
+MAX_STEPS = 5_000_000  # per workgroup: a launch that runs longer is taken to hang
+
+
+def _dims(v: "int | Sequence[int]") -> tuple[int, int, int]:
+    t = (v,) if isinstance(v, int) else tuple(v)
+    return tuple(list(t) + [1] * (3 - len(t)))  # type: ignore[return-value]
+
+
+class Workgroup:
+    def __init__(self, memory: Memory, lds_size: int):
+        self.memory = memory
+        self.lds = np.zeros(lds_size, np.uint8)
+
+
+def _hidden_args(kernel: loader.Kernel, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 dynamic_lds: int) -> dict[int, bytes]:
+    """Values of the code object v5 hidden kernel arguments the kernel declares, by offset."""
+    values: dict[str, bytes] = {}
+    for i, axis in enumerate("xyz"):
+        values[f"hidden_block_count_{axis}"] = struct.pack("<I", grid[i])
+        values[f"hidden_group_size_{axis}"] = struct.pack("<H", block[i])
+        values[f"hidden_remainder_{axis}"] = struct.pack("<H", 0)  # CUDA grids are uniform
+    values["hidden_grid_dims"] = struct.pack("<H", 3 if grid[2] > 1 else 2 if grid[1] > 1 else 1)
+    values["hidden_dynamic_lds_size"] = struct.pack("<I", dynamic_lds)
+    out = {}
+    for arg in kernel.args:
+        kind = arg.get(".value_kind", "")
+        if kind.startswith("hidden_"):
+            out[arg[".offset"]] = values.get(kind, bytes(arg[".size"]))[: arg[".size"]]
+    return out
+
+
+def launch(code_object: bytes, kernel: str, grid: "int | Sequence[int]", block: "int | Sequence[int]",
+           kernarg: bytes, memory: Memory, arch: str = "gfx1100", dynamic_lds: int = 0) -> None:
+    """Run `kernel` of `code_object` over `grid` x `block` threads. `kernarg` holds the explicit
+    arguments (CUDA's parameter buffer); the hidden arguments are filled in here."""
+    k = loader.load(code_object, kernel, arch)
+    family = loader.isa_family(arch)
+    grid3, block3 = _dims(grid), _dims(block)
+    segment = bytearray(max(k.kernarg_size, len(kernarg)))
+    segment[: len(kernarg)] = kernarg
+    for off, raw in _hidden_args(k, grid3, block3, dynamic_lds).items():
+        segment[off:off + len(raw)] = raw
+    kernarg_addr = memory.upload(bytes(segment))
+    program = Program(k.text, k.text_base, family)
+    threads = block3[0] * block3[1] * block3[2]
+    nwaves = (threads + k.wave - 1) // k.wave
+    for gz in range(grid3[2]):
+        for gy in range(grid3[1]):
+            for gx in range(grid3[0]):
+                wg = Workgroup(memory, k.group_segment_size + dynamic_lds)
+                waves = [_start_wave(k, program, wg, i, (gx, gy, gz), block3, threads, arch, kernarg_addr)
+                         for i in range(nwaves)]
+                _run_workgroup(waves)
+
+
+def _start_wave(k: loader.Kernel, program: Program, wg: Workgroup, index: int, group: tuple[int, int, int],
+                block: tuple[int, int, int], threads: int, arch: str, kernarg_addr: int) -> Wave:
+    w = Wave(program, k.wave, wg, index, k.private_segment_size)
+    w.pc = k.entry
+    for name, reg in k.user_sgprs:
+        if name == "kernarg_segment_ptr":
+            w.sgpr[reg], w.sgpr[reg + 1] = kernarg_addr & 0xFFFFFFFF, kernarg_addr >> 32
+        elif name in ("dispatch_ptr", "queue_ptr", "private_segment_buffer", "flat_scratch_init"):
+            raise EmulatorError(f"kernel {k.name} asks for the {name} SGPR input, which the emulator does not provide")
+        elif name == "private_segment_size":
+            w.sgpr[reg] = k.private_segment_size
+    sreg = k.user_sgpr_count
+    for axis, enabled in enumerate(k.workgroup_id_enabled):
+        if enabled:
+            w.sgpr[sreg] = group[axis]
+            sreg += 1
+    if k.rsrc2 & (1 << 10):  # workgroup info
+        sreg += 1
+    if k.private_segment_enabled:  # the wave's scratch offset: scratch is per lane here, so 0
+        w.sgpr[sreg] = 0
+    linear = np.arange(index * k.wave, (index + 1) * k.wave)
+    live = linear < threads
+    x = linear % block[0]
+    y = (linear // block[0]) % block[1]
+    z = linear // (block[0] * block[1])
+    if loader.packed_workitem_ids(arch):
+        w.vgpr[0] = (x | y << 10 | z << 20).astype(np.uint32)
+    else:
+        for i, v in enumerate((x, y, z)[: k.workitem_id_dims]):
+            w.vgpr[i] = v.astype(np.uint32)
+    mask = sum(1 << i for i in range(k.wave) if live[i])
+    w.set_mask(126, mask)
+    return w
+
+
+def _run_workgroup(waves: list[Wave]) -> None:
+    steps = 0
+    while True:
+        live = [w for w in waves if not w.done]
+        if not live:
+            return
+        for w in live:
+            while not (w.done or w.at_barrier):
+                step(w)
+                steps += 1
+                if steps > MAX_STEPS:
+                    raise EmulatorError(f"workgroup ran more than {MAX_STEPS} instructions; it looks hung at {w.pc:#x}")
+        if all(w.done or w.at_barrier for w in waves):
+            for w in waves:
+                w.at_barrier = False
