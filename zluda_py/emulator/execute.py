@@ -359,6 +359,8 @@ def _size_of(name: str) -> tuple[int, bool]:
     for suffix, size, signed in _SIZES:
         if name.endswith("_" + suffix) or name.endswith(suffix):
             return size, signed
+    if "ATOMIC" in name:  # CDNA names 32-bit atomics without a size (GLOBAL_ATOMIC_ADD)
+        return 4, False
     raise EmulatorError(f"no access size in {name}")
 
 
@@ -429,9 +431,11 @@ def _atomic(op: str, old: int, data: int, cmp: int, bits: int) -> int:
 
 
 def _atomic_typed(name: str, old: int, data: int, cmp: int, bits: int) -> int:
-    m = re.search(r"(?:ATOMIC|DS)_(\w+?)(?:_RTN)?_([UIFB]\d+|X2)?$", name)
-    op = (m.group(1) if m else name).removesuffix("_RTN")
-    t = m.group(2) if m and m.group(2) else ("B64" if bits == 64 else "U32")
+    m = re.search(r"(?:ATOMIC|DS)_([A-Z]+)(?:_RTN)?(?:_([UIFB]\d+|X2))?$", name)
+    if m is None:
+        raise KeyError(name)
+    op = m.group(1)
+    t = m.group(2) if m.group(2) and m.group(2) != "X2" else ("B64" if bits == 64 else "U32")
     if op in ("MIN", "MAX", "SMIN", "SMAX", "UMIN", "UMAX"):
         signed = t.startswith("I") or op.startswith("S")
         a, b = (_sext(old, bits), _sext(data, bits)) if signed else (old, data)
@@ -463,19 +467,18 @@ def _mem_op(w: Wave, d: Decoded, space: str, addrs: dict[int, int], data_reg: in
         for lane, addr in addrs.items():
             old = int.from_bytes(mem.read(lane, addr, size).tobytes(), "little")
             data = _gather(w, data_reg, lane, ndw)
-            if re.search(r"CMPSWAP", name):  # global/flat: data = {cmp, src}
-                data, cmp = data & ((1 << bits) - 1), data >> bits
-                data = data | 0
-            else:
-                cmp = 0
+            cmp = 0
             if re.search(r"DS_CMPSTORE", name):
                 cmp = _gather(w, data2_reg, lane, ndw)
             if re.search(r"DS_CMPST_", name):  # CDNA: data0 = cmp, data1 = new value
                 cmp, data = data, _gather(w, data2_reg, lane, ndw)
-            if "CMPSWAP" in name:
+            if "CMPSWAP" in name:  # global/flat: the data registers hold {cmp, src}
                 src_cmp = _gather(w, data_reg, lane, 2 * ndw)
                 data, cmp = src_cmp & ((1 << bits) - 1), src_cmp >> bits
-            new = _atomic_typed(name.replace("CMPSWAP", "CMPSWAP"), old, data, cmp, bits)
+            try:
+                new = _atomic_typed(name, old, data, cmp, bits)
+            except KeyError:
+                raise EmulatorError(w.where(f"unimplemented atomic {name.lower()}")) from None
             mem.write(lane, addr, np.frombuffer(new.to_bytes(size, "little"), np.uint8))
             if returns and vdst is not None:
                 _scatter(w, vdst, lane, old, ndw)
@@ -649,6 +652,20 @@ def _mad64(w: Wave, d: Decoded) -> None:
     w.write_sgpr(inst.sdst.offset, carry, w.lanes)
 
 
+def _bitop3(w: Wave, d: Decoded) -> None:
+    """V_BITOP3_B32 (gfx950): any function of three inputs, its truth table in the OMOD, ABS and
+    NEG fields: result bit = TTBL[s0 << 2 | s1 << 1 | s2] for each bit position."""
+    inst = d.inst
+    table = inst.omod << 6 | inst.abs << 3 | inst.neg
+    a, b, c = (np.broadcast_to(w.read_raw(r, 32, False, d.literal).astype(np.uint32), (w.lanes,))
+               for r in (inst.src0, inst.src1, inst.src2))
+    out = np.zeros(w.lanes, np.uint32)
+    for i in range(8):
+        if table >> i & 1:
+            out |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+    w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
+
+
 def _readlane(w: Wave, d: Decoded) -> None:
     inst = d.inst
     src = inst.src0.offset - 256
@@ -699,6 +716,8 @@ def step(w: Wave) -> None:
             _flat_like(w, d)
         elif fmt.startswith("VOPD"):
             _vopd(w, d)
+        elif name == "V_BITOP3_B32":
+            _bitop3(w, d)
         elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32"):
             _mad64(w, d)
         elif name.startswith(("V_READFIRSTLANE_B32", "V_READLANE_B32")):

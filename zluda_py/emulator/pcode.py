@@ -91,6 +91,15 @@ def bitslice(x, t: Type, hi: int, lo: int):
     return (raw >> raw.dtype.type(lo)) & raw.dtype.type((1 << width) - 1 if width < 64 else ~0)
 
 
+def bitreverse(x, t: Type, hi: int, lo: int):
+    raw = bitslice(x, t, hi, lo)
+    width = hi - lo + 1
+    out = np.zeros_like(raw)
+    for i in range(width):
+        out |= ((raw >> raw.dtype.type(i)) & raw.dtype.type(1)) << raw.dtype.type(width - 1 - i)
+    return out
+
+
 def bitindex(x, t: Type, idx):
     raw = reinterpret(x, t, ("u", 64))
     return ((raw >> np.asarray(idx).astype(np.uint64)) & np.uint64(1)) != 0
@@ -256,12 +265,17 @@ class _Compiler:
         if self.peek()[0] == "type":
             ltype = _parse_type(self.take())
         lane = False
-        if self.at("["):  # X.u64[laneId] = ...: one bit per lane of a mask register
-            self.take("[")
-            if self.take() != "laneId":
-                raise PcodeUnsupported("indexed assignment other than [laneId]")
-            self.take("]")
+        if self.at("[") and self.peek(1)[1] == "laneId":  # X.u64[laneId] = ...: one bit per lane of a mask
+            self.i += 3
             lane = True
+        elif self.at("[") and ltype is not None:  # X.u32[31 : 0] = ...: only the whole register
+            self.take("[")
+            hi = _const(self.expr())
+            self.take(":")
+            lo = _const(self.expr())
+            self.take("]")
+            if (hi, lo) != (ltype[1] - 1, 0):
+                raise PcodeUnsupported("assignment to part of a register")
         op = self.take()
         if op not in ("=", "+=", "-=", "|=", "&=", "^=", "*="):
             raise PcodeUnsupported(f"assignment operator {op!r}")
@@ -389,6 +403,9 @@ class _Compiler:
                     lo = self.expr()
                     self.take("]")
                     hi_v, lo_v = _const(first), _const(lo)
+                    if hi_v < lo_v:  # [0 : 31]: the bits in reverse order
+                        e = Expr(f"_bitreverse({e.code}, {e.type}, {lo_v}, {hi_v})", ("u", lo_v - hi_v + 1))
+                        continue
                     e = Expr(f"_bitslice({e.code}, {e.type}, {hi_v}, {lo_v})", ("u", hi_v - lo_v + 1))
                 else:
                     self.take("]")
@@ -478,7 +495,7 @@ def _literal(kind: str, text: str) -> tuple[object, Type]:
 
 
 _NAMESPACE = {"np": np, "_convert": convert, "_reinterpret": reinterpret, "_bitslice": bitslice,
-              "_bitindex": bitindex, "_uniform": uniform}
+              "_bitindex": bitindex, "_bitreverse": bitreverse, "_uniform": uniform}
 _cache: dict[str, Callable] = {}
 
 

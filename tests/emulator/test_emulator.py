@@ -1,0 +1,116 @@
+"""The AMD GPU ISA emulator runs code objects from our AMDGPU target (kernels.cu -> kernels.ptx ->
+gfx1100 / gfx950) and gives the results numpy computes here."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tinygrad", reason="the emulator decodes with tinygrad (pip install '.[test]')")
+
+from zluda_py.emulator import EmulatorError, Memory, compile_ptx, launch, run_ptx  # noqa: E402
+
+PTX = (Path(__file__).parent / "kernels" / "kernels.ptx").read_text()
+ARCHS = ["gfx1100", "gfx950"]  # wave32, and wave64 with two CUDA warps per wave
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _lld():
+    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
+
+    try:
+        find_lld()
+    except LinkerError as exc:
+        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_vector_add(arch: str) -> None:
+    n = 1000  # not a multiple of the block: the last block's tail lanes are off
+    a = np.arange(n, dtype=np.float32) * 0.5
+    b = 1000.0 - np.arange(n, dtype=np.float32)
+    out = run_ptx(PTX, "vector_add", (n + 255) // 256, 256, [a, b, np.full(n, -1, np.float32), np.int32(n)], arch)
+    np.testing.assert_array_equal(out[2], a + b)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_if_else_divergence(arch: str) -> None:
+    n = 300
+    x = np.random.default_rng(1).integers(0, 1000, n).astype(np.int32)
+    y = run_ptx(PTX, "diverge", (n + 63) // 64, 64, [x, np.full(n, -7, np.int32), np.int32(n)], arch)[1]
+    np.testing.assert_array_equal(y, np.where(x & 1, x * 3 + 1, x >> 1))
+
+
+def _collatz_steps(v: int) -> int:
+    steps = 0
+    while v != 1:
+        v = 3 * v + 1 if v & 1 else v // 2
+        steps += 1
+    return steps
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_loop_with_per_lane_trip_count(arch: str) -> None:
+    x = np.random.default_rng(2).integers(1, 200, 100).astype(np.uint32)
+    y = run_ptx(PTX, "collatz", 2, 64, [x, np.zeros(100, np.uint32), np.int32(100)], arch)[1]
+    np.testing.assert_array_equal(y, [_collatz_steps(int(v)) for v in x])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shared_memory_across_waves(arch: str) -> None:
+    x = np.random.default_rng(3).integers(0, 1 << 30, 512).astype(np.int32)
+    y = run_ptx(PTX, "block_reverse", 2, 256, [x, np.zeros(512, np.int32)], arch)[1]
+    np.testing.assert_array_equal(y, x.reshape(2, 256)[:, ::-1].ravel())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_barrier_in_a_loop(arch: str) -> None:
+    x = np.random.default_rng(4).integers(0, 100, 512).astype(np.float32)  # integer sums: exact
+    out = run_ptx(PTX, "block_sum", 2, 256, [x, np.zeros(2, np.float32)], arch)[1]
+    np.testing.assert_array_equal(out, x.reshape(2, 256).sum(1))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shuffles_and_ballot(arch: str) -> None:
+    x = np.random.default_rng(5).integers(-50, 50, 128).astype(np.int32)
+    out = run_ptx(PTX, "warp_ops", 2, 64, [x, np.zeros(128, np.int32), np.zeros(128, np.int32),
+                                          np.zeros(128, np.uint32)], arch)
+    warps = x.reshape(4, 32)
+    # shfl.down by 1: the last lane of each warp keeps its own value
+    np.testing.assert_array_equal(out[1], np.concatenate([warps[:, 1:], warps[:, 31:]], 1).ravel())
+    np.testing.assert_array_equal(out[2], np.repeat(warps.sum(1), 32))
+    ballots = [sum(1 << i for i in range(32) if w[i] > 0) for w in warps]
+    np.testing.assert_array_equal(out[3], np.repeat(np.array(ballots, np.uint32), 32))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_global_atomic_add(arch: str) -> None:
+    x = np.random.default_rng(6).integers(0, 16, 1000).astype(np.int32)
+    bins = run_ptx(PTX, "histogram", 4, 256, [x, np.zeros(16, np.uint32), np.int32(1000)], arch)[1]
+    np.testing.assert_array_equal(bins, np.bincount(x, minlength=16))
+
+
+def test_unimplemented_instruction_names_itself_and_its_address() -> None:
+    from elftools.elf.elffile import ELFFile
+
+    from zluda_py.emulator import loader
+
+    code_object, metadata = compile_ptx(PTX, "gfx1100")
+    kernel = loader.load(code_object, "vector_add", "gfx1100")
+    text = ELFFile(io.BytesIO(code_object)).get_section_by_name(".text")
+    at = text["sh_offset"] + kernel.entry - kernel.text_base
+    patched = bytearray(code_object)
+    patched[at:at + 4] = bytes.fromhex("004a80be")  # s_rfe_b64 s[0:1]: a trap handler's return
+    with pytest.raises(EmulatorError, match=rf"s_rfe_b64.* at {kernel.entry:#x}"):
+        launch(bytes(patched), "vector_add", 1, 32, bytes(metadata["kernels"]["vector_add"]["param_size"]),
+               Memory(), "gfx1100")
+
+
+def test_out_of_bounds_access_faults() -> None:
+    n = 64
+    a = np.zeros(n, np.float32)
+    with pytest.raises(EmulatorError, match="memory fault"):
+        run_ptx(PTX, "vector_add", 1, 64, [a, a, np.zeros(1, np.float32), np.int32(n)], "gfx1100")
