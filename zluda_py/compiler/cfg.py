@@ -64,17 +64,20 @@ def normalize(inst: ast.Instruction, keep: Callable[[str], bool]) -> ast.Instruc
 
 def flatten(body: list[ast.Statement], keep: Callable[[str], bool] = lambda _: False,
             ) -> tuple[list[ast.Variable], list[ast.Statement], list[ast.Directive]]:
-    """Remove nested `{ }` scopes, renaming shadowing declarations so every name is unique."""
+    """Remove nested `{ }` scopes, renaming shadowing declarations so every name is unique.
+    Of a parameterized declaration (`.reg .b32 %r<N>`) only the names the body mentions are
+    kept, so a module costs what it uses, not what it declares."""
     variables: list[ast.Variable] = []
     out: list[ast.Statement] = []
     directives: list[ast.Directive] = []
     used: set[str] = set()
+    mentioned = ast.mentioned_names(body)
 
     def walk(stmts: list[ast.Statement], env: dict[str, str]) -> None:
         env = dict(env)
         for s in stmts:
             if isinstance(s, ast.Variable):
-                names = [s.name] if s.count is None else [f"{s.name}{i}" for i in range(s.count)]
+                names = ast.declared_names(s, mentioned)
                 for n in names:
                     new = n
                     k = 0

@@ -197,10 +197,6 @@ def _labels(stmts: list[ast.Statement]) -> Iterator[str]:
 # --------------------------------------------------------------------------- renaming
 
 
-def _declared(v: ast.Variable) -> list[str]:
-    return [v.name] if v.count is None else [f"{v.name}{i}" for i in range(v.count)]
-
-
 def _variable(v: ast.Variable, name: str) -> ast.Variable:
     return ast.Variable(name, v.space, v.type, v.array, v.align, v.vector, None, v.linkage, v.init, v.ptr, v.pos)
 
@@ -280,7 +276,7 @@ class _Inliner:
         """`stmts` with the calls to barrier functions inlined; `params` are the names of the
         `.param` variables in scope (the caller's side of a call sequence)."""
         declared = [v for v in stmts if isinstance(v, ast.Variable)]
-        params = (params - {n for v in declared for n in _declared(v)}) | {
+        params = (params - {n for v in declared for n in ast.declared_names(v, params)}) | {
             v.name for v in declared if v.space == "param"}
         out: list[ast.Statement] = []
         for s in stmts:
@@ -328,7 +324,7 @@ class _Inliner:
             (copy_out if i < len(rets) else copy_in).extend(moves)
         decls += [ast.Variable(f"%copy{t}{tag}", "reg", t) for t in sorted(temps)]
         returned = "$ret" + tag
-        body = self._copy(callee.body or [], env, tag, returned, name)
+        body = self._copy(callee.body or [], env, tag, returned, name, ast.mentioned_names(callee.body or []))
         skip: list[ast.Statement] = []
         end: list[ast.Statement] = []
         if call.guard is not None:  # lanes whose guard fails skip the whole call, copy-out included
@@ -339,23 +335,23 @@ class _Inliner:
         return ast.Block(self.expand(stmts, params, (*stack, name)), call.pos)
 
     def _copy(self, stmts: list[ast.Statement], env: dict[str, str], tag: str, returned: str,
-              fname: str) -> list[ast.Statement]:
+              fname: str, mentioned: set[str]) -> list[ast.Statement]:
         """The callee's statements renamed for one call site, `ret` branching to `returned`."""
         env = dict(env)
         out: list[ast.Statement] = []
         for v in stmts:
             if isinstance(v, ast.Variable):
                 if v.space in _PER_CALL_SPACES:
-                    for n in _declared(v):
+                    for n in ast.declared_names(v, mentioned):
                         env[n] = n + tag
                 else:
                     env[v.name] = self._static(fname, v)
         for s in stmts:
             if isinstance(s, ast.Variable):
                 if s.space in _PER_CALL_SPACES:
-                    out.extend(_variable(s, env[n]) for n in _declared(s))
+                    out.extend(_variable(s, env[n]) for n in ast.declared_names(s, mentioned))
             elif isinstance(s, ast.Block):
-                out.append(ast.Block(self._copy(s.body, env, tag, returned, fname), s.pos))
+                out.append(ast.Block(self._copy(s.body, env, tag, returned, fname, mentioned), s.pos))
             elif isinstance(s, ast.Label):
                 out.append(ast.Label(env[s.name], s.pos))
             elif isinstance(s, ast.Directive):

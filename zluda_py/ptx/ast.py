@@ -192,6 +192,47 @@ def renamed(op: Operand, names: "dict[str, str]") -> Operand:
     return op
 
 
+def mentioned_names(body: "list[Statement]") -> set[str]:
+    """Every register and symbol name an instruction of `body` (at any depth) refers to."""
+    names: set[str] = set()
+    todo: list = list(body)
+    while todo:
+        s = todo.pop()
+        if isinstance(s, Block):
+            todo += s.body
+        elif isinstance(s, Instruction):
+            if s.guard is not None:
+                names.add(s.guard.reg)
+            todo += s.operands
+        elif isinstance(s, (Reg, Sym)):
+            names.add(s.name)
+        elif isinstance(s, Addr):
+            todo += [s.base, *s.extra] if s.base is not None else s.extra
+        elif isinstance(s, Vec):
+            todo += s.elems
+        elif isinstance(s, Not):
+            todo.append(s.operand)
+        elif isinstance(s, PredOut):
+            todo += [s.dest, s.pred]
+        elif isinstance(s, ArgList):
+            todo += s.args
+    return names
+
+
+def declared_names(var: "Variable", among: set[str]) -> list[str]:
+    """The name of a plain declaration; of a parameterized one (`%r<N>`), the names in
+    `among`, in index order. Passes ask only for the names the code mentions: such a
+    declaration may declare millions that nothing uses."""
+    if var.count is None:
+        return [var.name]
+    found = []
+    for name in among:
+        digits = name[len(var.name):]
+        if name.startswith(var.name) and digits.isdecimal() and str(int(digits)) == digits and int(digits) < var.count:
+            found.append((int(digits), name))
+    return [name for _, name in sorted(found)]
+
+
 # --------------------------------------------------------------------------- statements
 
 

@@ -78,6 +78,36 @@ def compatible(reg_type: str, insn_type: str, relaxed: bool = False) -> bool:
     return reg_type not in _FLOAT and insn_type not in _FLOAT
 
 
+# Parameterized declarations (`.reg .b32 %r<N>`) up to this many names are entered name by
+# name; larger ones are kept as ranges and resolved on lookup (_Scope), so a tiny module that
+# declares ten million registers costs nothing.
+EXPANDED_RANGE = 4096
+
+
+class _Scope(dict):
+    """A block's names: a dict, plus the parameterized declarations kept as ranges."""
+
+    __slots__ = ("ranges",)
+
+    def __init__(self, names: dict) -> None:
+        super().__init__(names)
+        self.ranges: list[Variable] = []
+
+    def add_range(self, var: Variable) -> None:
+        self.ranges.append(var)
+
+    def get(self, name: str, default=None):  # type: ignore[override]
+        hit = dict.get(self, name)
+        if hit is not None or not self.ranges:
+            return hit if hit is not None else default
+        for var in self.ranges:
+            digits = name[len(var.name):]
+            if (name.startswith(var.name) and digits.isdecimal() and str(int(digits)) == digits
+                    and int(digits) < var.count):
+                return var
+        return default
+
+
 class _Mods:
     """Modifier validation against the grammar's forms, cached per (opcode, mods)."""
 
@@ -249,7 +279,11 @@ class Checker:
                 else:
                     labels[s.name] = s
             elif t is Variable:
-                if s.count is not None:
+                if s.count is not None and s.count > EXPANDED_RANGE:
+                    if not isinstance(local, _Scope):  # plain dicts keep the common lookups fast
+                        local = scopes[-1] = _Scope(local)
+                    local.add_range(s)  # names resolved on lookup: memory stays proportional to use
+                elif s.count is not None:
                     names = [f"{s.name}{k}" for k in range(s.count)]
                     if local.keys().isdisjoint(names):  # the usual case: declare them at once
                         local.update(dict.fromkeys(names, s))

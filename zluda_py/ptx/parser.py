@@ -47,6 +47,16 @@ FUNC_DIRECTIVES = frozenset(
 )
 # Directives whose arguments run to the end of the line (no ';').
 LINE_DIRECTIVES = frozenset(("file", "loc"))
+# Deeper `{ }` nesting is refused: each level costs Python stack in the parser and the passes
+# after it, and no compiler emits more than a few levels.
+MAX_NESTING = 256
+
+
+class _Abandon(Exception):
+    """An error after which the rest of the module cannot be parsed meaningfully."""
+
+    def __init__(self, error: PtxError) -> None:
+        self.error = error
 
 # Fast paths for the statement shapes that make up most of nvcc's output. Each builds the same
 # AST as the general path; anything they do not match exactly goes through the general path,
@@ -231,6 +241,7 @@ class Parser:
         self.text = text
         self.i = 0
         self.errors: list[PtxError] = []
+        self.depth = 0  # nested { } blocks open inside the current function body
         self._pos = self.src.pos
         self.limit = len(text)  # lexing stops here (the end of a line for .loc/.file)
         self._peek_at = -1
@@ -338,8 +349,8 @@ class Parser:
                 break
             try:
                 items.extend(self.top_level(tok))
-            except PtxError as e:
-                self.errors.append(e)
+            except (PtxError, _Abandon) as e:
+                self.errors.append(e.error if isinstance(e, _Abandon) else e)
                 break
         if not self.errors:
             problems = check(mod, self.src)
@@ -756,8 +767,13 @@ class Parser:
         kind, text, start = tok
         if kind == "p":
             if text == "{":
+                if self.depth == MAX_NESTING:
+                    raise _Abandon(self.err(tok, f"blocks nested more than {MAX_NESTING} deep"))
                 self.next()
-                return [Block(self.body(), pos=self._pos(start))]
+                self.depth += 1
+                block = Block(self.body(), pos=self._pos(start))
+                self.depth -= 1
+                return [block]
             if text == "@":
                 return [self.instruction()]
             raise self.err(tok, "expected an instruction, label or declaration")
