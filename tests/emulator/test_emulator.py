@@ -114,3 +114,30 @@ def test_out_of_bounds_access_faults() -> None:
     a = np.zeros(n, np.float32)
     with pytest.raises(EmulatorError, match="memory fault"):
         run_ptx(PTX, "vector_add", 1, 64, [a, a, np.zeros(1, np.float32), np.int32(n)], "gfx1100")
+
+
+def _reconvergence_ptx() -> str:
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "compiler" / "test_reconvergence.py"
+    spec = importlib.util.spec_from_file_location("_reconvergence_patterns", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.PTX
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_loop_tail_barrier_waits_for_the_looping_lane(arch: str) -> None:
+    """tests/compiler/test_reconvergence.py's loop with a separate latch, on AMD code: lanes that
+    skip the loop must not pass the barrier while one lane is still looping."""
+    ptx = _reconvergence_ptx()
+    for looper in (0, 32, 33):
+        out = run_ptx(ptx, "tail_barrier", 1, 64, [np.zeros(1, np.uint32), np.uint32(64 - looper), np.uint32(looper)], arch)[0]
+        assert out[0] == 64 - looper, f"looper {looper}"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_loop_tail_ballot_sees_the_whole_warp(arch: str) -> None:
+    out = run_ptx(_reconvergence_ptx(), "tail_ballot", 1, 64, [np.zeros((64, 2), np.uint32), np.uint32(10)], arch)[0]
+    assert (out[:, 0] == 0xFFFFFFFF).all(), [hex(v) for v in out[:, 0]]
+    assert out[0, 1] == sum(range(1, 10)) and (out[1:, 1] == 0).all()

@@ -285,8 +285,10 @@ def _alu_ctx(w: Wave, d: Decoded) -> Ctx:
     if any(s in fmt for s in ("DPP", "SDWA")) or fmt.startswith(("VOP3P", "VINTERP")):
         raise PcodeUnsupported(f"the {fmt} encoding")
     if fmt.startswith("VOP3"):
-        if getattr(inst, "omod", 0) or getattr(inst, "clmp", 0) or getattr(inst, "opsel", 0):
-            raise PcodeUnsupported("omod/clamp/opsel modifiers")
+        if getattr(inst, "omod", 0) or getattr(inst, "opsel", 0):
+            raise PcodeUnsupported("omod/opsel modifiers")
+        if getattr(inst, "clmp", 0):
+            raise PcodeUnsupported("clamp on this instruction")
         srcs = [inst.src0, inst.src1, inst.src2]
         vdst = inst.vdst.offset - 256
         if "CMP" in d.name and fmt.startswith("VOP3"):  # VOPC in VOP3 encoding: vdst is an SGPR
@@ -312,6 +314,20 @@ def _pcode_fn(w: Wave, d: Decoded, op) -> Callable:
     if text is None:
         raise PcodeUnsupported("no pseudocode in the tables")
     return compile_pcode(_cdna_text(text) if not w.rdna else text)
+
+
+_SATURATING = {"V_ADD_NC_U32_E64": lambda a, b: a + b, "V_SUB_NC_U32_E64": lambda a, b: a - b,
+               "V_SUBREV_NC_U32_E64": lambda a, b: b - a, "V_ADD_U32_E64": lambda a, b: a + b,
+               "V_SUB_U32_E64": lambda a, b: a - b, "V_SUBREV_U32_E64": lambda a, b: b - a}
+
+
+def _saturating(w: Wave, d: Decoded) -> None:
+    """Unsigned add/sub with the clamp bit: the result saturates to [0, 2^32-1] (the pseudocode
+    describes the wrapping form only)."""
+    inst = d.inst
+    a, b = (np.broadcast_to(w.read_raw(r, 32, False, d.literal).astype(np.int64), (w.lanes,)) for r in (inst.src0, inst.src1))
+    out = np.clip(_SATURATING[d.name](a, b), 0, 0xFFFFFFFF).astype(np.uint64)
+    w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
 
 
 def _run_pcode(w: Wave, d: Decoded) -> int | None:
@@ -425,8 +441,6 @@ def _atomic(op: str, old: int, data: int, cmp: int, bits: int) -> int:
         return 0 if old >= data else old + 1
     if op in ("DEC",):
         return data if old == 0 or old > data else old - 1
-    if op in ("MIN", "MAX", "SMIN", "SMAX", "UMIN", "UMAX"):
-        raise AssertionError  # typed below
     raise KeyError(op)
 
 
@@ -676,8 +690,7 @@ def _readlane(w: Wave, d: Decoded) -> None:
         lane = int(active[0]) if active.size else 0
     else:
         lane = int(w.read_raw(inst.src1, 32, False, d.literal)[0]) % w.lanes
-    dst = inst.vdst.offset - 256 if d.fmt.startswith("VOP1") else inst.vdst.offset - 256
-    w.write_sgpr(dst, int(w.vgpr[src, lane]), 32)
+    w.write_sgpr(inst.vdst.offset - 256, int(w.vgpr[src, lane]), 32)  # an SGPR in the vdst field
 
 
 def _writelane(w: Wave, d: Decoded) -> None:
@@ -716,6 +729,8 @@ def step(w: Wave) -> None:
             _flat_like(w, d)
         elif fmt.startswith("VOPD"):
             _vopd(w, d)
+        elif name in _SATURATING and getattr(d.inst, "clmp", 0):
+            _saturating(w, d)
         elif name == "V_BITOP3_B32":
             _bitop3(w, d)
         elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32"):
