@@ -37,11 +37,13 @@ Executor = Callable[[Kernel], Outcome]
 
 def run_reference(k: Kernel) -> Outcome:
     """The kernel on `zluda_py.reference` (imported here: the CPU-only paths work without it)."""
-    from zluda_py.reference import ReferenceFault, run
+    from zluda_py.reference import ReferenceFault, Undefined, run
 
     inp, out, acc = k.buffers()
     try:
         run(k.ptx(), k.name, (k.grid, 1, 1), (k.block, 1, 1), [inp, out, acc])
+    except Undefined as e:  # the generator broke its own rules (a wrong mask, say): no oracle
+        return Outcome(None, out, acc, error=f"generator error: {e}")
     except ReferenceFault as e:
         return Outcome(f"fault: {e}", out, acc)
     except Exception as e:  # noqa: BLE001 - an unsupported form or a crash of the reference itself

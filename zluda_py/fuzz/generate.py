@@ -334,7 +334,7 @@ class Kernel:
 
     def render(self, check_masks: bool = False) -> str:
         """This kernel's module-level declarations, functions and entry."""
-        live = {n.tid for n in self.nodes() if isinstance(n, Target) and not n.dead and not _under_dead(self, n)}
+        live = {n.tid for n in self.nodes() if isinstance(n, Target) and not n.dead and not under_dead(self, n)}
         out = [f".shared .align 4 .b32 {self.name}_sx[{self.block}];",
                f".shared .align 4 .b32 {self.name}_sa[{NACC}];"]
         for f in self.funcs:
@@ -350,7 +350,7 @@ class Kernel:
         return "\n".join(out)
 
 
-def _under_dead(k: Kernel, node: Node) -> bool:
+def under_dead(k: Kernel, node: Node) -> bool:
     """True when some ancestor of `node` is dead (so it is not rendered either)."""
     def walk(seq: list[Node], dead: bool) -> bool | None:
         for n in seq:
