@@ -141,3 +141,10 @@ def test_loop_tail_ballot_sees_the_whole_warp(arch: str) -> None:
     out = run_ptx(_reconvergence_ptx(), "tail_ballot", 1, 64, [np.zeros((64, 2), np.uint32), np.uint32(10)], arch)[0]
     assert (out[:, 0] == 0xFFFFFFFF).all(), [hex(v) for v in out[:, 0]]
     assert out[0, 1] == sum(range(1, 10)) and (out[1:, 1] == 0).all()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_scratch_array(arch: str) -> None:
+    a = np.arange(64, dtype=np.int32) * 5
+    c = run_ptx(PTX, "local_array", 1, 64, [a, np.zeros(64, np.int32)], arch)[1]
+    np.testing.assert_array_equal(c, a + (a & 15))

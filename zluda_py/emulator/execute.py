@@ -546,7 +546,7 @@ def _flat_like(w: Wave, d: Decoded) -> None:
         lane = int(lane)
         if space == "scratch":
             base = 0 if no_saddr else int(w.sgpr[saddr])
-            v = int(w.vgpr[addr_reg, lane]) if getattr(inst, "sve", 1 if no_saddr else 0) or no_saddr else 0
+            v = int(w.vgpr[addr_reg, lane]) if inst.sve else 0  # sve: the vaddr operand is present
             a = (base + v + offset) & 0xFFFFFFFF
         elif no_saddr:
             a = (_vaddr64(w, addr_reg, lane) + offset) & 0xFFFFFFFFFFFFFFFF

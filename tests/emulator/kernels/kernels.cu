@@ -61,3 +61,11 @@ extern "C" __global__ void histogram(const int* x, unsigned* bins, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) atomicAdd(&bins[x[i]], 1u);
 }
+
+// a per-thread array indexed by data: lives in scratch
+extern "C" __global__ void local_array(const int* a, int* c) {
+    int buf[16];
+    int i = threadIdx.x;
+    for (int k = 0; k < 16; k++) buf[k] = a[i] + k;
+    c[i] = buf[a[i] & 15];
+}
