@@ -114,7 +114,3 @@ def _child() -> None:
         except Exception as exc:  # reported to the parent, which raises CodegenError
             out.append(f"{type(exc).__name__}: {exc}")
     sys.stdout.buffer.write(msgpack.packb(out))
-
-
-if __name__ == "__main__":
-    _child()
