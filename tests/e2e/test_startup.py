@@ -164,8 +164,9 @@ def test_python_host_of_another_venv_without_cffi(installed, bare_python, env):
 def _other_minor_python() -> str | None:
     """An interpreter of another Python 3 minor version on this machine, if any."""
     ours = f"python3.{sys.version_info.minor}"
-    roots = [Path(sys.base_prefix).parent, Path("/usr"), Path("/usr/local")]
-    for candidate in sorted({p for root in roots for p in root.glob("**/bin/python3.*") if p.name != ours}):
+    found = [*Path(sys.base_prefix).parent.glob("*/bin/python3.*"),  # pyenv's versions/, say
+             *Path("/usr/bin").glob("python3.*"), *Path("/usr/local/bin").glob("python3.*")]
+    for candidate in sorted({p for p in found if p.name != ours}):
         if candidate.name.removeprefix("python3.").isdigit() and os.access(candidate, os.X_OK):
             return str(candidate)
     return None
