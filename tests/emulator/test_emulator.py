@@ -99,14 +99,15 @@ def test_unimplemented_instruction_names_itself_and_its_address() -> None:
     from zluda_py.emulator import loader
 
     code_object, metadata = compile_ptx(PTX, "gfx1100")
-    kernel = loader.load(code_object, "vector_add", "gfx1100")
+    memory = Memory()
+    kernel = loader.Image(code_object, memory).kernel("vector_add", "gfx1100")
     text = ELFFile(io.BytesIO(code_object)).get_section_by_name(".text")
     at = text["sh_offset"] + kernel.entry - kernel.text_base
     patched = bytearray(code_object)
     patched[at:at + 4] = bytes.fromhex("004a80be")  # s_rfe_b64 s[0:1]: a trap handler's return
-    with pytest.raises(EmulatorError, match=rf"s_rfe_b64.* at {kernel.entry:#x}"):
+    with pytest.raises(EmulatorError, match=rf"s_rfe_b64.* \(kernel offset {kernel.entry - kernel.text_base:#x}\)"):
         launch(bytes(patched), "vector_add", 1, 32, bytes(metadata["kernels"]["vector_add"]["param_size"]),
-               Memory(), "gfx1100")
+               memory, "gfx1100")
 
 
 def test_out_of_bounds_access_faults() -> None:

@@ -6,3 +6,11 @@ from __future__ import annotations
 class EmulatorError(Exception):
     """A launch the emulator cannot complete: an instruction or operand form it does not
     implement (named with its address), a memory fault, or a malformed code object."""
+
+
+class MemoryFault(EmulatorError):
+    """An access outside every allocation (a GPU's illegal address)."""
+
+
+class Trapped(EmulatorError):
+    """The kernel executed s_trap (an assertion or `trap`)."""

@@ -19,7 +19,7 @@ from tinygrad.renderer.amd import decode_inst
 from tinygrad.renderer.amd.dsl import Inst, Reg, SrcField, VGPRField
 
 from zluda_py.emulator import memory as memmod
-from zluda_py.emulator.errors import EmulatorError
+from zluda_py.emulator.errors import EmulatorError, MemoryFault, Trapped
 from zluda_py.emulator.pcode import BOOL, PcodeUnsupported, Type, compile_pcode, convert, reinterpret
 
 if TYPE_CHECKING:
@@ -381,50 +381,72 @@ def _size_of(name: str) -> tuple[int, bool]:
 
 
 def _to_dwords(data: np.ndarray, signed: bool) -> np.ndarray:
-    """Loaded bytes -> the dwords written to registers (sub-dword loads extend to 32 bits)."""
-    if data.size >= 4:
-        return data.view(np.uint32)
-    value = int.from_bytes(data.tobytes(), "little")
-    if signed:
-        value = _sext(value, data.size * 8) & 0xFFFFFFFF
-    return np.array([value], np.uint32)
+    """Loaded bytes (n, size) -> the dwords written to registers (n, dwords); sub-dword loads
+    extend to 32 bits."""
+    size = data.shape[1]
+    if size >= 4:
+        return np.ascontiguousarray(data).view(np.uint32)
+    narrow = np.ascontiguousarray(data).view(f"{'i' if signed else 'u'}{size}")
+    return narrow.astype(np.int32 if signed else np.uint32).view(np.uint32)
 
 
 class _Space:
-    """Byte access for one lane through the address space of a memory instruction."""
+    """Byte access through the address space of a memory instruction: vectorised over lanes
+    (`load`, `store`) and for one lane (`read`, `write`, the atomics)."""
 
     def __init__(self, w: Wave, kind: str):
         self.w, self.kind = w, kind
 
-    def _route(self, lane: int, addr: int) -> tuple[np.ndarray | None, int]:
-        kind = self.kind
-        if kind == "flat":
-            hi = addr >> 32
-            kind = "lds" if hi == memmod.SHARED_APERTURE else "scratch" if hi == memmod.PRIVATE_APERTURE else "global"
-            if kind != "global":
-                addr &= 0xFFFFFFFF
-        if kind == "lds":
-            return self.w.wg.lds, addr
-        if kind == "scratch":
-            return self.w.scratch[lane], addr
-        return None, addr
+    def _parts(self, lanes: np.ndarray, addrs: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+        """(space, selector into lanes, lanes, addresses) per space the addresses fall in; flat
+        addresses in the shared and private apertures go to LDS and scratch."""
+        if self.kind != "flat":
+            return [(self.kind, slice(None), lanes, addrs)]  # type: ignore[list-item]
+        hi = addrs >> np.uint64(32)
+        out = []
+        for kind, aperture in (("lds", memmod.SHARED_APERTURE), ("scratch", memmod.PRIVATE_APERTURE)):
+            sel = np.nonzero(hi == aperture)[0]
+            if sel.size:
+                out.append((kind, sel, lanes[sel], addrs[sel] & np.uint64(0xFFFFFFFF)))
+        sel = np.nonzero((hi != memmod.SHARED_APERTURE) & (hi != memmod.PRIVATE_APERTURE))[0]
+        if sel.size:
+            out.append(("global", sel, lanes[sel], addrs[sel]))
+        return out
+
+    def _local(self, kind: str, lanes: np.ndarray, addrs: np.ndarray, size: int) -> tuple[np.ndarray, tuple]:
+        """The LDS or scratch buffer and the (n, size) index of the bytes, bounds-checked."""
+        buf = self.w.wg.lds if kind == "lds" else self.w.scratch
+        limit = buf.shape[-1]
+        a = addrs.astype(np.int64)
+        bad = np.nonzero(a + size > limit)[0]
+        if bad.size:
+            raise MemoryFault(f"{kind} access of {size} bytes at {int(a[bad[0]]):#x} outside {limit} bytes")
+        cols = a[:, None] + np.arange(size)
+        return buf, (cols,) if kind == "lds" else (lanes[:, None], cols)
+
+    def load(self, lanes: np.ndarray, addrs: np.ndarray, size: int) -> np.ndarray:
+        out = np.zeros((lanes.size, size), np.uint8)
+        for kind, sel, ls, a in self._parts(lanes, addrs):
+            if kind == "global":
+                out[sel] = self.w.wg.memory.gather(a, size)
+            else:
+                buf, index = self._local(kind, ls, a, size)
+                out[sel] = buf[index]
+        return out
+
+    def store(self, lanes: np.ndarray, addrs: np.ndarray, data: np.ndarray) -> None:
+        for kind, sel, ls, a in self._parts(lanes, addrs):
+            if kind == "global":
+                self.w.wg.memory.scatter(a, data[sel])
+            else:
+                buf, index = self._local(kind, ls, a, data.shape[1])
+                buf[index] = data[sel]
 
     def read(self, lane: int, addr: int, size: int) -> np.ndarray:
-        buf, a = self._route(lane, addr)
-        if buf is None:
-            return self.w.wg.memory.read(a, size)
-        if a + size > buf.size:
-            raise EmulatorError(self.w.where(f"{self.kind} read of {size} bytes at {a:#x} outside {buf.size} bytes"))
-        return buf[a:a + size].copy()
+        return self.load(np.array([lane]), np.array([addr], np.uint64), size)[0]
 
     def write(self, lane: int, addr: int, data: np.ndarray) -> None:
-        buf, a = self._route(lane, addr)
-        if buf is None:
-            self.w.wg.memory.write(a, data)
-            return
-        if a + data.size > buf.size:
-            raise EmulatorError(self.w.where(f"{self.kind} write of {data.size} bytes at {a:#x} outside {buf.size} bytes"))
-        buf[a:a + data.size] = data
+        self.store(np.array([lane]), np.array([addr], np.uint64), data[None, :])
 
 
 def _atomic(op: str, old: int, data: int, cmp: int, bits: int) -> int:
@@ -466,9 +488,10 @@ def _atomic_typed(name: str, old: int, data: int, cmp: int, bits: int) -> int:
     return _atomic(op, old, data, cmp, bits)
 
 
-def _mem_op(w: Wave, d: Decoded, space: str, addrs: dict[int, int], data_reg: int | None, data2_reg: int | None,
-            vdst: int | None, returns: bool) -> None:
-    """Per active lane: load into vdst, store from data, or read-modify-write (atomics)."""
+def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarray, data_reg: int | None,
+            data2_reg: int | None, vdst: int | None, returns: bool) -> None:
+    """For the `lanes` (active, ascending) at `addrs` (uint64): load into vdst, store from
+    data, or read-modify-write (atomics, lane by lane in lane order)."""
     name = d.name
     size, signed = _size_of(name)
     mem = _Space(w, space)
@@ -478,7 +501,7 @@ def _mem_op(w: Wave, d: Decoded, space: str, addrs: dict[int, int], data_reg: in
         bits = size * 8
         if "MSKOR" in name or "2ADDR" in name or "WRXCHG2" in name:
             raise EmulatorError(w.where(name))
-        for lane, addr in addrs.items():
+        for lane, addr in zip(lanes.tolist(), addrs.tolist()):
             old = int.from_bytes(mem.read(lane, addr, size).tobytes(), "little")
             data = _gather(w, data_reg, lane, ndw)
             cmp = 0
@@ -500,16 +523,14 @@ def _mem_op(w: Wave, d: Decoded, space: str, addrs: dict[int, int], data_reg: in
     if "LOAD" in name or "READ" in name:
         if "D16" in name:
             raise EmulatorError(w.where(f"{name} (d16 loads)"))
-        for lane, addr in addrs.items():
-            dw = _to_dwords(mem.read(lane, addr, size), signed)
-            w.vgpr[vdst:vdst + dw.size, lane] = dw
+        dw = _to_dwords(mem.load(lanes, addrs, size), signed)
+        w.vgpr[vdst:vdst + dw.shape[1], lanes] = dw.T
         return
     if "STORE" in name or "WRITE" in name:
         if "D16" in name:
             raise EmulatorError(w.where(f"{name} (d16 stores)"))
-        for lane, addr in addrs.items():
-            raw = w.vgpr[data_reg:data_reg + ndw, lane].astype(np.uint32).view(np.uint8)[:size]
-            mem.write(lane, addr, raw.copy())
+        raw = np.ascontiguousarray(w.vgpr[data_reg:data_reg + ndw, lanes].T).view(np.uint8)[:, :size]
+        mem.store(lanes, addrs, raw)
         return
     raise EmulatorError(w.where(name))
 
@@ -529,10 +550,6 @@ def _active(w: Wave) -> np.ndarray:
     return np.nonzero(w.exec_lanes())[0]
 
 
-def _vaddr64(w: Wave, reg: int, lane: int) -> int:
-    return int(w.vgpr[reg, lane]) | int(w.vgpr[reg + 1, lane]) << 32
-
-
 def _flat_like(w: Wave, d: Decoded) -> None:
     inst, fmt = d.inst, d.fmt.removeprefix("V")
     space = {"GLOBAL": "global", "FLAT": "flat", "SCRATCH": "scratch"}[fmt]
@@ -541,21 +558,20 @@ def _flat_like(w: Wave, d: Decoded) -> None:
     saddr = inst.saddr.offset
     no_saddr = saddr in (124, 125) if w.rdna else saddr == 0x7F
     addr_reg = inst.addr.offset - 256
-    addrs: dict[int, int] = {}
-    for lane in _active(w):
-        lane = int(lane)
-        if space == "scratch":
-            base = 0 if no_saddr else int(w.sgpr[saddr])
-            v = int(w.vgpr[addr_reg, lane]) if inst.sve else 0  # sve: the vaddr operand is present
-            a = (base + v + offset) & 0xFFFFFFFF
-        elif no_saddr:
-            a = (_vaddr64(w, addr_reg, lane) + offset) & 0xFFFFFFFFFFFFFFFF
+    lanes = _active(w)
+    if space == "scratch":
+        addrs = np.full(lanes.size, (0 if no_saddr else int(w.sgpr[saddr])) + offset, np.int64)
+        if inst.sve:  # the vaddr operand is present
+            addrs += w.vgpr[addr_reg, lanes]
+        addrs = (addrs & 0xFFFFFFFF).astype(np.uint64)
+    else:
+        if no_saddr:
+            base = w.vgpr[addr_reg, lanes].astype(np.uint64) | w.vgpr[addr_reg + 1, lanes].astype(np.uint64) << np.uint64(32)
         else:
-            base = int(w.sgpr[saddr]) | int(w.sgpr[saddr + 1]) << 32
-            a = (base + int(w.vgpr[addr_reg, lane]) + offset) & 0xFFFFFFFFFFFFFFFF
-        addrs[lane] = a
+            base = np.uint64(int(w.sgpr[saddr]) | int(w.sgpr[saddr + 1]) << 32) + w.vgpr[addr_reg, lanes].astype(np.uint64)
+        addrs = base + np.uint64(offset & 0xFFFFFFFFFFFFFFFF)  # wraps modulo 2^64
     returns = bool(getattr(inst, "glc", 0)) if w.rdna else bool(getattr(inst, "sc0", 0))
-    _mem_op(w, d, space, addrs, inst.data.offset - 256, None, inst.vdst.offset - 256, returns)
+    _mem_op(w, d, space, lanes, addrs, inst.data.offset - 256, None, inst.vdst.offset - 256, returns)
 
 
 def _smem(w: Wave, d: Decoded) -> None:
@@ -601,15 +617,15 @@ def _ds(w: Wave, d: Decoded) -> None:
         stride = size * (64 if "STRIDE64" in name else 1)
         single = name.replace("_2ADDR_STRIDE64", "").replace("_2ADDR", "")
         for k, (off, data) in enumerate(((inst.offset0, d0), (inst.offset1, d1))):
-            addrs = {int(l): (int(w.vgpr[addr_reg, l]) + off * stride) & 0xFFFFFFFF for l in lanes}
+            addrs = (w.vgpr[addr_reg, lanes] + np.uint32(off * stride)).astype(np.uint64)
             sub = Decoded(inst, d.size, None)
             sub.name = single
-            _mem_op(w, sub, "lds", addrs, data, None, vdst + k * (size // 4), False)
+            _mem_op(w, sub, "lds", lanes, addrs, data, None, vdst + k * (size // 4), False)
         return
-    addrs = {int(l): (int(w.vgpr[addr_reg, l]) + offset) & 0xFFFFFFFF for l in lanes}
+    addrs = (w.vgpr[addr_reg, lanes] + np.uint32(offset)).astype(np.uint64)
     sub = Decoded(inst, d.size, None)
     sub.name = name
-    _mem_op(w, sub, "lds", addrs, d0, d1, vdst, "RTN" in name)
+    _mem_op(w, sub, "lds", lanes, addrs, d0, d1, vdst, "RTN" in name)
 
 
 def _ds_cross_lane(w: Wave, name: str, inst, lanes: np.ndarray, addr_reg: int, d0: int, vdst: int) -> None:
@@ -740,11 +756,13 @@ def step(w: Wave) -> None:
         elif name.startswith("V_WRITELANE_B32"):
             _writelane(w, d)
         elif name in ("S_TRAP", "S_CODE_END"):
-            raise EmulatorError(w.where(f"{name} (the kernel trapped: an assertion or a fault)"))
+            raise Trapped(w.where(f"{name} (the kernel trapped: an assertion or a fault)"))
         else:
             new_pc = _run_pcode(w, d)
             if new_pc is not None:
                 next_pc = new_pc
     except PcodeUnsupported as exc:
         raise EmulatorError(w.where(f"unimplemented instruction {name.lower()} ({fmt}): {exc}")) from exc
+    except MemoryFault as exc:  # raised without the place: name the instruction and its address
+        raise MemoryFault(w.where(f"{name.lower()}: {exc}")) from None
     w.pc = next_pc

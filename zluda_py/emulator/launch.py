@@ -45,28 +45,43 @@ def _hidden_args(kernel: loader.Kernel, grid: tuple[int, int, int], block: tuple
     return out
 
 
-def launch(code_object: bytes, kernel: str, grid: "int | Sequence[int]", block: "int | Sequence[int]",
+def launch(code: "bytes | loader.Image", kernel: str, grid: "int | Sequence[int]", block: "int | Sequence[int]",
            kernarg: bytes, memory: Memory, arch: str = "gfx1100", dynamic_lds: int = 0) -> None:
-    """Run `kernel` of `code_object` over `grid` x `block` threads. `kernarg` holds the explicit
-    arguments (CUDA's parameter buffer); the hidden arguments are filled in here."""
-    k = loader.load(code_object, kernel, arch)
+    """Run `kernel` of a code object (bytes, loaded into `memory` for this launch, or an Image
+    loaded there before) over `grid` x `block` threads. `kernarg` holds the explicit arguments
+    (CUDA's parameter buffer); the hidden arguments are filled in here."""
+    image = loader.Image(code, memory) if isinstance(code, (bytes, bytearray)) else code
+    try:
+        _launch(image, kernel, _dims(grid), _dims(block), kernarg, memory, arch, dynamic_lds)
+    finally:
+        if image is not code:
+            image.unload()
+
+
+def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block3: tuple[int, int, int],
+            kernarg: bytes, memory: Memory, arch: str, dynamic_lds: int) -> None:
+    k = image.kernel(kernel, arch)
     family = loader.isa_family(arch)
-    grid3, block3 = _dims(grid), _dims(block)
     segment = bytearray(max(k.kernarg_size, len(kernarg)))
     segment[: len(kernarg)] = kernarg
     for off, raw in _hidden_args(k, grid3, block3, dynamic_lds).items():
         segment[off:off + len(raw)] = raw
     kernarg_addr = memory.upload(bytes(segment))
-    program = Program(k.text, k.text_base, family)
+    program = image.programs.get(family)
+    if program is None:
+        program = image.programs[family] = Program(k.text, k.text_base, family)
     threads = block3[0] * block3[1] * block3[2]
     nwaves = (threads + k.wave - 1) // k.wave
-    for gz in range(grid3[2]):
-        for gy in range(grid3[1]):
-            for gx in range(grid3[0]):
-                wg = Workgroup(memory, k.group_segment_size + dynamic_lds)
-                waves = [_start_wave(k, program, wg, i, (gx, gy, gz), block3, threads, arch, kernarg_addr)
-                         for i in range(nwaves)]
-                _run_workgroup(waves)
+    try:
+        for gz in range(grid3[2]):
+            for gy in range(grid3[1]):
+                for gx in range(grid3[0]):
+                    wg = Workgroup(memory, k.group_segment_size + dynamic_lds)
+                    waves = [_start_wave(k, program, wg, i, (gx, gy, gz), block3, threads, arch, kernarg_addr)
+                             for i in range(nwaves)]
+                    _run_workgroup(waves)
+    finally:
+        memory.remove(kernarg_addr)
 
 
 def _start_wave(k: loader.Kernel, program: Program, wg: Workgroup, index: int, group: tuple[int, int, int],

@@ -8,11 +8,15 @@ import io
 import struct
 from dataclasses import dataclass
 
+import numpy as np
+
 from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
 from elftools.elf.sections import SymbolTableSection
 
 from zluda_py.compiler.amdgpu import codeobject
 from zluda_py.emulator.errors import EmulatorError
+from zluda_py.emulator.memory import Memory
 
 # kernel_code_properties bits: the user SGPRs the wave starts with, in this order, and their sizes
 _USER_SGPRS = [("private_segment_buffer", 4), ("dispatch_ptr", 2), ("queue_ptr", 2),
@@ -40,9 +44,9 @@ def packed_workitem_ids(arch: str) -> bool:
 @dataclass
 class Kernel:
     name: str
-    entry: int  # address of the first instruction in `text`
+    entry: int  # address of the first instruction
     text: bytes  # the whole .text section
-    text_base: int
+    text_base: int  # its address in emulator memory
     group_segment_size: int  # static LDS bytes
     private_segment_size: int  # scratch bytes per lane
     kernarg_size: int
@@ -81,33 +85,65 @@ class Kernel:
         return ((self.rsrc2 >> 11) & 3) + 1
 
 
-def load(code_object: bytes, kernel: str, arch: str) -> Kernel:
-    elf = ELFFile(io.BytesIO(code_object))
-    text = elf.get_section_by_name(".text")
-    if text is None:
-        raise EmulatorError("code object has no .text")
-    symbols = {s.name: s for sec in elf.iter_sections() if isinstance(sec, SymbolTableSection)
-               for s in sec.iter_symbols()}
-    kd_sym = symbols.get(kernel + ".kd")
-    if kd_sym is None:
-        raise EmulatorError(f"kernel {kernel!r} not in the code object (no {kernel}.kd symbol)")
-    kd_addr = kd_sym["st_value"]
-    kd_raw = _bytes_at(elf, code_object, kd_addr, codeobject.KD_SIZE)
-    group, private, kernarg = struct.unpack_from("<III", kd_raw, 0)
-    entry_offset = struct.unpack_from("<q", kd_raw, 16)[0]
-    rsrc3, rsrc1, rsrc2 = struct.unpack_from("<III", kd_raw, 44)
-    props = struct.unpack_from("<H", kd_raw, 56)[0]
-    wave = 32 if props & _WAVE32 else 64
-    if isa_family(arch) == "cdna" and wave != 64:
-        raise EmulatorError(f"{arch} runs wave64 only; the descriptor of {kernel} asks for wave32")
-    meta = codeobject.read(code_object).kernels.get(kernel, {})
-    return Kernel(kernel, kd_addr + entry_offset, text.data(), text["sh_addr"], group, private, kernarg,
-                  rsrc1, rsrc2, rsrc3, props, wave, list(meta.get(".args", [])))
+R_AMDGPU_ABS64, R_AMDGPU_RELATIVE64 = 3, 13
 
 
-def _bytes_at(elf: ELFFile, data: bytes, address: int, size: int) -> bytes:
-    for seg in elf.iter_segments():
-        if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= address < seg["p_vaddr"] + seg["p_filesz"]:
-            off = seg["p_offset"] + address - seg["p_vaddr"]
-            return data[off:off + size]
-    raise EmulatorError(f"address {address:#x} is not in a loaded segment")
+class Image:
+    """A code object loaded into emulator memory: its PT_LOAD segments at `base + vaddr` in one
+    block (so PC-relative addressing finds the module variables, and the driver can copy to
+    them), dynamic relocations applied, kernels and symbols by name."""
+
+    def __init__(self, code_object: bytes, memory: Memory):
+        self.code_object, self.memory = code_object, memory
+        self.elf = ELFFile(io.BytesIO(code_object))
+        loads = [s for s in self.elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+        if not loads:
+            raise EmulatorError("code object has no loadable segment")
+        self.base = memory.alloc(max(s["p_vaddr"] + s["p_memsz"] for s in loads))
+        block = memory.view(self.base)
+        for s in loads:
+            block[s["p_vaddr"]:s["p_vaddr"] + s["p_filesz"]] = np.frombuffer(s.data(), np.uint8)
+        self.symbols = {s.name: (s["st_value"], s["st_size"]) for sec in self.elf.iter_sections()
+                        if isinstance(sec, SymbolTableSection) for s in sec.iter_symbols()
+                        if s["st_shndx"] != "SHN_UNDEF" and s.name}
+        for sec in self.elf.iter_sections():
+            if isinstance(sec, RelocationSection) and sec["sh_flags"] & 2:  # SHF_ALLOC: the loader's
+                dynsym = self.elf.get_section(sec["sh_link"])
+                for r in sec.iter_relocations():
+                    kind, where = r["r_info_type"], r["r_offset"]
+                    if kind == R_AMDGPU_ABS64:
+                        value = self.base + dynsym.get_symbol(r["r_info_sym"])["st_value"] + r["r_addend"]
+                    elif kind == R_AMDGPU_RELATIVE64:
+                        value = self.base + r["r_addend"]
+                    else:
+                        raise EmulatorError(f"dynamic relocation type {kind} at {where:#x} is not supported")
+                    block[where:where + 8] = np.frombuffer(struct.pack("<Q", value & (1 << 64) - 1), np.uint8)
+        text = self.elf.get_section_by_name(".text")
+        if text is None:
+            raise EmulatorError("code object has no .text")
+        self.text, self.text_base = text.data(), self.base + text["sh_addr"]
+        self.metadata = codeobject.read(code_object).kernels
+        self.programs: dict[str, object] = {}  # ISA family -> execute.Program, kept across launches
+
+    def symbol(self, name: str) -> tuple[int, int] | None:
+        """(address, size) of a defined symbol."""
+        s = self.symbols.get(name)
+        return None if s is None else (self.base + s[0], s[1])
+
+    def kernel(self, kernel: str, arch: str) -> Kernel:
+        kd = self.symbols.get(kernel + ".kd")
+        if kd is None:
+            raise EmulatorError(f"kernel {kernel!r} not in the code object (no {kernel}.kd symbol)")
+        kd_raw = self.memory.view(self.base)[kd[0]:kd[0] + codeobject.KD_SIZE].tobytes()
+        group, private, kernarg = struct.unpack_from("<III", kd_raw, 0)
+        entry_offset = struct.unpack_from("<q", kd_raw, 16)[0]
+        rsrc3, rsrc1, rsrc2 = struct.unpack_from("<III", kd_raw, 44)
+        props = struct.unpack_from("<H", kd_raw, 56)[0]
+        wave = 32 if props & _WAVE32 else 64
+        if isa_family(arch) == "cdna" and wave != 64:
+            raise EmulatorError(f"{arch} runs wave64 only; the descriptor of {kernel} asks for wave32")
+        return Kernel(kernel, self.base + kd[0] + entry_offset, self.text, self.text_base, group, private, kernarg,
+                      rsrc1, rsrc2, rsrc3, props, wave, list(self.metadata.get(kernel, {}).get(".args", [])))
+
+    def unload(self) -> None:
+        self.memory.remove(self.base)
