@@ -39,8 +39,12 @@ class NoBinaryForGpu(Exception):
 
 
 def device_gfx(ordinal: int = 0) -> str:
-    """The gfx target of HIP device `ordinal`. HSA_OVERRIDE_GFX_VERSION (ROCm's own setting,
-    "major.minor.stepping") wins, as it does for ROCm's code object loader."""
+    """The gfx target of HIP device `ordinal`: the emulated one under ZLUDA_HIP=emulator; else
+    HSA_OVERRIDE_GFX_VERSION (ROCm's own setting, "major.minor.stepping") wins, as it does for
+    ROCm's code object loader."""
+    emulated = Hip.get().emulated_arch
+    if emulated:
+        return emulated
     override = os.environ.get("HSA_OVERRIDE_GFX_VERSION", "").strip()
     if override:
         try:
@@ -230,6 +234,10 @@ class HipModule:
         header = (0).to_bytes(8, "little") + (PRINTF_BUFFER_BYTES - 16).to_bytes(8, "little")
         self.hip.copy_to_device(self.printf_buffer, header, 16)
 
+    def kernel(self, name: str):
+        """The kernel's KernelInfo (every kernel is built at load on this backend)."""
+        return self.kernels[name]
+
     def function(self, name: str) -> int:
         if name not in self.functions:
             self.functions[name] = self.hip.module_function(self.handle, name)
@@ -291,15 +299,17 @@ class HipModule:
 
 
 # ---------------------------------------------------------------------- the driver interface
-def load(ptx_texts: list[str]) -> HipModule:
+def load(ptx_texts: list[str], name: str = "") -> HipModule:
     """A new instance of the PTX compiled for device 0's gfx target (several texts are linked
-    into one module), through the compiled-code cache once per distinct input in this process."""
+    into one module), through the compiled-code cache once per distinct input in this process.
+    Whole and at load whatever CUDA_MODULE_LOADING says: AMDGPU code objects are not built
+    per kernel yet."""
     from ..cache.compile import build_once
     from ..cache.key import TargetUnavailable
 
     gfx = device_gfx(0)
     try:
-        built = build_once(ptx_texts, gfx)
+        built = build_once(ptx_texts, gfx, name)
     except TargetUnavailable as e:
         raise NoBinaryForGpu(f"the GPU's target {gfx} cannot be compiled for: {e}") from e
     module = HipModule.load(built.object_code, built.metadata)

@@ -129,6 +129,31 @@ class Hip:
     _instance: "Hip | None" = None
 
     def __init__(self) -> None:
+        self.emulated_arch: str | None = None
+        choice = os.environ.get("ZLUDA_HIP", "")
+        if choice == "emulator":
+            self._open_emulator(os.environ.get("ZLUDA_HIP_ARCH", "") or "gfx1100")
+        elif choice:
+            raise HipUnavailable(f"ZLUDA_HIP={choice!r}: expected 'emulator', or unset for ROCm's libamdhip64.so")
+        else:
+            self._open_rocm()
+        self.check("hipInit", self.lib.hipInit(0))
+
+    def _open_emulator(self, arch: str) -> None:
+        """The libamdhip64 stand-in over the ISA emulator (hip_emulator), only ever chosen by
+        ZLUDA_HIP=emulator."""
+        try:
+            from .hip_emulator import EmulatedHipLibrary
+
+            self.lib = EmulatedHipLibrary(arch)
+        except ImportError as exc:
+            raise HipUnavailable(f"ZLUDA_HIP=emulator: the emulator needs {exc.name} (pip install 'zluda-py[test]')") from None
+        except ValueError as exc:
+            raise HipUnavailable(str(exc)) from None
+        self.path = f"the AMD GPU ISA emulator as {arch} (ZLUDA_HIP=emulator)"
+        self.emulated_arch = arch
+
+    def _open_rocm(self) -> None:
         tried = []
         for path in library_candidates():
             if path.exists():
@@ -143,7 +168,6 @@ class Hip:
         else:
             raise HipUnavailable("ROCm's HIP runtime is not available (" + "; ".join(tried) +
                                  "); install ROCm or set ROCM_PATH, or use ZLUDA_BACKEND=cpu")
-        self.check("hipInit", self.lib.hipInit(0))
 
     @classmethod
     def get(cls) -> "Hip":
