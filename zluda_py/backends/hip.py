@@ -42,9 +42,8 @@ def device_gfx(ordinal: int = 0) -> str:
     """The gfx target of HIP device `ordinal`: the emulated one under ZLUDA_HIP=emulator; else
     HSA_OVERRIDE_GFX_VERSION (ROCm's own setting, "major.minor.stepping") wins, as it does for
     ROCm's code object loader."""
-    emulated = Hip.get().emulated_arch
-    if emulated:
-        return emulated
+    if os.environ.get("ZLUDA_HIP"):  # Hip.get() accepts only "emulator" there (or raises)
+        return str(Hip.get().emulated_arch)
     override = os.environ.get("HSA_OVERRIDE_GFX_VERSION", "").strip()
     if override:
         try:
