@@ -11,6 +11,7 @@
  * the wrappers follow it. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,15 +341,26 @@ static const char *zl_python_executable(char *buf, size_t size) {
     return buf;
 }
 
+/* Signals whose disposition belongs to a C host: Python, embedded, must not take them over. */
+static const int zl_host_signals[] = {SIGINT, SIGTERM, SIGPIPE, SIGXFSZ, SIGHUP, SIGQUIT};
+#define ZL_HOST_SIGNALS (sizeof zl_host_signals / sizeof zl_host_signals[0])
+
 /* A C host. PYTHON* variables are ignored (isolated configuration): they belong to whichever
- * Python the user works with, not to the one embedded here; the user site stays (pip --user). */
+ * Python the user works with, not to the one embedded here; the user site stays (pip --user).
+ * No Python signal handlers: Ctrl-C must stop the program (or run its own handler), not raise
+ * KeyboardInterrupt in whatever driver thread Python runs. install_signal_handlers = 0 is not
+ * enough: the `_signal` module, once imported (subprocess imports it), installs its SIGINT
+ * handler wherever SIGINT is SIG_DFL; so it is imported now and the host's dispositions put back. */
 static int zl_init_python(void) {
+    struct sigaction saved[ZL_HOST_SIGNALS];
+    for (size_t i = 0; i < ZL_HOST_SIGNALS; i++) sigaction(zl_host_signals[i], NULL, &saved[i]);
     char buf[4096];
     const char *exe = zl_python_executable(buf, sizeof buf);
     PyConfig config;
     PyConfig_InitIsolatedConfig(&config);
     config.isolated = 0;
     config.user_site_directory = 1;
+    config.install_signal_handlers = 0;
     PyStatus status = exe ? PyConfig_SetBytesString(&config, &config.executable, exe) : PyStatus_Ok();
     if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
     PyConfig_Clear(&config);
@@ -357,6 +369,9 @@ static int zl_init_python(void) {
                  status.err_msg ? status.err_msg : "unknown error");
         return 0;
     }
+    Py_XDECREF(PyImport_ImportModule("_signal"));
+    PyErr_Clear();
+    for (size_t i = 0; i < ZL_HOST_SIGNALS; i++) sigaction(zl_host_signals[i], &saved[i], NULL);
     PyEval_SaveThread(); /* Python holds no thread until the next call takes it */
     return 1;
 }
@@ -399,8 +414,16 @@ static int zl_finalizing(void) {
 #endif
 }
 
+/* fork() after the driver started: the child has none of its threads (stream workers) and
+ * only a copy of its state. As with NVIDIA's driver, CUDA is unusable there: every
+ * Python-implemented entry point, cuInit included, answers CUDA_ERROR_NOT_INITIALIZED without
+ * entering Python (the copy of the interpreter may hold locks of threads that are gone). */
+static int zl_forked;
+static void zl_fork_child(void) { __atomic_store_n(&zl_forked, 1, __ATOMIC_RELAXED); }
+
 static void zl_start(void) {
     int state = ZL_FAILED;
+    pthread_atfork(NULL, NULL, zl_fork_child);
     if (!zl_same_python()) goto out;
     zl_python_global();
     if (!Py_IsInitialized()) {
@@ -430,6 +453,7 @@ out:
 
 /* 0 when the driver runs (starting it on the first call), else what the entry point returns */
 static CUresult zl_enter(int is_init) {
+    if (__atomic_load_n(&zl_forked, __ATOMIC_RELAXED)) return ZL_NOT_INITIALIZED;
     int state = __atomic_load_n(&zl_state, __ATOMIC_ACQUIRE);
     if (state == ZL_READY) return ZL_SUCCESS;
     if (state == ZL_STARTING) {
