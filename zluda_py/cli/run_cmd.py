@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -85,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
               f"use libcuda or libcudart); running it anyway", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
+    # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: the
+    # program starts with the defaults, as from a shell (what subprocess's restore_signals does)
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
     try:
         os.execve(path, program, environment(args.backend, args.trace))
     except OSError as e:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 
+from zluda_py.compiler.codegen import guarded_command
 from zluda_py.compiler.errors import PtxError
 
 ROCM_LLD = "/opt/rocm/llvm/bin/ld.lld"
@@ -65,7 +66,9 @@ def link(objects: list[bytes]) -> bytes:
                 f.write(obj)
             inputs.append(path)
         out = os.path.join(d, "k.hsaco")
-        res = subprocess.run([*lld, "-shared", "--no-undefined", "-o", out, *inputs], capture_output=True, text=True)
+        # it dies with this process (a killed host leaves no linker behind)
+        res = subprocess.run(guarded_command([*lld, "-shared", "--no-undefined", "-o", out, *inputs]),
+                             capture_output=True, text=True)
         if res.returncode != 0:
             raise LinkerError(f"ld.lld failed ({' '.join(lld)}): {res.stderr.strip()}")
         with open(out, "rb") as f:

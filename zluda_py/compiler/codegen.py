@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -88,12 +89,32 @@ def interpreter() -> str:
     raise OSError(f"no {version} executable (sys.executable is {sys.executable!r})")
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> str:
+    """Python that makes a child die (SIGKILL) when its parent does, however it dies: a killed
+    host must not leave children generating code for minutes. Linux signals the death of the
+    parent *thread*; ours wait in subprocess.run for as long as the child runs. Checking the
+    parent after setting the signal closes the race with a parent that died before."""
+    return (f"import ctypes, os; ctypes.CDLL(None).prctl({PR_SET_PDEATHSIG}, {int(signal.SIGKILL)}); "
+            f"os.getppid() == {os.getpid()} or os._exit(1); ")
+
+
+def guarded_command(argv: list[str]) -> list[str]:
+    """argv (any program: a linker) run so that it dies with this process (_die_with_parent);
+    the signal to send survives exec."""
+    code = _die_with_parent() + "import sys; os.execv(sys.argv[1], sys.argv[1:])"
+    return [interpreter(), "-I", "-S", "-c", code, *argv]
+
+
 def child_command() -> list[str]:
     """Isolated (-I: no PYTHON* variables, no user site, not the working directory), so that
-    the child imports exactly what this process imports."""
+    the child imports exactly what this process imports; it dies with this process."""
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = sys.path + ([package_parent] if package_parent not in sys.path else [])
-    code = "import json, sys; sys.path[:] = json.loads(sys.argv[1]); from zluda_py.compiler.codegen import _child; _child()"
+    code = (_die_with_parent() + "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+            "from zluda_py.compiler.codegen import _child; _child()")
     return [interpreter(), "-I", "-c", code, json.dumps(path)]
 
 
