@@ -124,7 +124,7 @@ class Loop(Node):
     'bottom'  - `@%p bra HEAD` falls through to the exit;
     'latch'   - `@%p bra EXIT; bra.uni HEAD;` (the back edge in a block of its own);
     'top'     - the test at the head, `bra.uni HEAD` at the end.
-    `alt` is the body of a second exit, reached only by `Break(alt=True)`."""
+    `alt` is the body of a second exit, reached only by a `Break` to `<label>_alt`."""
 
     pre: list[str]          # computes the trip count into `n`
     i: str
@@ -289,9 +289,6 @@ class Ctx:
         d = dict(self.__dict__)
         d.update(kw)
         return Ctx(**d)
-
-
-UNKNOWN = dict(known=False, mask="", prefix=False, block=False, top=False)
 
 
 @dataclass
