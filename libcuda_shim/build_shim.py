@@ -10,6 +10,7 @@ NOT_SUPPORTED stubs; shim.c holds the parts that stay in C. `python libcuda_shim
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -29,7 +30,8 @@ import nvidia_exports  # next to this file: its directory is on sys.path whereve
 HERE = Path(__file__).resolve().parent
 MODULE_NAME = "_zluda_shim"
 LIB_NAME = "libcuda.so.1"
-PRELOAD_NAME = "libzluda_preload.so"  # the dlopen interposer `zluda run` preloads (preload.c)
+PRELOAD_NAME = "libzluda_preload.so"  # the interposer `zluda run` preloads (preload.c, toolchain.c)
+PTXAS_NAME = "ptxas"  # the ptxas stand-in `zluda run` hands Triton (ptxas.c)
 # the cffi extern behind each exported entry point; the exported name is its C wrapper
 EXTERN_PREFIX = "zlpy_"
 
@@ -43,6 +45,7 @@ void zluda_cls_drop_context(void *ctx);
 const char *zluda_shim_path(void);
 void zluda_start_failed(const char *why);
 void zluda_shutdown(void);
+void zluda_interrupted(void);
 """
 
 
@@ -134,11 +137,11 @@ def _param_names(typedefs: str, protos: dict[str, str]) -> dict[str, list[str]]:
 
 def wrappers_c(typedefs: str, protos: dict[str, str]) -> str:
     """The exported entry points: each asks zl_enter (shim.c) whether the driver runs, then
-    calls its cffi extern. cuInit is told apart because it alone reports a failed start-up as
+    calls its cffi extern (zl_leave: a Ctrl-C it caught goes back to a Python host). cuInit is told apart because it alone reports a failed start-up as
     CUDA_ERROR_UNKNOWN (the others: CUDA_ERROR_NOT_INITIALIZED)."""
     names = _param_names(typedefs, protos)
     return "\n".join(f"{proto[:-1]} {{ CUresult zl_rc = zl_enter({int(symbol == 'cuInit')}); "
-                     f"return zl_rc ? zl_rc : {EXTERN_PREFIX}{symbol}({', '.join(names[symbol])}); }}"
+                     f"return zl_rc ? zl_rc : zl_leave({EXTERN_PREFIX}{symbol}({', '.join(names[symbol])})); }}"
                      for symbol, proto in protos.items())
 
 
@@ -250,22 +253,40 @@ def _install(built: Path, target: Path) -> None:
     os.replace(tmp_target, target)
 
 
-def build_preload(out_dir: Path) -> Path:
-    """The dlopen interposer: a plain C library (no Python), built with the C compiler
-    Python was built with."""
+def _cuda_release() -> str:
+    """The CUDA release of the newest PTX ISA the front end accepts ("13.5"), what the ptxas
+    stand-in reports; read from zluda_py/ptx/versions.py without importing the package."""
+    spec = importlib.util.spec_from_file_location("_zluda_versions", HERE.parent / "zluda_py" / "ptx" / "versions.py")
+    versions = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(versions)
+    version = versions.cuda_version(versions.NEWEST_ISA)
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def _build_c(name: str, sources: list[str], args: list[str], out_dir: Path) -> Path:
+    """A plain C program or library (no Python), built with the C compiler Python was built with."""
     cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
     with tempfile.TemporaryDirectory() as tmp:
-        built = Path(tmp) / PRELOAD_NAME
-        cmd = [*cc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(built), str(HERE / "preload.c"), "-ldl", "-lpthread"]
+        built = Path(tmp) / name
+        cmd = [*cc, "-O2", "-Wall", *args, "-o", str(built), *(str(HERE / s) for s in sources), "-ldl", "-lpthread"]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
-            raise RuntimeError(f"building {PRELOAD_NAME} failed: {' '.join(cmd)}\n{res.stderr}")
-        _install(built, out_dir / PRELOAD_NAME)
-    return out_dir / PRELOAD_NAME
+            raise RuntimeError(f"building {name} failed: {' '.join(cmd)}\n{res.stderr}")
+        _install(built, out_dir / name)
+    return out_dir / name
+
+
+def build_preload(out_dir: Path) -> Path:
+    """The interposer `zluda run` preloads: dlopen of the driver, NVRTC and nvJitLink."""
+    return _build_c(PRELOAD_NAME, ["preload.c", "toolchain.c", "ptx_cubin.c"], ["-shared", "-fPIC"], out_dir)
+
+
+def build_ptxas(out_dir: Path) -> Path:
+    return _build_c(PTXAS_NAME, ["ptxas.c", "ptx_cubin.c"], [f'-DZL_CUDA_RELEASE="{_cuda_release()}"'], out_dir)
 
 
 def build(out_dir: str | os.PathLike) -> Path:
-    """Build libcuda.so.1 (and the libcuda.so link) and the dlopen interposer into out_dir;
+    """Build libcuda.so.1 (and the libcuda.so link), the interposer and the ptxas stand-in into out_dir;
     returns libcuda.so.1's path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -274,6 +295,7 @@ def build(out_dir: str | os.PathLike) -> Path:
         target = out_dir / LIB_NAME
         _install(built, target)
     build_preload(out_dir)
+    build_ptxas(out_dir)
     (out_dir / "exports.txt").write_text("\n".join(exported_protos()) + "\n")
     link = out_dir / "libcuda.so"
     if link.is_symlink() or link.exists():

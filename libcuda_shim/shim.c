@@ -451,6 +451,19 @@ out:
     __atomic_store_n(&zl_state, state, __ATOMIC_RELEASE);
 }
 
+/* Ctrl-C in a Python host stopped an entry point's wait (KeyboardInterrupt in Python): it is
+ * raised again in the host's interpreter once the call has returned (zl_leave), where the host
+ * can handle it, as after a call into NVIDIA's driver. */
+static __thread int zl_interrupted;
+void zluda_interrupted(void) { zl_interrupted = 1; }
+static CUresult zl_leave(CUresult rc) {
+    if (zl_interrupted) {
+        zl_interrupted = 0;
+        PyErr_SetInterrupt();
+    }
+    return rc;
+}
+
 /* 0 when the driver runs (starting it on the first call), else what the entry point returns */
 static CUresult zl_enter(int is_init) {
     if (__atomic_load_n(&zl_forked, __ATOMIC_RELAXED)) return ZL_NOT_INITIALIZED;

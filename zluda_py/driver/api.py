@@ -1,14 +1,17 @@
 """The registry of driver entry points and the wrapper every call goes through.
 
 `@entry("cuMemAlloc_v2")` registers a Python function under the exported symbol name. The
-wrapper turns a raised CudaError into its CUresult, any other exception into
-CUDA_ERROR_UNKNOWN (printed once, never crashing the host), checks cuInit was called,
+wrapper turns a raised CudaError into its CUresult, any other exception into the closest
+CUresult (`internal_error`: one line on stderr, once per entry point, the traceback only with
+ZLUDA_DEBUG=1; never crashing the host), checks cuInit was called,
 returns a context's sticky error, traces the call when asked (ZLUDA_TRACE), and runs the
 per-thread-default-stream variants (`_ptds`/`_ptsz`) with NULL meaning the calling thread's
 default stream."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 import traceback
@@ -72,11 +75,8 @@ def wrap(name: str, base: str, per_thread: bool) -> Callable[..., int]:
             rc = e.code
             if trace.enabled():
                 trace.note(name, str(e))
-        except Exception:  # a driver bug must not take the host program down
-            rc = errors.CUDA_ERROR_UNKNOWN
-            if name not in _reported:
-                _reported.add(name)
-                traceback.print_exc()
+        except Exception as e:  # a driver bug must not take the host program down
+            rc = internal_error(name, e)
         finally:
             _state.ptds = previous
         if trace.enabled():
@@ -85,6 +85,29 @@ def wrap(name: str, base: str, per_thread: bool) -> Callable[..., int]:
 
     call.__name__ = name
     return call
+
+
+def internal_error(name: str, e: BaseException) -> int:
+    """The CUresult for an exception that is not a CudaError: the one it carries (backend
+    errors), else the closest (no memory; a number too big for the driver's types), else
+    CUDA_ERROR_UNKNOWN. Reported once per entry point, in one line: a user sees what failed,
+    not the driver's insides, unless ZLUDA_DEBUG=1 asks for the traceback."""
+    rc = getattr(e, "cu_result", None)
+    if not isinstance(rc, int):
+        rc = (errors.CUDA_ERROR_OUT_OF_MEMORY if isinstance(e, MemoryError) else
+              errors.CUDA_ERROR_INVALID_VALUE if isinstance(e, OverflowError) else errors.CUDA_ERROR_UNKNOWN)
+    if name not in _reported:
+        _reported.add(name)
+        if debug():
+            traceback.print_exception(e)
+        sys.stderr.write(f"zluda: {name}: internal error ({type(e).__name__}: {e}); returning "
+                         f"{errors.error_name(rc)}\n")
+    return rc
+
+
+def debug() -> bool:
+    """ZLUDA_DEBUG=1: internal errors are reported with their Python traceback."""
+    return os.environ.get("ZLUDA_DEBUG", "") == "1"
 
 
 def implemented() -> dict[str, Callable]:
