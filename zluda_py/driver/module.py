@@ -6,7 +6,6 @@ handles are accepted wherever a CUfunction is, as NVIDIA's driver does."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import threading
@@ -79,9 +78,6 @@ modules: HandleTable[Module] = HandleTable("module", CUDA_ERROR_INVALID_HANDLE)
 libraries: HandleTable[Library] = HandleTable("library", CUDA_ERROR_INVALID_HANDLE)
 functions: HandleTable[Function] = HandleTable("function", CUDA_ERROR_INVALID_HANDLE)
 
-# images produced by cuLinkComplete: address -> the PTX texts to link when they are loaded
-_linked_images: dict[int, list[str]] = {}
-
 
 def function_of(handle: int) -> Function:
     """A CUfunction or CUkernel argument (they share one table)."""
@@ -138,9 +134,6 @@ def _target_sm() -> int:
 def _ptx_of_image(address: int) -> tuple[list[str], list[str]]:
     from .. import fatbin
 
-    if address in _linked_images:
-        texts = _linked_images[address]
-        return texts, [f"linked-{i}" for i in range(len(texts))]
     sm = _target_sm()
     try:
         mods = fatbin.ptx_from_pointer(address, sm)
@@ -493,7 +486,6 @@ class LinkState:
 
 
 links: HandleTable[LinkState] = HandleTable("link state", CUDA_ERROR_INVALID_HANDLE)
-_image_ids = itertools.count(1)
 
 
 def _link_input(state: LinkState, kind: int, data: bytes, name: str) -> None:
@@ -564,16 +556,16 @@ def cuLinkComplete(hstate, pcubin, psize):
     with state.jit.logging("link"):
         if not state.texts:
             raise CudaError(CUDA_ERROR_INVALID_IMAGE, "nothing was added to the link")
-    # The "cubin" is a token naming the linked inputs; cuModuleLoadData recognizes it.
-    marker = f"zluda-linked-image {next(_image_ids)}\0".encode()
-    state.image = ffi.new("char[]", marker)
-    _linked_images[addr(state.image)] = list(state.texts)
+    # The "cubin" holds the inputs' PTX (fatbin.ptx_cubin), linked when it is loaded: programs
+    # copy it (cuda.core, before cuLinkDestroy) and cache it on disk.
+    from ..fatbin import ptx_cubin
+
+    image = ptx_cubin.pack(state.texts, _target_sm())
+    state.image = ffi.new("char[]", image)
     store_ptr(pcubin, addr(state.image))
-    store(psize, len(marker))
+    store(psize, len(image))
 
 
 @entry("cuLinkDestroy")
 def cuLinkDestroy(hstate):
-    state = links.remove(addr(hstate))
-    if state.image is not None:
-        _linked_images.pop(addr(state.image), None)
+    links.remove(addr(hstate))

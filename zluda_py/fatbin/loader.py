@@ -7,9 +7,9 @@ import re
 import struct
 from dataclasses import dataclass
 
-from . import memory
-from .compression import ptx_text
-from .container import FATBIN_HEADER, FATBIN_MAGIC, Fatbin, fatbin_extent, parse_fatbin
+from . import memory, ptx_cubin
+from .compression import payload, ptx_text
+from .container import FATBIN_HEADER, FATBIN_MAGIC, KIND_ELF, Fatbin, fatbin_extent, parse_fatbin
 from .elf import EM_CUDA, ELF_MAGIC, WRAPPER, WRAPPER_MAGIC, cubin_sm, elf_machine, host_images
 from .errors import CUDA_ERROR_NO_BINARY_FOR_GPU, FatbinError
 from .limits import MAX_PRELINKED_FATBINS, check_size, max_size
@@ -32,23 +32,32 @@ def _magic(data: bytes) -> int:
     return struct.unpack_from("<I", data)[0] if len(data) >= 4 else -1
 
 
-def _module(fb: Fatbin, sm: int, origin: str, above: bool = True) -> PtxModule:
-    entry = select_ptx(fb, sm, above)
-    return PtxModule(ptx_text(entry), entry.sm, f"{origin}[{entry.offset:#x}].compute_{entry.sm}.ptx")
+def _modules(fb: Fatbin, sm: int, origin: str, above: bool = True) -> list[PtxModule]:
+    """The fatbin's PTX for this device; a fatbin without PTX may still hold a PTX cubin
+    (an ELF entry, e.g. ptxas stand-in output packed by `fatbinary`)."""
+    try:
+        entry = select_ptx(fb, sm, above)
+    except FatbinError as e:
+        for elf in (x for x in fb.entries if x.kind == KIND_ELF):
+            data = payload(elf)
+            if ptx_cubin.parts(data) is not None:
+                return _ptx_cubin(data, elf.offset, sm, f"{origin}[{elf.offset:#x}]")
+        raise e
+    return [PtxModule(ptx_text(entry), entry.sm, f"{origin}[{entry.offset:#x}].compute_{entry.sm}.ptx")]
 
 
 def _select(fatbins: list[Fatbin], sm: int, origin: str, linked: bool = False) -> list[PtxModule]:
-    """One PTX module per fatbin. For the members of an `-rdc` link (`linked`), a member with no
+    """The PTX modules of the fatbins. For the members of an `-rdc` link (`linked`), a member with no
     PTX up to this device is left out rather than failing the image or being translated from a
     newer target: nvcc links NVIDIA's device runtime into -rdc shared libraries, and it carries
     PTX only for the newest architecture. Were its code needed, linking the rest fails naming
     the undefined symbol."""
     if not linked:
-        return [_module(fb, sm, origin) for fb in fatbins]
+        return [m for fb in fatbins for m in _modules(fb, sm, origin)]
     out, first_error = [], None
     for fb in fatbins:
         try:
-            out.append(_module(fb, sm, origin, above=False))
+            out += _modules(fb, sm, origin, above=False)
         except FatbinError as e:
             if e.cu_result != CUDA_ERROR_NO_BINARY_FOR_GPU:
                 raise
@@ -64,6 +73,23 @@ def _cubin_error(header: bytes, offset: int, sm: int) -> FatbinError:
     return FatbinError(f"the image is {what}, not PTX; zluda translates PTX, so the program must be "
                        f"rebuilt with PTX: -gencode arch=compute_{sm},code=compute_{sm}",
                        offset, CUDA_ERROR_NO_BINARY_FOR_GPU)
+
+
+def _ptx_cubin(data: bytes, offset: int, sm: int, origin: str) -> list[PtxModule]:
+    """The PTX modules (to be linked) of a PTX cubin; NVIDIA's cubin (SASS) is error 209."""
+    found = ptx_cubin.parts(data)
+    if found is None:
+        raise _cubin_error(data, offset, sm)
+    out = []
+    for i, (section, contents) in enumerate(found):
+        name = f"{origin}.part{i}"
+        if section == ptx_cubin.PTX_SECTION:
+            out.append(_ptx_module(contents, offset, f"{name}.ptx"))
+        else:  # an image handed to nvJitLink: every image in it is a member of this link
+            out += [m for image in ptx_images_from_bytes(contents, sm, name) for m in image]
+    if not out:
+        raise FatbinError("a PTX cubin without PTX", offset, CUDA_ERROR_NO_BINARY_FOR_GPU)
+    return out
 
 
 def _ptx_module(raw: bytes, offset: int, origin: str) -> PtxModule:
@@ -90,6 +116,17 @@ def ptx_images_from_bytes(data: bytes, sm: int, origin: str = "<bytes>") -> list
     A host ELF may hold several (one per non-`-rdc` translation unit, plus one for all the
     `-rdc` ones); a fatbin, cubin or PTX text is one image.
     """
+    images = image_results_from_bytes(data, sm, origin)
+    for image in images:
+        if isinstance(image, FatbinError):
+            raise image
+    return images  # type: ignore[return-value]
+
+
+def image_results_from_bytes(data: bytes, sm: int, origin: str = "<bytes>") -> list[list[PtxModule] | FatbinError]:
+    """`ptx_images_from_bytes`, with an image that cannot be loaded given as its error rather than
+    failing the file: zluda-compile skips images of SASS only (the static cudart links one into
+    every `nvcc -arch=sm_XX` program) and warms the others."""
     try:
         magic = _magic(data)
         if magic == WRAPPER_MAGIC:
@@ -98,12 +135,18 @@ def ptx_images_from_bytes(data: bytes, sm: int, origin: str = "<bytes>") -> list
             return [_select([parse_fatbin(data)], sm, origin)]
         if data[:4] == ELF_MAGIC:
             if elf_machine(data) == EM_CUDA:
-                raise _cubin_error(data, 0, sm)
+                return [_ptx_cubin(data, 0, sm, origin)]
             images = host_images(data)
             if not images:
                 raise FatbinError("the ELF file holds no CUDA fatbin with code to load", 0,
                                   CUDA_ERROR_NO_BINARY_FOR_GPU)
-            return [_select(img, sm, origin, linked) for linked, img in images]
+            out: list[list[PtxModule] | FatbinError] = []
+            for linked, img in images:
+                try:
+                    out.append(_select(img, sm, origin, linked))
+                except FatbinError as e:
+                    out.append(e.with_origin(origin))
+            return out
         return [[_ptx_module(data, 0, origin)]]
     except FatbinError as e:
         raise e.with_origin(origin) from None
@@ -133,6 +176,10 @@ def _read_file(path: str | os.PathLike) -> bytes:
 
 def ptx_images_from_file(path: str | os.PathLike, sm: int) -> list[list[PtxModule]]:
     return ptx_images_from_bytes(_read_file(path), sm, os.fspath(path))
+
+
+def image_results_from_file(path: str | os.PathLike, sm: int) -> list[list[PtxModule] | FatbinError]:
+    return image_results_from_bytes(_read_file(path), sm, os.fspath(path))
 
 
 def ptx_from_file(path: str | os.PathLike, sm: int) -> list[PtxModule]:
@@ -190,7 +237,9 @@ def ptx_from_pointer(address: int, sm: int) -> list[PtxModule]:
         elif struct.pack("<I", magic) == ELF_MAGIC:
             header = memory.read(address, 64, "ELF header")
             if elf_machine(header) == EM_CUDA:
-                raise _cubin_error(header, address, sm)
+                size = ptx_cubin.extent(header)
+                check_size(size, "the cubin", address)
+                return _ptx_cubin(memory.read(address, size, "cubin"), address, sm, origin)
             raise FatbinError(f"an ELF image for machine {elf_machine(header)}, not a CUDA cubin", address + 18)
         else:
             raw = memory.read_cstring(address, max_size(), "PTX text")
