@@ -17,7 +17,7 @@ from .cdata import addr, ffi, store, store_ptr
 from .errors import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
                      CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
 from .init_device import require
-from .. import backends
+from .. import backends, hostmem
 
 if TYPE_CHECKING:
     from ..backends.tracking import Allocation, Memory
@@ -55,7 +55,7 @@ def _allocate(size: int, kind: str, flags: int) -> Allocation:
     try:
         with _backend_errors():
             return _memory().allocate(size, kind, flags, ctx)
-    except MemoryError:
+    except (MemoryError, OverflowError):  # OverflowError: more than the backend can even ask for
         raise CudaError(CUDA_ERROR_OUT_OF_MEMORY, f"cannot allocate {size} bytes") from None
 
 
@@ -191,6 +191,7 @@ def cuMemHostRegister(p, size, flags):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"register {ptr:#x}+{size} flags {flags:#x}")
     if _memory().overlapping(ptr, size):
         raise CudaError(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, f"{ptr:#x}+{size}")
+    check_host_range(ptr, size, "registered")
     with _backend_errors():
         _memory().register(ptr, size, flags, ctxs.current())
 
@@ -322,10 +323,21 @@ def check_device_range(ptr: int, size: int) -> None:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"device range {ptr:#x}+{size} is outside every allocation")
 
 
-def _check_any_range(ptr: int, size: int) -> None:
-    """A unified pointer: if it points into an allocation the whole range must fit."""
+def check_host_range(ptr: int, size: int, what: str, writable: bool = False) -> None:
+    """A host range the program passed must be mapped memory (NULL, unmapped or protected
+    memory is CUDA_ERROR_INVALID_VALUE, never a segfault of the host)."""
+    if not hostmem.valid(ptr, size, writable):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{what} host range {ptr:#x}+{size} is not "
+                        f"{'writable' if writable else 'readable'} memory of this process")
+
+
+def _check_any_range(ptr: int, size: int, what: str, writable: bool = False) -> None:
+    """A unified pointer: if it points into an allocation the whole range must fit, else it is
+    host memory."""
     a = _memory().find(ptr)
-    if a is not None and ptr + size > a.base + a.size:
+    if a is None:
+        check_host_range(ptr, size, what, writable)
+    elif ptr + size > a.base + a.size:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"range {ptr:#x}+{size} overruns its allocation")
 
 
@@ -348,39 +360,43 @@ def _copy(dst: int, src: int, size: int, stream: int, sync: bool) -> None:
 
 @entry("cuMemcpy")
 def cuMemcpy(dst, src, size):
-    _check_any_range(dst, size)
-    _check_any_range(src, size)
+    _check_any_range(dst, size, "destination", writable=True)
+    _check_any_range(src, size, "source")
     _copy(dst, src, size, 0, True)
 
 
 @entry("cuMemcpyAsync")
 def cuMemcpyAsync(dst, src, size, stream):
-    _check_any_range(dst, size)
-    _check_any_range(src, size)
+    _check_any_range(dst, size, "destination", writable=True)
+    _check_any_range(src, size, "source")
     _copy(dst, src, size, addr(stream), False)
 
 
 @entry("cuMemcpyHtoD_v2")
 def cuMemcpyHtoD(dst, src, size):
     check_device_range(dst, size)
+    check_host_range(addr(src), size, "source")
     _copy(dst, addr(src), size, 0, True)
 
 
 @entry("cuMemcpyHtoDAsync_v2")
 def cuMemcpyHtoDAsync(dst, src, size, stream):
     check_device_range(dst, size)
+    check_host_range(addr(src), size, "source")
     _copy(dst, addr(src), size, addr(stream), False)
 
 
 @entry("cuMemcpyDtoH_v2")
 def cuMemcpyDtoH(dst, src, size):
     check_device_range(src, size)
+    check_host_range(addr(dst), size, "destination", writable=True)
     _copy(addr(dst), src, size, 0, True)
 
 
 @entry("cuMemcpyDtoHAsync_v2")
 def cuMemcpyDtoHAsync(dst, src, size, stream):
     check_device_range(src, size)
+    check_host_range(addr(dst), size, "destination", writable=True)
     _copy(addr(dst), src, size, addr(stream), False)
 
 
@@ -446,8 +462,12 @@ def _copy_3d(p, depth: int) -> Callable[[], None]:
         span = lambda pitch, slice_: (depth - 1) * slice_ + (height - 1) * pitch + width
         if p.srcMemoryType == CU_MEMORYTYPE_DEVICE:
             check_device_range(src0, span(src_pitch, src_slice))
+        elif p.srcMemoryType == CU_MEMORYTYPE_HOST:
+            check_host_range(src0, span(src_pitch, src_slice), "source")
         if p.dstMemoryType == CU_MEMORYTYPE_DEVICE:
             check_device_range(dst0, span(dst_pitch, dst_slice))
+        elif p.dstMemoryType == CU_MEMORYTYPE_HOST:
+            check_host_range(dst0, span(dst_pitch, dst_slice), "destination", writable=True)
 
     def copy() -> None:
         memory = _memory()

@@ -47,6 +47,8 @@ class Module:
     ptx_arch: int  # the PTX's virtual architecture (.target sm_75 -> 75): CU_FUNC_ATTRIBUTE_PTX_VERSION
     library: "Library | None" = None
     functions: dict[str, Function] = field(default_factory=dict)
+    # the context current at load: once it is destroyed, so are the module's functions
+    context: "ctxs.Context | None" = field(default_factory=lambda: ctxs.current(required=False))
     handle: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -80,8 +82,14 @@ functions: HandleTable[Function] = HandleTable("function", CUDA_ERROR_INVALID_HA
 
 
 def function_of(handle: int) -> Function:
-    """A CUfunction or CUkernel argument (they share one table)."""
-    return functions.get(handle)
+    """A CUfunction or CUkernel argument (they share one table). A function of a module whose
+    context was destroyed is invalid: launched, it would run on freed memory in whatever
+    context is current (a library's kernels belong to no context)."""
+    fn = functions.get(handle)
+    owner = fn.module.context
+    if fn.module.library is None and owner is not None and ctxs.contexts.find(owner.handle) is not owner:
+        raise CudaError(CUDA_ERROR_INVALID_HANDLE, f"function {handle:#x} belongs to a destroyed context")
+    return fn
 
 
 def _compile(texts: list[str], names: list[str]) -> Module:

@@ -1,0 +1,117 @@
+"""Bad arguments get CUresults, never a signal or a traceback (issue 16). Each case runs in its
+own process: a driver that crashes must fail the test, not the test run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from tests.driver.conftest import shim_path
+
+PRELUDE = """
+import ctypes, mmap
+cu = ctypes.CDLL({shim!r})
+c = ctypes.c_void_p
+for name in ("cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemHostRegister_v2", "cuMemcpy", "cuLaunchKernel"):
+    getattr(cu, name).argtypes = None
+ctx = c()
+assert cu.cuInit(0) == 0 and cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, 0) == 0
+d = ctypes.c_uint64()
+assert cu.cuMemAlloc_v2(ctypes.byref(d), ctypes.c_size_t(4096)) == 0
+libc = ctypes.CDLL(None)
+libc.mmap.restype = c
+libc.mmap.argtypes = [c, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [c, ctypes.c_size_t]
+
+def unmapped(size):
+    p = libc.mmap(None, size, 3, 0x22, -1, 0)  # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
+    libc.munmap(p, size)
+    return p
+"""
+
+
+def run_case(body: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    code = PRELUDE.format(shim=str(shim_path())) + textwrap.dedent(body)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, f"rc {r.returncode}\n{r.stdout}{r.stderr}"
+    assert "Traceback" not in r.stderr, r.stderr
+    return r
+
+
+def test_copies_from_and_to_null_or_unmapped_host_memory_are_invalid_value():
+    r = run_case("""
+        gone = unmapped(1 << 20)
+        print(cu.cuMemcpyHtoD_v2(d, None, ctypes.c_size_t(16)), cu.cuMemcpyDtoH_v2(None, d, ctypes.c_size_t(16)))
+        print(cu.cuMemcpyHtoD_v2(d, c(gone), ctypes.c_size_t(16)), cu.cuMemcpyDtoH_v2(c(gone), d, ctypes.c_size_t(16)))
+        print(cu.cuMemcpy(c(d.value), None, ctypes.c_size_t(16)), cu.cuMemcpy(c(gone), c(d.value), ctypes.c_size_t(16)))
+        ro = libc.mmap(None, 4096, 1, 0x22, -1, 0)  # PROT_READ
+        print(cu.cuMemcpyDtoH_v2(c(ro), d, ctypes.c_size_t(16)))
+        buf = ctypes.create_string_buffer(16)
+        print(cu.cuMemcpyHtoD_v2(d, buf, ctypes.c_size_t(16)), cu.cuMemcpyDtoH_v2(buf, d, ctypes.c_size_t(16)))
+        """)
+    assert r.stdout.split() == ["1"] * 7 + ["0", "0"], r.stdout + r.stderr
+
+
+def test_registering_unmapped_memory_is_invalid_value():
+    r = run_case("""
+        print(cu.cuMemHostRegister_v2(c(unmapped(1 << 20)), ctypes.c_size_t(1 << 40), 0))
+        buf = ctypes.create_string_buffer(1 << 16)
+        print(cu.cuMemHostRegister_v2(buf, ctypes.c_size_t(1 << 16), 0))
+        """)
+    assert r.stdout.split() == ["1", "0"], r.stdout + r.stderr
+
+
+def test_huge_pitched_allocation_is_out_of_memory():
+    r = run_case("""
+        p, pitch = ctypes.c_uint64(), ctypes.c_size_t()
+        print(cu.cuMemAllocPitch_v2(ctypes.byref(p), ctypes.byref(pitch), ctypes.c_size_t(1 << 40), ctypes.c_size_t(1 << 40), 4))
+        print(cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t((1 << 64) - 1)))
+        """)
+    assert r.stdout.split() == ["2", "2"], r.stdout + r.stderr
+    assert "internal error" not in r.stderr, r.stderr
+
+
+TOUCH_PTX = (".version 7.0\\n.target sm_52\\n.address_size 64\\n"
+             ".visible .entry touch(.param .u64 out)\\n{\\n  .reg .b64 %rd<2>;\\n"
+             "  ld.param.u64 %rd1, [out];\\n  st.global.u32 [%rd1], 7;\\n  ret;\\n}\\n")
+
+
+def test_function_of_a_destroyed_context_is_invalid_and_harms_no_other():
+    r = run_case(f"""
+        other, mod, fn, primary = c(), c(), c(), c()
+        assert cu.cuCtxCreate_v2(ctypes.byref(other), 0, 0) == 0
+        assert cu.cuModuleLoadData(ctypes.byref(mod), b"{TOUCH_PTX}") == 0
+        assert cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"touch") == 0
+        out = ctypes.c_uint64()
+        assert cu.cuMemAlloc_v2(ctypes.byref(out), ctypes.c_size_t(4)) == 0
+        assert cu.cuCtxDestroy_v2(other) == 0
+        assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(primary), 0) == 0
+        assert cu.cuCtxSetCurrent(primary) == 0
+        params = (c * 1)(ctypes.cast(ctypes.pointer(out), c))
+        print(cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, None, params, None))
+        print(cu.cuCtxSynchronize())
+        # the primary context still works
+        mine = ctypes.c_uint64()
+        print(cu.cuMemAlloc_v2(ctypes.byref(mine), ctypes.c_size_t(4)), cu.cuCtxSynchronize())
+        """)
+    assert r.stdout.split() == ["400", "0", "0", "0"], r.stdout + r.stderr
+
+
+def test_internal_errors_are_one_line_without_zluda_debug(monkeypatch, capsys):
+    from zluda_py.driver import api
+
+    def fail() -> None:
+        raise ZeroDivisionError("boom")
+
+    for debug in ("", "1"):
+        monkeypatch.setenv("ZLUDA_DEBUG", debug)
+        api._ENTRIES["zluda_test_fail"] = (fail, False)
+        api._reported.discard("zluda_test_fail")
+        try:
+            assert api.wrapped("zluda_test_fail")() == 999
+        finally:
+            del api._ENTRIES["zluda_test_fail"]
+        err = capsys.readouterr().err
+        assert "zluda: zluda_test_fail: internal error (ZeroDivisionError: boom); returning CUDA_ERROR_UNKNOWN" in err
+        assert ("Traceback" in err) == (debug == "1"), err
