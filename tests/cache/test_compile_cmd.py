@@ -91,13 +91,13 @@ def test_dump_writes_ir_object_and_metadata(tmp_path):
         res = zluda_compile([str(tmp_path / "k.ptx"), "--dump", str(dump), "--cache", str(tmp_path / "c")],
                             tmp_path / "unused")
         assert res.returncode == 0 and expected in res.stdout, res.stdout + res.stderr
-        files = sorted(p.suffix for p in dump.iterdir())
-        assert files == [".json", ".ll", ".o"], files
-        stem = str(next(dump.glob("*.ll")))[:-3]
-        assert Path(stem).name.startswith("k.ptx.image0.cpu.")
+        files = sorted(p.suffix for p in dump.iterdir())  # one set per part: the variables, the kernel
+        assert files == [".json", ".json", ".ll", ".ll", ".o", ".o"], files
+        stem = str(next(dump.glob("k.ptx.image0.cpu.add_k.*.ll")))[:-3]
         assert "define" in Path(stem + ".ll").read_text()
         assert Path(stem + ".o").read_bytes()[:4] == b"\x7fELF"
         assert '"add_k"' in Path(stem + ".json").read_text()
+        assert next(dump.glob("k.ptx.image0.cpu.variables.*.o")).read_bytes()[:4] == b"\x7fELF"
     assert not (tmp_path / "unused").exists()  # --cache took precedence over CUDA_CACHE_PATH
 
 

@@ -56,13 +56,14 @@ def available() -> bool:
     """The host CPU is always there."""
     return True
 
-def load(ptx_texts: list[str]):
+def load(ptx_texts: list[str], name: str = ""):
     """A new instance (its own variables) of the PTX compiled for the host CPU (several texts
-    are linked into one module); compiled, or read from the persistent cache, once per
-    distinct input in this process."""
-    from ..cache import compile_cached
+    are linked into one module); its kernels are built at first use unless
+    CUDA_MODULE_LOADING=EAGER (cache/lazy.py), each compiled, or read from the persistent
+    cache, once per distinct input in this process. `name` names it in progress lines."""
+    from ..cache.lazy import load as load_lazily
 
-    return compile_cached(ptx_texts if len(ptx_texts) > 1 else ptx_texts[0], target="cpu", once=True)
+    return load_lazily(ptx_texts, name)
 
 
 def devices() -> list:

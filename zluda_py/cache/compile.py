@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 
-from . import events
+from . import events, progress
 from .key import TargetUnavailable, build_id, cache_key
 from .settings import Settings, from_environment
 from .store import store_for
@@ -26,58 +27,114 @@ class Built:
 
 def _label(metadata: dict) -> str:
     names = sorted(metadata.get("kernels", ()))
-    return names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "") if names else "(no kernels)"
+    if not names:
+        return "(variables)" if "part" in metadata else "(no kernels)"
+    return names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "")
 
 
-def build(ptx: list[str], target: str = "cpu", settings: Settings | None = None) -> Built:
+def _what(name: str, part: str | None, target: str) -> str:
+    """What a compile is building, for progress lines: "kernel K of module M for cpu"."""
+    from zluda_py.compiler.parts import VARIABLES
+
+    module = f"module {name}" if name else "a module"
+    if part is None:
+        return f"{module} for {target}"
+    return f"{'the variables' if part == VARIABLES else f'kernel {part}'} of {module} for {target}"
+
+
+def build(ptx: list[str], target: str = "cpu", settings: Settings | None = None, name: str = "") -> Built:
     """The object code and metadata for PTX text(s) (linked in order), from the cache or
     compiled now and stored. Raises the compiler's errors, and TargetUnavailable."""
+    return _build(ptx, [None], target, settings, name)[0]
+
+
+def build_parts(ptx: list[str], parts: list[str], target: str = "cpu", settings: Settings | None = None,
+                name: str = "", module=None) -> list[Built]:
+    """`build` for parts of a module (compiler/parts.py), each its own cache entry; the missing
+    ones are compiled together (their code generation in parallel). `module`: the linked AST,
+    when the caller has parsed it already."""
+    return _build(ptx, parts, target, settings, name, module)
+
+
+def _build(ptx: list[str], parts: list, target: str, settings: Settings | None, name: str,
+           module=None) -> list[Built]:
     settings = settings or from_environment()
     for problem in settings.problems:
         events.warn_once(problem)
-    key = cache_key(ptx, target)
+    keys = [cache_key(ptx, target, part) for part in parts]
     store = store_for(settings) if settings.enabled else None
-    if store is None:
-        return _compile(ptx, target, key)
-    found = store.get(key)
-    if found is None:
-        with store.compiling(key):  # another process may be compiling it: wait, then take its entry
-            found = store.get(key)
-            if found is None:
-                built = _compile(ptx, target, key)
-                store.put(key, build_id(target), _label(built.metadata), built.object_code, built.metadata,
-                          settings.max_size)
-                return built
-    events.record(events.HIT, f"{key[:16]} {_label(found[1])}")
-    return Built(key, found[0], found[1], True)
+    out: dict[str, Built] = {}
+
+    def look_up() -> None:
+        for key in keys:
+            found = store.get(key) if store is not None and key not in out else None
+            if found is not None:
+                events.record(events.HIT, f"{key[:16]} {_label(found[1])}")
+                out[key] = Built(key, found[0], found[1], True)
+
+    look_up()
+    if len(out) < len(keys):
+        with ExitStack() as locks:
+            if store is not None:  # another process may be compiling them: wait, then take its entries
+                for key in sorted(set(keys) - set(out)):
+                    locks.enter_context(store.compiling(key))
+                look_up()
+            todo = [(key, part) for key, part in zip(keys, parts) if key not in out]
+            what = (_what(name, todo[0][1], target) if len(todo) == 1
+                    else f"{len(todo)} parts of {_what(name, None, target)}")
+            with progress.announce(what, cached=store is not None):
+                for built in _compile(ptx, target, todo, module):
+                    out[built.key] = built
+                    if store is not None:
+                        store.put(built.key, build_id(target), _label(built.metadata), built.object_code,
+                                  built.metadata, settings.max_size)
+    return [out[key] for key in keys]
 
 
-def _compile(ptx: list[str], target: str, key: str) -> Built:
-    from zluda_py.compiler.pipeline import compile_object
+def _compile(ptx: list[str], target: str, todo: list[tuple[str, str | None]], module) -> list[Built]:
+    from zluda_py.compiler.pipeline import compile_object, compile_parts
 
     start = time.perf_counter()
-    ir_text, object_code, metadata = compile_object(ptx, target)
-    events.record(events.COMPILED, f"{key[:16]} {_label(metadata)} in {time.perf_counter() - start:.3f} s")
-    return Built(key, object_code, metadata, False, ir_text)
+    if todo[0][1] is None:
+        results = [compile_object(ptx, target)]
+    else:
+        from zluda_py.compiler.linker import link
+        from zluda_py.ptx import parse
 
-
-_built_once: dict[tuple[str, ...], Built] = {}
-_built_once_lock = threading.Lock()
-
-
-def build_once(ptx: list[str], target: str = "cpu") -> Built:
-    """`build`, remembered for the life of the process. The driver instantiates a module anew
-    for every cuModuleLoad* (each load has its own variables, as on NVIDIA's driver); this
-    keeps repeated loads of one image from consulting the cache each time."""
-    key = (target, *ptx)
-    with _built_once_lock:
-        built = _built_once.get(key)
-        if built is None:
-            built = _built_once[key] = dataclasses.replace(build(ptx, target), ir_text=None)
+        module = module if module is not None else link([parse(text) for text in ptx])
+        results = compile_parts(module, [part for _, part in todo], target)
+    seconds = time.perf_counter() - start
+    built = []
+    for (key, _), (ir_text, object_code, metadata) in zip(todo, results):
+        events.record(events.COMPILED, f"{key[:16]} {_label(metadata)} in {seconds:.3f} s")
+        built.append(Built(key, object_code, metadata, False, ir_text))
     return built
 
 
-def compile_cached(ptx: "str | list[str]", target: str = "cpu", once: bool = False):
+_built_once: dict[tuple, Built] = {}
+_built_once_lock = threading.Lock()
+
+
+def build_once(ptx: list[str], target: str = "cpu", name: str = "") -> Built:
+    """`build`, remembered for the life of the process. The driver instantiates a module anew
+    for every cuModuleLoad* (each load has its own variables, as on NVIDIA's driver); this
+    keeps repeated loads of one image from consulting the cache each time."""
+    return parts_once(ptx, [None], target, name)[0]
+
+
+def parts_once(ptx: list[str], parts: list, target: str = "cpu", name: str = "", module=None) -> list[Built]:
+    """`build_parts` (`build` for [None]), each part remembered for the life of the process."""
+    with _built_once_lock:
+        missing = [part for part in parts if (target, part, *ptx) not in _built_once]
+    if missing:  # built outside the lock: a kernel's first launch must not wait for another's compile
+        for part, built in zip(missing, _build(ptx, missing, target, None, name, module)):
+            with _built_once_lock:
+                _built_once.setdefault((target, part, *ptx), dataclasses.replace(built, ir_text=None))
+    with _built_once_lock:
+        return [_built_once[(target, part, *ptx)] for part in parts]
+
+
+def compile_cached(ptx: "str | list[str]", target: str = "cpu", once: bool = False, name: str = ""):
     """zluda_py.compiler.compile, through the persistent cache: a hit is loaded without
     running LLVM at all. Each call loads a new instance of the module; `once` looks the
     code up only the first time in this process (`build_once`)."""
@@ -88,7 +145,7 @@ def compile_cached(ptx: "str | list[str]", target: str = "cpu", once: bool = Fal
         return compile(ptx, target)  # ASTs have no stable text to key on
     start = time.perf_counter()
     try:
-        built = (build_once if once else build)(texts, target)
+        built = (build_once if once else build)(texts, target, name=name)
     except TargetUnavailable:
         return compile(ptx, target)  # the compiler reports the target in its own words
     module = load(built.object_code, built.metadata)

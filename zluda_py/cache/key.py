@@ -76,9 +76,13 @@ def build_id(target: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def cache_key(ptx: list[str], target: str) -> str:
+def cache_key(ptx: list[str], target: str, part: str | None = None) -> str:
+    """The key of a whole module, or of one part of it (a kernel, or the variables:
+    compiler/parts.py): a part's entry depends on nothing but its module's PTX and its name."""
     h = hashlib.sha256(build_id(target).encode())
     for text in ptx:
         data = text.encode()
         h.update(len(data).to_bytes(8, "little") + data)  # length-prefixed: no ambiguity between splits
+    if part is not None:
+        h.update(b"\0part\0" + part.encode())
     return h.hexdigest()

@@ -43,12 +43,14 @@ class Result:
     kernels: int = 0
     seconds: float = 0.0
     reason: str = ""
+    entries: int = 0  # cache entries: the module's, or one per part
 
 
 @dataclass
 class Summary:
     files: int = 0
     skipped: int = 0  # files without CUDA code, met while walking directories
+    skipped_images: list[tuple[str, str]] = field(default_factory=list)  # (image, why): nothing to translate
     results: list[Result] = field(default_factory=list)
     file_errors: list[tuple[str, str]] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -97,14 +99,14 @@ def _holds_cuda(path: str) -> bool:
         return False
 
 
-def _images(path: str, sm: int) -> list[list]:
-    from zluda_py.fatbin import ptx_images_from_file
+def _images(path: str, sm: int) -> list:
+    from zluda_py.fatbin import image_results_from_file
 
-    return ptx_images_from_file(path, sm)
+    return image_results_from_file(path, sm)
 
 
 def find_jobs(paths: list[str], targets: list[str], sm: int, summary: Summary) -> list[Job]:
-    from zluda_py.fatbin import FatbinError
+    from zluda_py.fatbin import CUDA_ERROR_NO_BINARY_FOR_GPU, FatbinError
 
     jobs = []
     for path, explicit in _walk(paths):
@@ -118,34 +120,71 @@ def find_jobs(paths: list[str], targets: list[str], sm: int, summary: Summary) -
             images = _images(path, sm)
         except FatbinError as e:
             reason = str(e)
-            summary.file_errors.append((path, reason[len(path):].lstrip(": ") if reason.startswith(path) else reason))
+            reason = reason[len(path):].lstrip(": ") if reason.startswith(path) else reason
+            if e.cu_result == CUDA_ERROR_NO_BINARY_FOR_GPU:  # SASS only: nothing the driver would translate
+                summary.skipped_images.append((path, reason))
+            else:
+                summary.file_errors.append((path, reason))
             continue
         summary.files += 1
         for i, modules in enumerate(images):
+            if isinstance(modules, FatbinError):
+                where = f"{path}[image {i}]"
+                if modules.cu_result != CUDA_ERROR_NO_BINARY_FOR_GPU:
+                    summary.file_errors.append((where, str(modules)))
+                else:  # SASS only (e.g. the static cudart's own fatbin): the driver never JITs it
+                    summary.skipped_images.append((where, "SASS only, no PTX to translate"))
+                continue
             for target in targets:
                 jobs.append(Job(path, i, target, [m.text for m in modules], [m.name for m in modules]))
     return jobs
 
 
 # --------------------------------------------------------------------------- compiling (in workers)
-def _dump(job: Job, dump_dir: str, built) -> None:
-    from zluda_py.compiler.pipeline import compile_object
+def _builds(job: Job, cache_dir: str | None) -> list:
+    """The cache entries `zluda run` looks up for this module, built or found: on the CPU, one
+    per part (cache/lazy.py) where the driver loads the module per kernel, else the whole module."""
+    from zluda_py.cache import build, from_environment
+    from zluda_py.cache.compile import build_parts
+    from zluda_py.cache.lazy import plan
+
+    settings = from_environment(cache_dir)
+    name = ", ".join(job.names)
+    if job.target == "cpu":
+        module, parts = plan(job.texts)
+        if parts is not None:
+            return list(zip(parts, build_parts(job.texts, parts, "cpu", settings, name, module)))
+    return [(None, build(job.texts, job.target, settings, name))]
+
+
+def _dump(job: Job, dump_dir: str, builds: list) -> None:
+    """NAME.imageI.TARGET[.PART].KEY.{ll,o|hsaco,json} for the module or each of its parts."""
     import json
 
-    ir_text = built.ir_text if built.ir_text is not None else compile_object(job.texts, job.target)[0]
+    from zluda_py.compiler.parts import VARIABLES
+    from zluda_py.compiler.pipeline import compile_object, compile_parts
+
     out = Path(dump_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{Path(job.file).name}.image{job.image}.{job.target}.{built.key[:12]}"
-    (out / f"{stem}.ll").write_text(ir_text)
-    if job.target == "cpu":  # one object file, or one per part of a module split per kernel
-        from zluda_py.compiler.cpu.runtime import object_files
+    for part, built in builds:
+        ir_text = built.ir_text
+        if ir_text is None:  # a cache hit holds no IR: lower it again
+            from zluda_py.cache.lazy import plan
 
-        objects = object_files(built.object_code, built.metadata)
-        for i, obj in enumerate(objects):
-            (out / (f"{stem}.o" if len(objects) == 1 else f"{stem}.part{i}.o")).write_bytes(obj)
-    else:  # an AMDGPU code object, already linked by ld.lld
-        (out / f"{stem}.hsaco").write_bytes(built.object_code)
-    (out / f"{stem}.json").write_text(json.dumps(built.metadata, indent=1, sort_keys=True))
+            ir_text = (compile_object(job.texts, job.target) if part is None
+                       else compile_parts(plan(job.texts)[0], [part], job.target)[0])[0]
+        label = "" if part is None else ".variables" if part == VARIABLES else f".{part}"
+        stem = f"{Path(job.file).name}.image{job.image}.{job.target}{label}.{built.key[:12]}"
+        (out / f"{stem}.ll").write_text(ir_text)
+        if job.target == "cpu":  # one object file, or one per part of a module split per kernel
+            from zluda_py.compiler.cpu.runtime import object_files
+
+            objects = object_files(built.object_code, built.metadata)
+            for i, obj in enumerate(objects):
+                (out / (f"{stem}.o" if len(objects) == 1 else f"{stem}.part{i}.o")).write_bytes(obj)
+        else:  # an AMDGPU code object, already linked by ld.lld
+            (out / f"{stem}.hsaco").write_bytes(built.object_code)
+        (out / f"{stem}.json").write_text(json.dumps(built.metadata, indent=1, sort_keys=True))
 
 
 def _set_threads(count: str) -> None:
@@ -154,20 +193,19 @@ def _set_threads(count: str) -> None:
 
 
 def compile_job(job: Job, cache_dir: str | None, dump_dir: str | None) -> Result:
-    from zluda_py.cache import build, from_environment
-
     start = time.perf_counter()
     try:
-        built = build(job.texts, job.target, from_environment(cache_dir))
+        builds = _builds(job, cache_dir)
         if dump_dir:
-            _dump(job, dump_dir, built)
+            _dump(job, dump_dir, builds)
     except Exception as e:  # every failure is reported in the summary, none stops the others
         where = ", ".join(job.names)
         code = getattr(e, "cu_result", None)
         kind = "" if code is not None else f"internal error {type(e).__name__}: "
         return Result(job, "failed", 0, time.perf_counter() - start, f"{where}: {kind}{e}")
-    return Result(job, "cached" if built.cached else "compiled", len(built.metadata.get("kernels", ())),
-                  time.perf_counter() - start)
+    cached = all(built.cached for _, built in builds)
+    kernels = sum(len(built.metadata.get("kernels", ())) for _, built in builds)
+    return Result(job, "cached" if cached else "compiled", kernels, time.perf_counter() - start, entries=len(builds))
 
 
 # --------------------------------------------------------------------------- reporting
@@ -192,8 +230,10 @@ class Progress:
             line = f"[{self.done}/{self.total}] {r.status:8} {r.job.label}"
             if r.status == "failed":
                 line += f": {r.reason}"
+            elif r.status == "cached":
+                line += f": skipped, all {r.entries} cache entries present ({r.kernels} kernels)"
             else:
-                line += f": {r.kernels} kernels, {r.seconds:.2f} s"
+                line += f": {r.kernels} kernels in {r.entries} cache entries, {r.seconds:.2f} s"
             print(line, flush=True)
 
     def close(self) -> None:
@@ -207,6 +247,8 @@ def print_summary(s: Summary, elapsed: float) -> None:
           f"kernels: {kernels}")
     print(f"newly compiled: {s.count('compiled')}, already cached: {s.count('cached')}, "
           f"failed: {s.count('failed') + len(s.file_errors)}  ({elapsed:.1f} s)")
+    for image, reason in s.skipped_images:
+        print(f"  skipped: {image}: {reason}")
     for target, reason in s.unavailable.items():
         print(f"target {target}: not available in this build: {reason}")
     for path, reason in s.file_errors:
@@ -266,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from zluda_py.driver.device import compute_capability
 
+    os.environ.setdefault("ZLUDA_PROGRESS", "0")  # the bar or per-module lines report progress here
     start = time.perf_counter()
     summary = Summary()
     targets = _available_targets(["cpu", *AMDGPU_TARGETS] if args.target == "all" else [args.target], summary)

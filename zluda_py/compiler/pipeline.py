@@ -14,6 +14,7 @@ from zluda_py.compiler.cpu.split import split
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.inline import inline_barrier_calls
 from zluda_py.compiler.linker import link
+from zluda_py.compiler.parts import VARIABLES, part_module
 from zluda_py.ptx import ast
 
 
@@ -88,6 +89,30 @@ def _generate_code(ir_module: ir.Module, ir_text: str, metadata: dict) -> tuple[
         return emit_object(ir_text, level), metadata
     objects = codegen.emit_objects([(part, "cpu", level) for part in parts], workers=worker_count())
     return b"".join(objects), {**metadata, "objects": [len(o) for o in objects]}
+
+
+def compile_parts(module: ast.Module, names: list[str], target: str = "cpu") -> list[tuple[str, bytes, dict]]:
+    """(LLVM IR text, object code, metadata) of parts of a linked module (`compiler/parts.py`):
+    each is pruned to what it reaches, lowered, and taken apart by `split`, so that a kernel's
+    part only declares the module's variables. Several parts, or a large one, are
+    code-generated in child processes (codegen.py), in parallel."""
+    if target != "cpu":
+        raise UnsupportedError(f"target {target!r} per kernel")
+    lowered = [_lower_part(module, name) for name in names]
+    jobs = [(text, "cpu", opt_level(text.count("\n"))) for text, _ in lowered]
+    isolate = len(jobs) > 1 or any(text.count("\n") >= SPLIT_IR_LINES for text, _, _ in jobs)
+    objects = codegen.emit_objects(jobs, isolate=isolate, workers=worker_count())
+    return [(text, obj, meta) for (text, meta), obj in zip(lowered, objects)]
+
+
+def _lower_part(module: ast.Module, name: str) -> tuple[str, dict]:
+    ir_module, _, metadata = _lower(part_module(module, name))
+    pieces = split(ir_module, [k["runner"] for k in metadata["kernels"].values()])
+    if pieces is None:  # parts.whole_reason should have kept such a module whole
+        raise UnsupportedError(f"{name}: this module cannot be compiled per kernel")
+    if name == VARIABLES:
+        return pieces[0], {"kernels": {}, "globals": metadata["globals"], "part": VARIABLES}
+    return pieces[1], {"kernels": metadata["kernels"], "globals": {}, "reserved_smem": metadata["reserved_smem"]}
 
 
 def emit_object(ir_text: str, level: int | None = None) -> bytes:

@@ -30,11 +30,16 @@ CU_MODULE_LAZY_LOADING = 0x2
 class Function:
     module: "Module"
     name: str
-    info: object  # compiler KernelInfo
     max_dynamic_shared: int = 48 * 1024
     cache_config: int = 0
     carveout: int = -1
     handle: int = 0
+
+    @property
+    def info(self):
+        """The compiler's KernelInfo. Under lazy loading the kernel is built here, the first
+        time the driver needs it: its first launch, or a query of what only its code knows."""
+        return _backend_call(self.module.compiled.kernel, self.name)
 
     @property
     def static_shared(self) -> int:
@@ -56,10 +61,9 @@ class Module:
         with self._lock:
             fn = self.functions.get(name)
             if fn is None:
-                info = self.compiled.kernels.get(name)
-                if info is None:
+                if name not in self.compiled.kernels:
                     raise CudaError(CUDA_ERROR_NOT_FOUND, f"no kernel named {name!r} in the module")
-                fn = self.functions[name] = Function(self, name, info)
+                fn = self.functions[name] = Function(self, name)
                 functions.add(fn)
         return fn
 
@@ -92,11 +96,10 @@ def function_of(handle: int) -> Function:
     return fn
 
 
-def _compile(texts: list[str], names: list[str]) -> Module:
-    for text, name in zip(texts, names):
-        trace.save_ptx(text, name)
+def _backend_call(fn, *args):
+    """A backend or compiler call; its errors that carry a CUresult become CudaErrors."""
     try:
-        compiled = backends.select().load(texts)
+        return fn(*args)
     except CudaError:
         raise
     except Exception as e:
@@ -104,7 +107,12 @@ def _compile(texts: list[str], names: list[str]) -> Module:
         if code is None:
             raise
         raise CudaError(code, str(e)) from e
-    m = Module(compiled, _ptx_arch(texts))
+
+
+def _compile(texts: list[str], names: list[str]) -> Module:
+    for text, name in zip(texts, names):
+        trace.save_ptx(text, name)
+    m = Module(_backend_call(backends.select().load, texts, ", ".join(names)), _ptx_arch(texts))
     modules.add(m)
     _register_globals(m)
     return m
@@ -263,8 +271,9 @@ class JitOptions:
 
     def describe(self, m: Module) -> None:
         """With CU_JIT_LOG_VERBOSE, a line per kernel for the info log (as ptxas -v gives)."""
-        if self.verbose:
-            for name, info in m.compiled.kernels.items():
+        if self.verbose:  # as with ptxas -v, this builds every kernel
+            for name in m.compiled.kernels:
+                info = _backend_call(m.compiled.kernel, name)
                 self.info.append(f"info    : entry function '{name}': {info.static_shared} bytes static shared memory")
 
 

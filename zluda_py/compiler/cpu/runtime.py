@@ -48,6 +48,7 @@ class KernelInfo:
     reqntid: tuple[int, int, int] | None
     frame_bytes: int = field(repr=False, default=0)
     runner: int = field(repr=False, default=0)
+    reserved_smem: bool = field(repr=False, default=False)  # reads %reserved_smem_offset_*
 
 
 @dataclass
@@ -151,31 +152,49 @@ def object_files(object_code: bytes, metadata: dict) -> list[bytes]:
 
 
 class CompiledModule:
-    """Native code for one (linked) PTX module, loaded into this process."""
+    """Native code for one (linked) PTX module, loaded into this process. A module built per
+    kernel (`compiler/parts.py`) starts as its variables' part; `add_part` links a kernel's
+    part to them later."""
 
     def __init__(self, object_code: bytes, metadata: dict) -> None:
         self.object_code = object_code
         self.metadata = metadata
+        self._name = f"zluda_module_{next(_names)}"
+        self._parts: list[llvm.ResourceTracker] = []  # keeps every linked part alive
+        self.kernels: dict[str, KernelInfo] = {}
+        library = self._link(object_code, metadata, self._name)
+        self.globals = {name: GlobalInfo(library[g["symbol"]], g["size"])
+                        for name, g in metadata["globals"].items()}
+        address_ranges.register_module(self, [(g.address, g.size) for g in self.globals.values()])
+
+    def add_part(self, object_code: bytes, metadata: dict) -> None:
+        """Link a kernel's part (its variables resolve to this instance's)."""
+        self._link(object_code, metadata, f"{self._name}.{next(_names)}")
+
+    def kernel(self, name: str) -> KernelInfo:
+        return self.kernels[name]
+
+    def _link(self, object_code: bytes, metadata: dict, name: str) -> llvm.ResourceTracker:
         builder = llvm.JITLibraryBuilder()
         for obj in object_files(object_code, metadata):
             builder.add_object_img(obj)
+        if self._parts:
+            builder.add_jit_library(self._name)
         builder.add_current_process()
         builder.import_symbol("zluda_host", HOST_ADDRESS)
         for k in metadata["kernels"].values():
             builder.export_symbol(k["runner"])
         for g in metadata["globals"].values():
             builder.export_symbol(g["symbol"])
-        self._library = builder.link(_the_jit(), f"zluda_module_{next(_names)}")
-        self.kernels: dict[str, KernelInfo] = {}
-        for name, k in metadata["kernels"].items():
-            self.kernels[name] = KernelInfo(
-                name, [ParamInfo(**p) for p in k["params"]], k["param_size"], k["static_shared"], k["local_size"],
+        library = builder.link(_the_jit(), name)
+        self._parts.append(library)
+        reserved_smem = bool(metadata.get("reserved_smem"))
+        for kname, k in metadata["kernels"].items():
+            self.kernels[kname] = KernelInfo(
+                kname, [ParamInfo(**p) for p in k["params"]], k["param_size"], k["static_shared"], k["local_size"],
                 k["max_threads"], tuple(k["reqntid"]) if k["reqntid"] else None, k["frame_bytes"],
-                self._library[k["runner"]])
-        self.reserved_smem = bool(metadata.get("reserved_smem"))
-        self.globals = {name: GlobalInfo(self._library[g["symbol"]], g["size"])
-                        for name, g in metadata["globals"].items()}
-        address_ranges.register_module(self, [(g.address, g.size) for g in self.globals.values()])
+                library[k["runner"]], reserved_smem)
+        return library
 
     # ------------------------------------------------------------------ launch
     def launch_raw(self, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
@@ -205,7 +224,7 @@ class CompiledModule:
         smem_total = info.static_shared + shared_mem
         # only modules that read %reserved_smem_offset_* get the region: elsewhere an access
         # just past the kernel's own shared memory stays a fault
-        smem_window = (smem_total + 15) // 16 * 16 + RESERVED_SMEM if self.reserved_smem else smem_total
+        smem_window = (smem_total + 15) // 16 * 16 + RESERVED_SMEM if info.reserved_smem else smem_total
         ranges = address_ranges.RANGES.table()  # stays alive (and unchanged) until the launch returns
 
         def run(i: int) -> tuple[int, list[int]]:
