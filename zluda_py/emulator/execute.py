@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 import re
 import struct
+from functools import lru_cache
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -20,7 +22,7 @@ from tinygrad.renderer.amd.dsl import Inst, Reg, SrcField, VGPRField
 
 from zluda_py.emulator import memory as memmod
 from zluda_py.emulator.errors import EmulatorError, MemoryFault, Trapped
-from zluda_py.emulator.pcode import BOOL, PcodeUnsupported, Type, compile_pcode, convert, reinterpret
+from zluda_py.emulator.pcode import BOOL, LaneVarying, PcodeUnsupported, Type, compile_pcode, convert, dtype, reinterpret
 
 if TYPE_CHECKING:
     from zluda_py.emulator.launch import Workgroup
@@ -35,15 +37,27 @@ def _pcode_table(family: str) -> dict:
 
 
 class Decoded:
-    """A decoded instruction with its literal constant (tinygrad leaves some literals unread)."""
+    """A decoded instruction with its literal constant (tinygrad leaves some literals unread).
+    `inst` is a snapshot of the fields: tinygrad decodes a field on every attribute access,
+    which would dominate the time of a step. `fn` and `ctx_args` cache what executing it needs."""
 
-    __slots__ = ("inst", "size", "literal", "name", "fmt", "fn")
+    __slots__ = ("inst", "size", "literal", "name", "fmt", "fn", "ctx_args")
 
-    def __init__(self, inst: Inst, size: int, literal: int | None):
+    def __init__(self, inst: "Inst | SimpleNamespace", size: int, literal: int | None):
+        if isinstance(inst, Inst):
+            fields = {n: getattr(inst, n) for n, _ in type(inst)._fields}
+            self.name = inst.op_name if "op" in fields else type(inst).__name__
+            self.fmt = type(inst).__name__.removesuffix("_LIT")  # VOP3SD_LIT is a VOP3SD with a literal
+            inst = SimpleNamespace(**fields)
         self.inst, self.size, self.literal = inst, size, literal
-        self.name = inst.op_name if hasattr(inst, "op") else type(inst).__name__
-        self.fmt = type(inst).__name__
         self.fn: Callable | None = None
+        self.ctx_args: tuple | None = None
+
+    def copy(self, name: str) -> "Decoded":
+        """The same instruction under another operation name (the halves of DS 2-address forms)."""
+        d = Decoded(self.inst, self.size, self.literal)
+        d.name, d.fmt = name, self.fmt
+        return d
 
 
 class Program:
@@ -171,15 +185,22 @@ class Ctx:
         self.vcc_in, self.vcc_out, self.mask_dst = vcc_in, vcc_out, mask_dst
         self.lanes = wave.lane_ids
         self.out: dict[str, tuple[Type, np.ndarray, bool]] = {}
-        inst = d.inst
-        self.abs = getattr(inst, "abs", 0) if d.fmt.startswith("VOP3") else 0
-        self.neg = getattr(inst, "neg", 0) if d.fmt.startswith("VOP3") else 0
+        vop3 = d.fmt.startswith("VOP3")
+        self.abs = getattr(d.inst, "abs", 0) if vop3 else 0
+        self.neg = getattr(d.inst, "neg", 0) if vop3 else 0
         self.exec_before = wave.exec
+        self.sel: int | None = None  # lane by lane (`_per_lane`): the one lane this run computes
 
     def _mask_value(self, reg: int) -> np.ndarray:
         return np.array([self.w.mask(reg)], np.uint64)
 
     def rd(self, name: str, kind: str, bits: int) -> np.ndarray:
+        value = self._rd(name, kind, bits)
+        if self.sel is not None and value.shape == (self.w.lanes,):
+            return value[self.sel:self.sel + 1]
+        return value
+
+    def _rd(self, name: str, kind: str, bits: int) -> np.ndarray:
         t = (kind, bits)
         if name in self.out:
             ot, value, _ = self.out[name]
@@ -225,9 +246,16 @@ class Ctx:
         raise PcodeUnsupported(f"operand {name} of {self.d.fmt}")
 
     def wr(self, name: str, kind: str, bits: int, value) -> None:
+        if self.valu and name == "VCC":  # a VALU instruction's VCC is its lane's bit (V_DIV_SCALE)
+            self.wrbit(name, np.asarray(value) != 0)
+            return
         self.out[name] = ((kind, bits), np.asarray(value), False)
 
     def wrbit(self, name: str, value) -> None:
+        if self.sel is not None:
+            bit = bool(np.asarray(value).flat[0]) and self.exec_before >> self.sel & 1
+            self.out[name] = (("u", 64), np.array([int(bit) << self.sel], np.uint64), True)
+            return
         bits = np.broadcast_to(np.asarray(value, bool), (self.w.lanes,))
         exec_lanes = ((self.exec_before >> self.lanes.astype(np.uint64)) & 1).astype(bool)
         lanes = np.nonzero(bits & exec_lanes)[0]
@@ -277,11 +305,19 @@ class Ctx:
 # ---------------------------------------------------------------------------- ALU through pcode
 
 def _alu_ctx(w: Wave, d: Decoded) -> Ctx:
+    if d.ctx_args is None:
+        d.ctx_args = _ctx_args(d)
+    return Ctx(w, d, *d.ctx_args)
+
+
+def _ctx_args(d: Decoded) -> tuple:
+    """Ctx's arguments after the wave and the instruction: sources, destination, VALU or not,
+    and the carry-in, carry-out and compare-mask registers of the encodings that have them."""
     inst, fmt = d.inst, d.fmt
     if fmt.startswith("SOP"):
         srcs = [getattr(inst, n, None) for n in ("ssrc0", "ssrc1")]
         dst = inst.sdst.offset if hasattr(inst, "sdst") else None
-        return Ctx(w, d, srcs, dst, False)
+        return srcs, dst, False
     if any(s in fmt for s in ("DPP", "SDWA")) or fmt.startswith(("VOP3P", "VINTERP")):
         raise PcodeUnsupported(f"the {fmt} encoding")
     if fmt.startswith("VOP3"):
@@ -291,16 +327,16 @@ def _alu_ctx(w: Wave, d: Decoded) -> Ctx:
             raise PcodeUnsupported("clamp on this instruction")
         srcs = [inst.src0, inst.src1, inst.src2]
         vdst = inst.vdst.offset - 256
-        if "CMP" in d.name and fmt.startswith("VOP3"):  # VOPC in VOP3 encoding: vdst is an SGPR
-            return Ctx(w, d, srcs, None, True, mask_dst=vdst)
+        if "CMP" in d.name:  # VOPC in VOP3 encoding: vdst is an SGPR
+            return srcs, None, True, None, None, vdst
         sdst = inst.sdst.offset if fmt == "VOP3SD" else None
-        return Ctx(w, d, srcs, vdst, True, vcc_in=inst.src2, vcc_out=sdst)
+        return srcs, vdst, True, inst.src2, sdst
     if fmt.startswith("VOPC"):
-        return Ctx(w, d, [inst.src0, inst.vsrc1], None, True)
+        return [inst.src0, inst.vsrc1], None, True
     if fmt.startswith("VOP2"):
-        return Ctx(w, d, [inst.src0, inst.vsrc1], inst.vdst.offset - 256, True)
+        return [inst.src0, inst.vsrc1], inst.vdst.offset - 256, True
     if fmt.startswith("VOP1"):
-        return Ctx(w, d, [inst.src0], inst.vdst.offset - 256, True)
+        return [inst.src0], inst.vdst.offset - 256, True
     raise PcodeUnsupported(f"the {fmt} encoding")
 
 
@@ -334,8 +370,32 @@ def _run_pcode(w: Wave, d: Decoded) -> int | None:
     if d.fn is None:
         d.fn = _pcode_fn(w, d, d.inst.op)
     ctx = _alu_ctx(w, d)
-    d.fn(ctx)
+    try:
+        d.fn(ctx)
+    except LaneVarying:
+        ctx = _per_lane(w, d)
     return ctx.commit()
+
+
+def _per_lane(w: Wave, d: Decoded) -> Ctx:
+    """Run the pseudocode once for each active lane (its `if`s branch differently per lane) and
+    merge what the runs wrote: lane values into vectors, lane bits into masks."""
+    merged = _alu_ctx(w, d)
+    assert d.fn is not None
+    for lane in _active(w).tolist():
+        ctx = _alu_ctx(w, d)
+        ctx.sel = lane
+        ctx.lanes = w.lane_ids[lane:lane + 1]
+        d.fn(ctx)
+        for name, (t, value, is_mask) in ctx.out.items():
+            if is_mask:
+                old = merged.out.get(name, (t, np.zeros(1, np.uint64), True))[1]
+                merged.out[name] = (t, old | value, True)
+                continue
+            if name not in merged.out:
+                merged.out[name] = (t, np.zeros(w.lanes, dtype(t)), False)
+            merged.out[name][1][lane] = np.asarray(value).flat[0]
+    return merged
 
 
 _VOPD_AS = {"MOV_B32": "VOP1Op.V_MOV_B32_E32", "FMAAK_F32": "VOP2Op.V_FMAAK_F32", "FMAMK_F32": "VOP2Op.V_FMAMK_F32"}
@@ -371,7 +431,9 @@ _SIZES = [("DWORDX16", 64, False), ("DWORDX8", 32, False), ("DWORDX4", 16, False
           ("U64", 8, False), ("I64", 8, False), ("F64", 8, False), ("X2", 8, False)]
 
 
+@lru_cache(maxsize=None)
 def _size_of(name: str) -> tuple[int, bool]:
+    name = re.sub(r"_D16(_HI)?$", "", name)  # CDNA's d16 names (GLOBAL_LOAD_SHORT_D16_HI)
     for suffix, size, signed in _SIZES:
         if name.endswith("_" + suffix) or name.endswith(suffix):
             return size, signed
@@ -520,17 +582,21 @@ def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarra
             if returns and vdst is not None:
                 _scatter(w, vdst, lane, old, ndw)
         return
+    high = "D16_HI" in name  # d16: the low or high 16 bits of the register, the other half kept
     if "LOAD" in name or "READ" in name:
-        if "D16" in name:
-            raise EmulatorError(w.where(f"{name} (d16 loads)"))
         dw = _to_dwords(mem.load(lanes, addrs, size), signed)
+        if "D16" in name:
+            old = w.vgpr[vdst, lanes]
+            half = dw[:, 0] & np.uint32(0xFFFF)
+            dw = ((old & np.uint32(0xFFFF)) | half << np.uint32(16) if high else
+                  (old & np.uint32(0xFFFF0000)) | half)[:, None]
         w.vgpr[vdst:vdst + dw.shape[1], lanes] = dw.T
         return
     if "STORE" in name or "WRITE" in name:
-        if "D16" in name:
-            raise EmulatorError(w.where(f"{name} (d16 stores)"))
-        raw = np.ascontiguousarray(w.vgpr[data_reg:data_reg + ndw, lanes].T).view(np.uint8)[:, :size]
-        mem.store(lanes, addrs, raw)
+        regs = w.vgpr[data_reg:data_reg + ndw, lanes]
+        if high:
+            regs = regs >> np.uint32(16)
+        mem.store(lanes, addrs, np.ascontiguousarray(regs.T).view(np.uint8)[:, :size])
         return
     raise EmulatorError(w.where(name))
 
@@ -618,13 +684,11 @@ def _ds(w: Wave, d: Decoded) -> None:
         single = name.replace("_2ADDR_STRIDE64", "").replace("_2ADDR", "")
         for k, (off, data) in enumerate(((inst.offset0, d0), (inst.offset1, d1))):
             addrs = (w.vgpr[addr_reg, lanes] + np.uint32(off * stride)).astype(np.uint64)
-            sub = Decoded(inst, d.size, None)
-            sub.name = single
+            sub = d.copy(single)
             _mem_op(w, sub, "lds", lanes, addrs, data, None, vdst + k * (size // 4), False)
         return
     addrs = (w.vgpr[addr_reg, lanes] + np.uint32(offset)).astype(np.uint64)
-    sub = Decoded(inst, d.size, None)
-    sub.name = name
+    sub = d.copy(name)
     _mem_op(w, sub, "lds", lanes, addrs, d0, d1, vdst, "RTN" in name)
 
 

@@ -86,7 +86,7 @@ def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block
 
 def _start_wave(k: loader.Kernel, program: Program, wg: Workgroup, index: int, group: tuple[int, int, int],
                 block: tuple[int, int, int], threads: int, arch: str, kernarg_addr: int) -> Wave:
-    w = Wave(program, k.wave, wg, index, k.private_segment_size)
+    w = Wave(program, k.wave, wg, index, k.scratch_per_lane)
     w.pc = k.entry
     for name, reg in k.user_sgprs:
         if name == "kernarg_segment_ptr":
@@ -94,7 +94,7 @@ def _start_wave(k: loader.Kernel, program: Program, wg: Workgroup, index: int, g
         elif name in ("dispatch_ptr", "queue_ptr", "private_segment_buffer", "flat_scratch_init"):
             raise EmulatorError(f"kernel {k.name} asks for the {name} SGPR input, which the emulator does not provide")
         elif name == "private_segment_size":
-            w.sgpr[reg] = k.private_segment_size
+            w.sgpr[reg] = k.scratch_per_lane
     sreg = k.user_sgpr_count
     for axis, enabled in enumerate(k.workgroup_id_enabled):
         if enabled:

@@ -23,6 +23,7 @@ _USER_SGPRS = [("private_segment_buffer", 4), ("dispatch_ptr", 2), ("queue_ptr",
                ("kernarg_segment_ptr", 2), ("dispatch_id", 2), ("flat_scratch_init", 2),
                ("private_segment_size", 1)]
 _WAVE32 = 1 << 10
+DYNAMIC_STACK = 16 << 10
 
 
 def isa_family(arch: str) -> str:
@@ -48,7 +49,7 @@ class Kernel:
     text: bytes  # the whole .text section
     text_base: int  # its address in emulator memory
     group_segment_size: int  # static LDS bytes
-    private_segment_size: int  # scratch bytes per lane
+    private_segment_size: int  # scratch bytes per lane the code needs (the fixed size)
     kernarg_size: int
     rsrc1: int
     rsrc2: int
@@ -56,6 +57,13 @@ class Kernel:
     properties: int
     wave: int
     args: list[dict]  # metadata .args (offset, size, value_kind)
+    dynamic_stack: bool = False  # recursion or indirect calls: the stack grows past the fixed size
+
+    @property
+    def scratch_per_lane(self) -> int:
+        """Scratch each lane gets: ROCm adds its stack size limit for a dynamic stack; the
+        emulator gives CUDA's largest common setting (cudaLimitStackSize, 16 KiB)."""
+        return self.private_segment_size + (DYNAMIC_STACK if self.dynamic_stack else 0)
 
     @property
     def user_sgprs(self) -> list[tuple[str, int]]:
@@ -142,8 +150,9 @@ class Image:
         wave = 32 if props & _WAVE32 else 64
         if isa_family(arch) == "cdna" and wave != 64:
             raise EmulatorError(f"{arch} runs wave64 only; the descriptor of {kernel} asks for wave32")
+        meta = self.metadata.get(kernel, {})
         return Kernel(kernel, self.base + kd[0] + entry_offset, self.text, self.text_base, group, private, kernarg,
-                      rsrc1, rsrc2, rsrc3, props, wave, list(self.metadata.get(kernel, {}).get(".args", [])))
+                      rsrc1, rsrc2, rsrc3, props, wave, list(meta.get(".args", [])), bool(meta.get(".uses_dynamic_stack")))
 
     def unload(self) -> None:
         self.memory.remove(self.base)

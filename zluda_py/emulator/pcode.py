@@ -14,8 +14,10 @@ A compiled function takes one argument, the operand context (`execute.Ctx`), wit
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable
 
 import numpy as np
@@ -62,9 +64,8 @@ def convert(x, src: Type, dst: Type):
 
 def _float_to_int(x: np.ndarray, dst: Type):
     info = np.iinfo(dtype(dst))
-    with np.errstate(invalid="ignore"):
-        clipped = np.clip(np.nan_to_num(np.trunc(x), nan=0.0), info.min, info.max)
-    return clipped.astype(dtype(dst))
+    with np.errstate(invalid="ignore"):  # clipped to the range first: saturating, as the hardware does
+        return np.clip(np.nan_to_num(np.trunc(x), nan=0.0), info.min, info.max).astype(dtype(dst))
 
 
 def reinterpret(x, src: Type, dst: Type):
@@ -105,11 +106,57 @@ def bitindex(x, t: Type, idx):
     return ((raw >> np.asarray(idx).astype(np.uint64)) & np.uint64(1)) != 0
 
 
+class LaneVarying(Exception):
+    """Raised at run time by an `if` whose condition differs between lanes: the caller runs the
+    instruction again lane by lane (`execute._run_pcode`)."""
+
+
 def uniform(cond) -> bool:
     c = np.asarray(cond)
     if c.size > 1 and not (c.all() or not c.any()):
-        raise PcodeUnsupported("an `if` whose condition differs between lanes")
+        raise LaneVarying()
     return bool(c.flat[0])
+
+
+# Helper functions of the pseudocode (AMD's manuals, "Pseudocode functions").
+_QUIET_BIT = {16: 9, 32: 22, 64: 51}
+_EXPONENT = {16: (10, 0x1F), 32: (23, 0xFF), 64: (52, 0x7FF)}
+
+
+def _float_bits(x, t: Type):
+    return reinterpret(np.asarray(x, dtype(t)), t, ("u", t[1]))
+
+
+def quiet_nan(x, t: Type) -> np.ndarray:
+    """isQuietNAN: a NaN with the mantissa's top bit set."""
+    bits = _float_bits(x, t)
+    return np.isnan(x) & ((bits >> bits.dtype.type(_QUIET_BIT[t[1]])) & bits.dtype.type(1) == 1)
+
+
+def to_quiet_nan(x, t: Type):
+    """cvtToQuietNAN: the NaN with its quiet bit set (other values unchanged)."""
+    bits = _float_bits(x, t)
+    quiet = bits | bits.dtype.type(1 << _QUIET_BIT[t[1]])
+    return np.where(np.isnan(x), reinterpret(quiet, ("u", t[1]), t), x)
+
+
+def exponent(x, t: Type):
+    """The biased exponent field, as a signed 32-bit value (the manuals subtract them)."""
+    shift, mask = _EXPONENT[t[1]]
+    bits = _float_bits(x, t)
+    return ((bits >> bits.dtype.type(shift)) & bits.dtype.type(mask)).astype(np.int32)
+
+
+def signext_from_bit(x, t: Type, width):
+    """The low `width` bits of x, sign-extended (0 for width 0)."""
+    v = np.asarray(x).astype(np.int64)
+    w = np.asarray(width).astype(np.int64)
+    low = v & ((np.int64(1) << w) - 1)
+    neg = (low >> np.maximum(w - 1, 0)) & 1
+    return convert(np.where(w == 0, 0, low - (neg << w)), ("i", 64), t)
+
+
+_CONVERSION = re.compile(r"^([uif])(8|16|32|64)_to_([uif])(8|16|32|64)$")
 
 
 # ---------------------------------------------------------------------------- lexer
@@ -119,11 +166,12 @@ _TOKEN = re.compile(r"""
   | (?P<nl>[\n;])
   | (?P<cast>\d+'[UIFB])(?=\s*\()
   | (?P<sized>\d+'(?:-?\d+\.\d+|0x[0-9a-fA-F]+|\d+)[UIFB]?)
+  | (?P<decltype>\d+'[UIFB])
   | (?P<float>\d+\.\d+(?:[eE][-+]?\d+)?F?)
   | (?P<int>(?:0x[0-9a-fA-F]+|\d+)(?:ULL|LL|U|L)?)
   | (?P<type>\.[uibf]\d+)
-  | (?P<name>[A-Za-z_]\w*)
-  | (?P<op><<=|>>=|<<|>>|<=|>=|==|!=|<>|&&|\|\||\+=|-=|\*=|\|=|&=|\^=|[-+*/%&|^~!<>?:=()\[\]{},])
+  | (?P<name>WAVE_MODE\.IEEE|[A-Za-z_]\w*)
+  | (?P<op>\*\*|<<=|>>=|<<|>>|<=|>=|==|!=|<>|&&|\|\||\+=|-=|\*=|\|=|&=|\^=|[-+*/%&|^~!<>?:=()\[\]{},])
 """, re.X)
 
 
@@ -148,7 +196,7 @@ _OPERANDS = {"S0", "S1", "S2", "D0", "D1", "SCC", "VCC", "EXEC", "M0", "PC", "SI
              "SDATA", "VDATA", "DATA", "RETURN_DATA", "ADDR", "OFFSET"}
 _KINDS = {"U": "u", "I": "i", "F": "f", "B": "u"}
 _BINARY = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!=", "<>"), ("<", ">", "<=", ">="),
-           ("<<", ">>"), ("+", "-"), ("*", "/", "%")]
+           ("<<", ">>"), ("+", "-"), ("*", "/", "%"), ("**",)]
 
 
 @dataclass
@@ -185,6 +233,9 @@ class _Compiler:
         self.lines: list[str] = []
         self.locals: dict[str, Type] = {}
         self.loopvars: set[str] = set()
+        self.loop_depth = 0  # `break` is valid inside a `for`
+        self.macros: dict[str, tuple[list[str], list[tuple[str, str]]]] = {}  # lambdas: parameters, body
+        self.bound: dict[str, Expr] = {}  # a lambda's parameters while its body is expanded
         self.tmp = 0
 
     # token helpers
@@ -229,7 +280,9 @@ class _Compiler:
             self.loopvars.add(var)
             self.emit(depth, f"for v_{var} in range(int({lo.code}), int({hi.code}) + 1):")
             mark = len(self.lines)
+            self.loop_depth += 1
             self.block(depth + 1, ("endfor",))
+            self.loop_depth -= 1
             self.take("endfor")
             if len(self.lines) == mark:
                 self.emit(depth + 1, "pass")
@@ -251,6 +304,39 @@ class _Compiler:
                 self.emit(depth, "else:")
                 self.block(depth + 1, ("endif",))
             self.take("endif")
+            return
+        if word == "declare":  # declare name : 1'U;
+            self.take()
+            name = self.take()
+            self.take(":")
+            bits, k = self.take().split("'")
+            t = (_KINDS[k], int(bits))
+            self.locals[name] = t
+            self.emit(depth, f"v_{name} = np.zeros(1, {dtype(t).name!r})")
+            return
+        if word == "break" and self.loop_depth:
+            self.take()
+            self.emit(depth, "break")
+            return
+        if self.peek(1)[1] == "=" and self.peek(2)[1] == "lambda":  # NAME = lambda(a, b) (expression);
+            name = self.take()
+            self.take("=")
+            self.take("lambda")
+            self.take("(")
+            params = [self.take()]
+            while self.at(","):
+                self.take(",")
+                params.append(self.take())
+            self.take(")")
+            start, level = self.i, 0
+            while True:
+                tok = self.take()
+                level += tok == "("
+                level -= tok == ")"
+                if level == 0:
+                    break
+            body = [tok for tok in self.toks[start:self.i] if tok[0] != "nl"]  # the body may span lines
+            self.macros[name] = (params, body + [("end", "")])
             return
         if word in ("declare", "break", "return", "lambda"):
             raise PcodeUnsupported(word)
@@ -286,7 +372,8 @@ class _Compiler:
         if lane:
             self.emit(depth, f"ctx.wrbit({name!r}, {_conv(value, BOOL)})")
         elif name in _OPERANDS:
-            t = ltype or (BOOL if name == "SCC" else ("i", 64) if name == "PC" else None)
+            t = ltype or (BOOL if name == "SCC" else ("i", 64) if name == "PC" else ("u", 64) if name in ("VCC", "EXEC")
+                          else None)
             if t is None:
                 raise PcodeUnsupported(f"untyped write of {name}")
             self.emit(depth, f"ctx.wr({name!r}, {t[0]!r}, {t[1]}, {_conv(value, t)})")
@@ -301,6 +388,9 @@ class _Compiler:
             self.emit(depth, f"v_{name} = {_conv(value, t)}")
 
     def read_name(self, name: str, t: Type | None) -> Expr:
+        if name in self.bound:
+            e = self.bound[name]
+            return Expr(f"_reinterpret({e.code}, {e.type}, {t})", t) if t and t != e.type else e
         if name in _OPERANDS:
             if t is None:
                 if name == "SCC":
@@ -315,6 +405,13 @@ class _Compiler:
             e = Expr(f"v_{name}", self.locals[name])
         elif name == "laneId":
             e = Expr("ctx.lanes", ("u", 32))
+        elif name in _CONSTANTS:
+            t = t or ("f", 64)
+            return Expr(f"np.{dtype(t).name}({_CONSTANTS[name]})", t)
+        elif name == "WAVE_MODE.IEEE":  # compute kernels run in IEEE mode (LLVM's default; gfx12 has no other)
+            e = Expr("np.bool_(True)", BOOL)
+        elif name == "DENORM":
+            return Expr("_DENORM", t or ("f", 64))
         elif name in ("EXECZ", "VCCZ", "WAVE64", "WAVE32"):
             e = Expr(f"ctx.scalar({name!r})", BOOL)
         else:
@@ -347,6 +444,12 @@ class _Compiler:
         if op in ("&&", "||"):
             fn = "np.logical_and" if op == "&&" else "np.logical_or"
             return Expr(f"{fn}({_conv(a, BOOL)}, {_conv(b, BOOL)})", BOOL)
+        if op in ("==", "!=") and b.code == "_DENORM":  # x == DENORM.f32: x is a denormal
+            test = f"_is_denormal({a.code}, {a.type})"
+            return Expr(test if op == "==" else f"np.logical_not({test})", BOOL)
+        if op == "**":
+            t = a.type if a.type[0] == "f" else ("f", 64)
+            return Expr(f"np.power({_conv(a, t)}, {b.code}, dtype={dtype(t).name!r})", t)
         if op in ("<<", ">>"):
             t = a.type if not a.weak else ("i", 32)
             if t[0] == "f" or b.type[0] == "f":
@@ -366,6 +469,18 @@ class _Compiler:
         if op in ("==", "!=", "<>", "<", ">", "<=", ">="):
             return Expr(code, BOOL)
         return Expr(code, t)
+
+    def expand(self, fn: str, args: list[Expr]) -> Expr:
+        """A lambda's body with its parameters bound to `args` (inlined, as a macro)."""
+        params, body = self.macros[fn]
+        if len(params) != len(args):
+            raise PcodeUnsupported(f"{fn} takes {len(params)} arguments")
+        saved = self.toks, self.i, self.bound
+        self.toks, self.i, self.bound = body, 0, {**self.bound, **dict(zip(params, args))}
+        try:
+            return self.expr()
+        finally:
+            self.toks, self.i, self.bound = saved
 
     def resolve(self, e: Expr) -> Expr:
         if e.operand is not None:  # a bare register (S1[4 : 0]): its 32 bits
@@ -432,6 +547,21 @@ class _Compiler:
             e = self.expr()
             self.take(")")
             return e
+        if text == "{":  # { hi, lo }: the bits side by side, the first operand on top
+            self.take()
+            parts = [self.resolve(self.expr())]
+            while self.at(","):
+                self.take(",")
+                parts.append(self.resolve(self.expr()))
+            self.take("}")
+            width = sum(p.type[1] for p in parts)
+            if width > 64 or any(p.type[0] == "f" for p in parts):
+                raise PcodeUnsupported(f"a {width}-bit concatenation")
+            code, shift = [], 0
+            for p in reversed(parts):
+                code.append(f"(_reinterpret({p.code}, {p.type}, ('u', {p.type[1]})).astype(np.uint64) << np.uint64({shift}))")
+                shift += p.type[1]
+            return Expr("(" + " | ".join(code) + ")", ("u", 64))
         if kind == "name":
             self.take()
             if self.at("(") and text not in _OPERANDS:
@@ -446,6 +576,13 @@ class _Compiler:
             self.take(",")
             args.append(self.resolve(self.expr()))
         self.take(")")
+        if fn in self.macros:
+            return self.expand(fn, args)
+        minmax = re.match(r"^v_(min|max)_([uif])(16|32|64)$", fn)
+        if minmax and len(args) == 2:  # V_MIN3/V_MAX3/V_MED3's helpers: the two-operand instruction
+            t = (minmax.group(2), int(minmax.group(3)))
+            np_fn = ("np.fmin" if minmax.group(1) == "min" else "np.fmax") if t[0] == "f" else f"np.{minmax.group(1)}imum"
+            return Expr(f"{np_fn}({_conv(args[0], t)}, {_conv(args[1], t)})", t)
         if fn == "signext" and len(args) == 1:
             t = ("i", 64)
             a = args[0]
@@ -453,15 +590,65 @@ class _Compiler:
             if signed is None:
                 raise PcodeUnsupported("signext of a float")
             return Expr(_conv(Expr(_conv(a, signed), signed), t), t)
+        m = _CONVERSION.match(fn)
+        if m and len(args) == 1:
+            src, dst = (m.group(1), int(m.group(2))), (m.group(3), int(m.group(4)))
+            return Expr(f"_convert({_conv(args[0], src)}, {src}, {dst})", dst)
+        if fn == "signext_from_bit" and len(args) == 2:
+            return Expr(f"_signext_from_bit({args[0].code}, {args[0].type}, {args[1].code})", args[0].type)
+        floats = all(a.type[0] == "f" for a in args)
+        if floats and len(args) == 1 and fn in _FLOAT_UNARY:
+            code, t = _FLOAT_UNARY[fn]
+            return Expr(code.format(x=args[0].code, t=args[0].type), t or args[0].type)
+        if args[0].type[0] == "f" and fn == "ldexp" and len(args) == 2:
+            return Expr(f"np.ldexp({args[0].code}, np.asarray({args[1].code}).astype(np.int32)).astype({dtype(args[0].type).name!r})",
+                        args[0].type)
         if fn == "abs" and len(args) == 1:
             return Expr(f"np.abs({args[0].code})", args[0].type)
         if fn in ("fma",) and len(args) == 3 and all(a.type[0] == "f" for a in args):
             t = args[0].type
             wide = ("f", 64)  # exact product and sum in f64 then one rounding: exact for f32/f16
-            if t[1] == 64:
-                raise PcodeUnsupported("fma on f64")
+            if t[1] == 64:  # no wider float in numpy: exact rationals, one rounding
+                return Expr(f"_fma64({args[0].code}, {args[1].code}, {args[2].code})", t)
             return Expr(_conv(Expr(f"({_conv(args[0], wide)} * {_conv(args[1], wide)} + {_conv(args[2], wide)})", wide), t), t)
         raise PcodeUnsupported(f"function {fn}()")
+
+
+# Named float constants. The manuals leave UNDERFLOW/OVERFLOW (V_DIV_FIXUP's results for
+# quotients out of range) undefined; zero and infinity are what a correctly rounded quotient gives.
+_CONSTANTS = {"INF": "np.inf", "NAN": "np.nan", "UNDERFLOW_F32": "0.0", "UNDERFLOW_F64": "0.0",
+              "OVERFLOW_F32": "np.inf", "OVERFLOW_F64": "np.inf"}
+
+
+def _fma64_one(a: float, b: float, c: float) -> float:
+    if not all(map(math.isfinite, (a, b, c))):
+        return a * b + c  # infinities and NaN: no intermediate rounding to avoid
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    return float(exact) if exact else (a * b + c)  # keep the sign rules of a zero result
+
+
+_fma64_lanes = np.frompyfunc(_fma64_one, 3, 1)
+
+
+def fma64(a, b, c):
+    """fma on f64: the exact a * b + c rounded once (float(Fraction) rounds to nearest even)."""
+    return np.asarray(_fma64_lanes(a, b, c), np.float64)
+
+
+def is_denormal(x, t: Type):
+    """x == DENORM: a nonzero value with a zero exponent field."""
+    return (exponent(x, t) == 0) & (np.asarray(x) != 0)
+
+
+# name -> (code over {x} of type {t}, result type; None: the argument's)
+_FLOAT_UNARY: dict[str, tuple[str, Type | None]] = {
+    "isNAN": ("np.isnan({x})", BOOL), "isQuietNAN": ("_quiet_nan({x}, {t})", BOOL),
+    "isSignalNAN": ("(np.isnan({x}) & ~_quiet_nan({x}, {t}))", BOOL), "cvtToQuietNAN": ("_to_quiet_nan({x}, {t})", None),
+    "sign": ("np.signbit({x})", BOOL), "exponent": ("_exponent({x}, {t})", ("i", 32)),
+    "trunc": ("np.trunc({x})", None), "floor": ("np.floor({x})", None), "sqrt": ("np.sqrt({x})", None),
+    "fract": ("({x} - np.floor({x}))", None), "isEven": ("(np.fmod({x}, 2) == 0)", BOOL),
+    "mantissa": ("np.frexp({x})[0]", None),
+}
 
 
 def _parse_type(text: str) -> Type:
@@ -495,7 +682,9 @@ def _literal(kind: str, text: str) -> tuple[object, Type]:
 
 
 _NAMESPACE = {"np": np, "_convert": convert, "_reinterpret": reinterpret, "_bitslice": bitslice,
-              "_bitindex": bitindex, "_bitreverse": bitreverse, "_uniform": uniform}
+              "_bitindex": bitindex, "_bitreverse": bitreverse, "_uniform": uniform, "_quiet_nan": quiet_nan,
+              "_to_quiet_nan": to_quiet_nan, "_exponent": exponent, "_signext_from_bit": signext_from_bit,
+              "_is_denormal": is_denormal, "_fma64": fma64}
 _cache: dict[str, Callable] = {}
 
 
