@@ -133,3 +133,35 @@ def test_modules_that_cannot_be_split_stay_whole(cache_dir):
     assert whole_reason(parse(add_kernel_ptx(3))) is None
     m = load([taken])
     assert not isinstance(m, LazyModule) and sorted(m.kernels) == ["bump", "read_counter"]
+
+
+def test_a_slow_compile_says_what_it_compiles(cache_dir, monkeypatch, capfd):
+    from zluda_py.cache import progress
+
+    monkeypatch.setattr(progress, "AFTER_S", 0.0)  # every compile counts as slow
+    monkeypatch.setenv("ZLUDA_PROGRESS", "1")
+    m = load([MODULE.replace("= 5;", "= 9;")], "lazy.ptx")
+    m.launch("bump", 1, 1, [np.zeros(1, np.uint32)])
+    err = capfd.readouterr().err
+    assert "zluda: compiling kernel bump of module lazy.ptx for cpu ..." in err, err
+    assert "zluda: compiled kernel bump of module lazy.ptx for cpu in " in err and "cached for later runs" in err, err
+    monkeypatch.setenv("ZLUDA_PROGRESS", "0")
+    m.launch("read_counter", 1, 1, [np.zeros(1, np.uint32)])
+    assert capfd.readouterr().err == ""
+
+
+def test_a_cached_module_loads_without_parsing_its_ptx(cache_dir, monkeypatch):
+    from zluda_py.cache import compile as cache_compile
+
+    ptx = MODULE.replace("= 5;", "= 11;")
+    load([ptx]).launch("bump", 1, 1, [np.zeros(1, np.uint32)])
+    monkeypatch.setattr(cache_compile, "_built_once", {})  # a new process, as far as the cache knows
+    monkeypatch.setattr(cache_compile, "_linked", {})
+
+    def no_parsing(*args, **kwargs):
+        raise AssertionError("the PTX was parsed")
+
+    monkeypatch.setattr("zluda_py.ptx.parse", no_parsing)
+    a = np.zeros(1, np.uint32)
+    load([ptx]).launch("bump", 1, 1, [a])
+    assert a[0] == 7 and events.counts["hit"] == 2

@@ -98,17 +98,40 @@ def _compile(ptx: list[str], target: str, todo: list[tuple[str, str | None]], mo
     if todo[0][1] is None:
         results = [compile_object(ptx, target)]
     else:
-        from zluda_py.compiler.linker import link
-        from zluda_py.ptx import parse
-
-        module = module if module is not None else link([parse(text) for text in ptx])
-        results = compile_parts(module, [part for _, part in todo], target)
+        results = compile_parts(module if module is not None else linked(ptx), [part for _, part in todo], target)
     seconds = time.perf_counter() - start
     built = []
     for (key, _), (ir_text, object_code, metadata) in zip(todo, results):
         events.record(events.COMPILED, f"{key[:16]} {_label(metadata)} in {seconds:.3f} s")
         built.append(Built(key, object_code, metadata, False, ir_text))
     return built
+
+
+_linked: dict[tuple[str, ...], object] = {}
+_linked_lock = threading.Lock()
+
+
+def linked(ptx: list[str]):
+    """The PTX parsed (and so checked) and linked, once per input in this process."""
+    from zluda_py.compiler.linker import link
+    from zluda_py.ptx import parse
+
+    key = tuple(ptx)
+    with _linked_lock:
+        module = _linked.get(key)
+    if module is None:
+        module = link([parse(text) for text in ptx])
+        with _linked_lock:
+            module = _linked.setdefault(key, module)
+    return module
+
+
+def known(ptx: list[str], target: str, part: str | None) -> bool:
+    """Whether the entry is built in this process or stored in the cache (nothing is compiled)."""
+    if (target, part, *ptx) in _built_once:
+        return True
+    settings = from_environment()
+    return settings.enabled and store_for(settings).get(cache_key(ptx, target, part)) is not None
 
 
 _built_once: dict[tuple, Built] = {}

@@ -1,5 +1,6 @@
 """Lazy module loading (CUDA_MODULE_LOADING, LAZY by default as on NVIDIA's driver since CUDA
-12.2): a load parses and checks the PTX and builds only the module's variables; a kernel is
+12.2): a load parses and checks the PTX (unless its variables' part is cached: see `load`) and
+builds only the module's variables; a kernel is
 built (from the cache, or compiled) the first time it is needed: launched, or asked for what
 only its code knows (`kernel(name)`). EAGER builds every kernel at load, in parallel.
 
@@ -15,10 +16,10 @@ import threading
 import time
 
 from zluda_py.compiler.cpu.runtime import CompiledModule, KernelInfo, ParamInfo
-from zluda_py.compiler.parts import VARIABLES, declared_kernel, parts
+from zluda_py.compiler.parts import VARIABLES, parts
 
 from . import events
-from .compile import Built, compile_cached, parts_once
+from .compile import Built, compile_cached, known, linked, parts_once
 
 
 def eager() -> bool:
@@ -26,49 +27,26 @@ def eager() -> bool:
     return os.environ.get("CUDA_MODULE_LOADING", "LAZY").strip().upper() == "EAGER"
 
 
-_plans: dict[tuple[str, ...], tuple[object, list[str] | None]] = {}
-_plans_lock = threading.Lock()
-
-
-def plan(ptx: list[str]) -> tuple[object, list[str] | None]:
-    """(the linked AST, its parts or None when it stays whole), once per input in this process.
-    Parsing checks the PTX: a bad module fails its load, as ptxas's errors do."""
-    from zluda_py.compiler.linker import link
-    from zluda_py.ptx import parse
-
-    key = tuple(ptx)
-    with _plans_lock:
-        found = _plans.get(key)
-    if found is None:
-        module = link([parse(text) for text in ptx])
-        found = (module, parts(module))
-        with _plans_lock:
-            _plans.setdefault(key, found)
-    return found
-
-
 class LazyModule:
     """One instance of a module built per kernel (its own variables): CompiledModule's
     interface, with `kernel(name)` building that kernel first if it is not built yet. Until
     then `kernels[name]` holds what the declaration says (parameters, block limits; shared and
-    local sizes read 0)."""
+    local sizes read 0). The PTX is parsed only when a part must be compiled."""
 
-    def __init__(self, ptx: list[str], module, kernels: list[str], name: str = "") -> None:
-        self._ptx, self._ast, self._name = ptx, module, name
+    def __init__(self, ptx: list[str], name: str = "") -> None:
+        self._ptx, self._name = ptx, name
         self._lock = threading.Lock()
         variables = self._built([VARIABLES])[0]
         self._instance = CompiledModule(variables.object_code, variables.metadata)
         self.globals = self._instance.globals
-        by_name = {f.name: f for f in module.kernels()}
         self.kernels: dict[str, KernelInfo] = {}
-        for k in kernels:
-            d = declared_kernel(by_name[k])
+        for k, d in variables.metadata["declared"]:
             self.kernels[k] = KernelInfo(k, [ParamInfo(**p) for p in d["params"]], d["param_size"], 0, 0,
                                          d["max_threads"], tuple(d["reqntid"]) if d["reqntid"] else None)
 
     def _built(self, names: list[str]) -> list[Built]:
         start = time.perf_counter()
-        built = parts_once(self._ptx, names, "cpu", self._name, self._ast)
+        built = parts_once(self._ptx, names, "cpu", self._name)
         for b in built:
             events.record(events.LOADED, f"{b.key[:16]} {'from the cache' if b.cached else 'compiled'} "
                                          f"in {time.perf_counter() - start:.4f} s")
@@ -100,11 +78,12 @@ class LazyModule:
 
 def load(ptx: list[str], name: str = ""):
     """A new instance of the PTX for the host CPU: a LazyModule (every kernel built already
-    under EAGER), or, for a module that must stay whole, a CompiledModule."""
-    module, names = plan(ptx)
-    if names is None:
+    under EAGER), or, for a module that must stay whole, a CompiledModule. The PTX is parsed
+    and checked unless its variables' part is built or cached already: that part exists only
+    for a module built per kernel, and holds what its kernels declare."""
+    if not known(ptx, "cpu", VARIABLES) and parts(linked(ptx)) is None:
         return compile_cached(ptx if len(ptx) > 1 else ptx[0], target="cpu", once=True, name=name)
-    lazy = LazyModule(ptx, module, names[1:], name)
+    lazy = LazyModule(ptx, name)
     if eager():
-        lazy.build(names[1:])
+        lazy.build(list(lazy.kernels))
     return lazy

@@ -145,13 +145,14 @@ def _builds(job: Job, cache_dir: str | None) -> list:
     """The cache entries `zluda run` looks up for this module, built or found: on the CPU, one
     per part (cache/lazy.py) where the driver loads the module per kernel, else the whole module."""
     from zluda_py.cache import build, from_environment
-    from zluda_py.cache.compile import build_parts
-    from zluda_py.cache.lazy import plan
+    from zluda_py.cache.compile import build_parts, linked
+    from zluda_py.compiler.parts import parts as parts_of
 
     settings = from_environment(cache_dir)
     name = ", ".join(job.names)
     if job.target == "cpu":
-        module, parts = plan(job.texts)
+        module = linked(job.texts)
+        parts = parts_of(module)
         if parts is not None:
             return list(zip(parts, build_parts(job.texts, parts, "cpu", settings, name, module)))
     return [(None, build(job.texts, job.target, settings, name))]
@@ -169,10 +170,10 @@ def _dump(job: Job, dump_dir: str, builds: list) -> None:
     for part, built in builds:
         ir_text = built.ir_text
         if ir_text is None:  # a cache hit holds no IR: lower it again
-            from zluda_py.cache.lazy import plan
+            from zluda_py.cache.compile import linked
 
             ir_text = (compile_object(job.texts, job.target) if part is None
-                       else compile_parts(plan(job.texts)[0], [part], job.target)[0])[0]
+                       else compile_parts(linked(job.texts), [part], job.target)[0])[0]
         label = "" if part is None else ".variables" if part == VARIABLES else f".{part}"
         stem = f"{Path(job.file).name}.image{job.image}.{job.target}{label}.{built.key[:12]}"
         (out / f"{stem}.ll").write_text(ir_text)

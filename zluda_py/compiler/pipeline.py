@@ -14,7 +14,7 @@ from zluda_py.compiler.cpu.split import split
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.inline import inline_barrier_calls
 from zluda_py.compiler.linker import link
-from zluda_py.compiler.parts import VARIABLES, part_module
+from zluda_py.compiler.parts import VARIABLES, declared_kernel, part_module
 from zluda_py.ptx import ast
 
 
@@ -111,7 +111,10 @@ def _lower_part(module: ast.Module, name: str) -> tuple[str, dict]:
     if pieces is None:  # parts.whole_reason should have kept such a module whole
         raise UnsupportedError(f"{name}: this module cannot be compiled per kernel")
     if name == VARIABLES:
-        return pieces[0], {"kernels": {}, "globals": metadata["globals"], "part": VARIABLES}
+        # what the kernels declare, in module order: a cached variables' part loads the module
+        # without parsing its PTX
+        declared = [[k.name, declared_kernel(k)] for k in module.kernels()]
+        return pieces[0], {"kernels": {}, "globals": metadata["globals"], "part": VARIABLES, "declared": declared}
     return pieces[1], {"kernels": metadata["kernels"], "globals": {}, "reserved_smem": metadata["reserved_smem"]}
 
 
