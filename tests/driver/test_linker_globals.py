@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
+import pytest
 
 c_void_p, byref, c_size_t, c_ulonglong, c_uint = ctypes.c_void_p, ctypes.byref, ctypes.c_size_t, ctypes.c_ulonglong, ctypes.c_uint
 CUDA_ERROR_NOT_FOUND, CUDA_ERROR_FILE_NOT_FOUND = 500, 301
@@ -50,8 +51,9 @@ def _launch_1d(cu, fn, threads: int, *args) -> None:
     cu.ok(cu.cuCtxSynchronize())
 
 
-def _link(cu, inputs) -> c_void_p:
-    """Link (kind, bytes or path, name) inputs and load the result as a module."""
+def _link(cu, inputs, copy: bool = False) -> c_void_p:
+    """Link (kind, bytes or path, name) inputs and load the result as a module; with `copy`, a
+    copy of the image made before cuLinkDestroy frees it (what cuda.core does)."""
     state = c_void_p()
     cu.ok(cu.cuLinkCreate_v2(0, None, None, byref(state)))
     keep = []
@@ -65,9 +67,13 @@ def _link(cu, inputs) -> c_void_p:
     image, size = c_void_p(), c_size_t()
     cu.ok(cu.cuLinkComplete(state, byref(image), byref(size)))
     assert size.value > 0
+    if copy:
+        image = ctypes.create_string_buffer(ctypes.string_at(image, size.value), size.value)
+        cu.ok(cu.cuLinkDestroy(state))
     mod = c_void_p()
     cu.ok(cu.cuModuleLoadData(byref(mod), image))
-    cu.ok(cu.cuLinkDestroy(state))
+    if not copy:
+        cu.ok(cu.cuLinkDestroy(state))
     return mod
 
 
@@ -83,8 +89,10 @@ def _read(cu, ptr: int, dtype, count: int) -> np.ndarray:
     return out
 
 
-def test_link_two_ptx_modules_resolves_function_and_variable(cu):
-    mod = _link(cu, [(CU_JIT_INPUT_PTX, CALLER.encode(), "caller.ptx"), (CU_JIT_INPUT_PTX, CALLEE.encode(), "callee.ptx")])
+@pytest.mark.parametrize("copy", [False, True], ids=["image", "copy-after-destroy"])
+def test_link_two_ptx_modules_resolves_function_and_variable(cu, copy):
+    mod = _link(cu, [(CU_JIT_INPUT_PTX, CALLER.encode(), "caller.ptx"), (CU_JIT_INPUT_PTX, CALLEE.encode(), "callee.ptx")],
+                copy)
     fn = c_void_p()
     cu.ok(cu.cuModuleGetFunction(byref(fn), mod, b"fill"))
     out = c_ulonglong()

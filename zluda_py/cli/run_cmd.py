@@ -1,8 +1,10 @@
 """`zluda run [--backend cpu|hip|auto] [--trace DIR] -- PROGRAM ARGS...`: run a CUDA program
 on our driver. Our libcuda.so.1 goes first on LD_LIBRARY_PATH (programs that dlopen
 "libcuda.so.1", as cudart does) and into LD_PRELOAD (programs linked against libcuda with an
-RPATH: the loader then reuses the preloaded library, whose soname matches), after the dlopen
-interposer libzluda_preload.so (programs that dlopen libcuda by an absolute path)."""
+RPATH: the loader then reuses the preloaded library, whose soname matches), after the
+interposer libzluda_preload.so (programs that dlopen libcuda by an absolute path; NVRTC and
+nvJitLink, whose "cubins" then hold PTX). Triton is pointed at our ptxas stand-in, which
+writes such a cubin (docs/toolchains.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from pathlib import Path
 from .. import backends
 
 SHIM_DIR = Path(__file__).resolve().parent.parent / "_shim"
+# where Triton looks for ptxas (the second for sm_100 and newer); a user's choice is kept
+TRITON_PTXAS = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
 
 
 def register(subparsers) -> None:
@@ -53,6 +57,8 @@ def environment(backend: str, trace: str | None, base: dict[str, str] | None = N
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(SHIM_DIR), env.get("LD_LIBRARY_PATH")) if p)
     env["LD_PRELOAD"] = " ".join(p for p in (*preload, env.get("LD_PRELOAD")) if p)
     env["ZLUDA_BACKEND"] = backend
+    for name in TRITON_PTXAS:
+        env.setdefault(name, str(SHIM_DIR / "ptxas"))
     if trace:
         env["ZLUDA_TRACE"] = os.path.abspath(trace)
     return env
