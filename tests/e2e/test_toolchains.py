@@ -123,6 +123,39 @@ def test_nvjitlink_cubin_copied_and_loaded_in_another_process(run, tmp_path):
     _load_elsewhere(cubin)
 
 
+# NVRTC -dlto gives LTO-IR, which nvJitLink -lto links: its linked PTX goes into the cubin
+LTO_CLIENT = r"""
+import ctypes, sys
+from ctypes import byref, c_char_p, c_size_t, c_void_p
+rtc, jl = ctypes.CDLL(sys.argv[1] + "/libnvrtc.so.13"), ctypes.CDLL(sys.argv[1] + "/libnvJitLink.so.13")
+def ok(rc, what):
+    if rc:
+        sys.exit(f"{what}: {rc}")
+src = b'extern "C" __global__ void fill(unsigned *out, unsigned k) { out[threadIdx.x] = threadIdx.x + k; }'
+prog = c_void_p(); ok(rtc.nvrtcCreateProgram(byref(prog), src, b"fill.cu", 0, None, None), "nvrtcCreateProgram")
+ok(rtc.nvrtcCompileProgram(prog, 2, (c_char_p * 2)(b"-arch=sm_86", b"-dlto")), "nvrtcCompileProgram")
+size = c_size_t(); ok(rtc.nvrtcGetLTOIRSize(prog, byref(size)), "nvrtcGetLTOIRSize")
+ir = ctypes.create_string_buffer(size.value); ok(rtc.nvrtcGetLTOIR(prog, ir), "nvrtcGetLTOIR")
+h = c_void_p(); ok(jl.nvJitLinkCreate(byref(h), 2, (c_char_p * 2)(b"-arch=sm_86", b"-lto")), "create")
+ok(jl.nvJitLinkAddData(h, 3, ir, size, b"fill.ltoir"), "add")
+ok(jl.nvJitLinkComplete(h), "complete")
+ok(jl.nvJitLinkGetLinkedCubinSize(h, byref(size)), "size")
+cubin = ctypes.create_string_buffer(size.value); ok(jl.nvJitLinkGetLinkedCubin(h, cubin), "cubin")
+open(sys.argv[2], "wb").write(cubin.raw)
+"""
+
+
+def test_nvjitlink_lto_of_nvrtc_ltoir(tmp_path):
+    cubin = tmp_path / "fill.cubin"
+    script = tmp_path / "lto.py"
+    script.write_text(LTO_CLIENT)
+    r = subprocess.run([sys.executable, "-m", "zluda_py.cli", "run", "--", sys.executable, str(script),
+                        str(_wheel_dir() / "lib"), str(cubin)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _elf_machine(cubin) == 190
+    _load_elsewhere(cubin)
+
+
 def test_ptxas_stand_in_run_as_triton_runs_it(tmp_path):
     """Triton (third_party/nvidia/backend/compiler.py) runs `ptxas --version` for the CUDA
     release, then `ptxas -lineinfo -v --gpu-name=sm_86 x.ptx -o x.ptx.o` and loads the output."""
