@@ -14,6 +14,7 @@ import ctypes
 import errno
 import mmap
 import os
+import threading
 
 
 class _IoVec(ctypes.Structure):
@@ -85,30 +86,45 @@ def _choose_reader() -> str:
     return "ctypes"
 
 
-def read(address: int, size: int) -> bytes:
-    """Up to `size` bytes at `address`: fewer when the range runs into unreadable memory."""
+def _reader() -> str:
     global _method
     if _method is None:
         _method = _choose_reader()
-    if _method == "vm":
+    return _method
+
+
+def read(address: int, size: int) -> bytes:
+    """Up to `size` bytes at `address`: fewer when the range runs into unreadable memory."""
+    if _reader() == "vm":
         return _read_vm(address, size)
     if _method == "proc":
         return _read_proc_mem(address, size)
     return ctypes.string_at(address, size)
 
 
-def _writable(address: int) -> bool:
-    """The byte at address can be written: it is written back as it is (process_vm_writev
-    refuses read-only pages instead of faulting)."""
-    data = read(address, 1)
-    if len(data) != 1:
+class _Scratch(threading.local):
+    """A thread's probe buffers, made once: building ctypes objects costs as much as the call."""
+
+    def __init__(self) -> None:
+        self.buf = ctypes.create_string_buffer(2)
+        base = ctypes.addressof(self.buf)
+        self.local = (_IoVec * 2)(_IoVec(base, 1), _IoVec(base + 1, 1))
+        self.remote = (_IoVec * 2)(_IoVec(0, 1), _IoVec(0, 1))
+
+
+_scratch = _Scratch()
+
+
+def _probe(first: int, last: int, writable: bool) -> bool:
+    """The bytes at both ends can be read (process_vm_readv) and, with `writable`, written back
+    as they are (process_vm_writev refuses read-only pages instead of faulting). One system
+    call for each, both ends together."""
+    s = _scratch
+    s.remote[0].base, s.remote[1].base = first, last
+    pid = os.getpid()
+    if _vm_readv(pid, s.local, 2, s.remote, 2, 0) != 2:
         return False
-    if _method != "vm" or _vm_writev is None:
-        return True  # no safe write probe here: mapped and readable must do
-    buf = ctypes.create_string_buffer(data, 1)
-    local = _IoVec(ctypes.cast(buf, ctypes.c_void_p), 1)
-    remote = _IoVec(address, 1)
-    return _vm_writev(os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == 1
+    return not writable or _vm_writev is None or _vm_writev(pid, s.local, 2, s.remote, 2, 0) == 2
 
 
 def valid(address: int, size: int, writable: bool = False) -> bool:
@@ -118,12 +134,14 @@ def valid(address: int, size: int, writable: bool = False) -> bool:
         return True
     if address <= 0 or address + size > _TOP:
         return False
+    last = address + size - 1
     start = address - address % mmap.PAGESIZE
-    if _msync(start, address + size - start, MS_ASYNC) != 0:  # ENOMEM: a hole
+    # a range over more than two pages may have a hole the probes of its ends do not see
+    if last - start >= 2 * mmap.PAGESIZE and _msync(start, last + 1 - start, MS_ASYNC) != 0:  # ENOMEM
         return False
-    if read(ctypes.addressof(_known), 1) and _method == "ctypes":
-        return True  # no reader that survives a bad address: mapped must do
-    ends = (address, address + size - 1)
-    if writable:
-        return all(_writable(a) for a in ends)
-    return all(len(read(a, 1)) == 1 for a in ends)
+    if _reader() == "vm":
+        return _probe(address, last, writable)
+    # no process_vm_readv here: the range must be mapped, its ends readable through /proc/self/mem
+    if _msync(start, last + 1 - start, MS_ASYNC) != 0:
+        return False
+    return _method == "ctypes" or (len(read(address, 1)) == 1 and len(read(last, 1)) == 1)

@@ -55,11 +55,13 @@ def test_copies_from_and_to_null_or_unmapped_host_memory_are_invalid_value():
 
 def test_registering_unmapped_memory_is_invalid_value():
     r = run_case("""
-        print(cu.cuMemHostRegister_v2(c(unmapped(1 << 20)), ctypes.c_size_t(1 << 40), 0))
+        gone = unmapped(1 << 20)
+        print(cu.cuMemHostRegister_v2(c(gone), ctypes.c_size_t(1 << 20), 0))
+        print(cu.cuMemHostRegister_v2(c(gone), ctypes.c_size_t(1 << 40), 0))
         buf = ctypes.create_string_buffer(1 << 16)
         print(cu.cuMemHostRegister_v2(buf, ctypes.c_size_t(1 << 16), 0))
         """)
-    assert r.stdout.split() == ["1", "0"], r.stdout + r.stderr
+    assert r.stdout.split() == ["1", "1", "0"], r.stdout + r.stderr
 
 
 def test_huge_pitched_allocation_is_out_of_memory():

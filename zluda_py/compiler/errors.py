@@ -9,6 +9,7 @@ from zluda_py.ptx.errors import PtxError
 CUDA_ERROR_INVALID_PTX = 218
 CUDA_ERROR_ILLEGAL_ADDRESS = 700
 CUDA_ERROR_ASSERT = 710
+CUDA_ERROR_MISALIGNED_ADDRESS = 716
 CUDA_ERROR_LAUNCH_FAILED = 719
 CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
 CUDA_ERROR_INVALID_VALUE = 1
@@ -43,7 +44,8 @@ def unsupported(inst: ast.Instruction, detail: str = "") -> UnsupportedError:
 
 
 class LaunchError(Exception):
-    """A kernel stopped with a fault: trap (719), a failed assert (710), a bad address (700)."""
+    """A kernel stopped with a fault: trap (719), a failed assert (710), a bad address (700),
+    a misaligned one (716)."""
 
     def __init__(self, cu_result: int, message: str) -> None:
         super().__init__(message)

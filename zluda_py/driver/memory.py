@@ -189,9 +189,9 @@ def cuMemHostRegister(p, size, flags):
     ptr = addr(p)
     if not ptr or not size or flags & ~CU_MEMHOSTREGISTER_FLAGS:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"register {ptr:#x}+{size} flags {flags:#x}")
+    check_host_range(ptr, size, "registered")
     if _memory().overlapping(ptr, size):
         raise CudaError(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, f"{ptr:#x}+{size}")
-    check_host_range(ptr, size, "registered")
     with _backend_errors():
         _memory().register(ptr, size, flags, ctxs.current())
 
@@ -325,7 +325,11 @@ def check_device_range(ptr: int, size: int) -> None:
 
 def check_host_range(ptr: int, size: int, what: str, writable: bool = False) -> None:
     """A host range the program passed must be mapped memory (NULL, unmapped or protected
-    memory is CUDA_ERROR_INVALID_VALUE, never a segfault of the host)."""
+    memory is CUDA_ERROR_INVALID_VALUE, never a segfault of the host). Our own allocations
+    (pinned, registered) need no probe."""
+    a = _memory().find(ptr)
+    if a is not None and ptr + size <= a.base + a.size:
+        return
     if not hostmem.valid(ptr, size, writable):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{what} host range {ptr:#x}+{size} is not "
                         f"{'writable' if writable else 'readable'} memory of this process")

@@ -19,7 +19,8 @@ from llvmlite import ir
 from zluda_py.compiler.cpu import affine
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import ABORTED, BOUNDS_CACHE_ENTRIES, WARP, Ctx
-from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, UnsupportedError, unsupported
+from zluda_py.compiler.errors import (CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_MISALIGNED_ADDRESS, UnsupportedError,
+                                      unsupported)
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.memops import (atomic_update, cp_async_fill, cp_async_limit, cp_async_size, cp_async_src_size,
                                       space_of, vector_count, wide_atomic_op)
@@ -92,15 +93,17 @@ class MemoryMixin:
         lanes = V.lane_consts(I64, [i * sym.size + offset for i in range(WARP)])
         return b.add(base, lanes)
 
-    def address(self, addr: ast.Addr, space: str, nbytes: int = 0, mask: ir.Value | None = None) -> ir.Value:
+    def address(self, addr: ast.Addr, space: str, nbytes: int = 0, mask: ir.Value | None = None,
+                align: int | None = None) -> ir.Value:
         """Host address per lane (`<32 x i64>`), or a scalar i64 when it is the same for all lanes.
 
         With a `mask`, an address computed from a register is checked for an access of
-        `nbytes` per lane (addresses of symbols plus constant offsets are valid by construction).
+        `nbytes` per lane, aligned to `align` bytes (default: nbytes); addresses of symbols plus
+        constant offsets are valid by construction.
         """
         host, offsets = self._locate(addr, space)
         if offsets is not None and mask is not None:
-            self.check_bounds(offsets, space, nbytes, mask)
+            self.check_bounds(offsets, space, nbytes, mask, align=nbytes if align is None else align)
         return host
 
     def _locate(self, addr: ast.Addr, space: str) -> tuple[ir.Value, ir.Value | None]:
@@ -178,8 +181,9 @@ class MemoryMixin:
 
     # ------------------------------------------------------------------ bounds checks (error 700)
     def check_bounds(self, value: ir.Value, space: str, nbytes: int, mask: ir.Value,
-                     cache: ir.Value | None = None) -> None:
-        """Fault with 700 unless every active lane's [value, value+nbytes) is valid in `space`.
+                     cache: ir.Value | None = None, align: int | None = None) -> None:
+        """Fault with 716 unless every active lane's address is a multiple of `align` (default:
+        nbytes), then with 700 unless every active lane's [value, value+nbytes) is valid in `space`.
 
         .shared/.local offsets are checked against the arena / the lane's stack window; host
         addresses (global, const, generic) against the launch's range table: first the range
@@ -188,6 +192,7 @@ class MemoryMixin:
         b = self.b
         if space == "param":  # kernel/.func parameter buffers: only symbol-based in practice
             return
+        self._check_aligned(value, nbytes if align is None else align, mask)
         if space in ("shared", "local"):
             window, size = self._window_size(space), ir.Constant(I64, nbytes)
             # [value, value+nbytes) outside the window; one smaller than an access holds nothing
@@ -210,6 +215,10 @@ class MemoryMixin:
         if acc.offsets is None or acc.space == "param":
             return
         lo, top = b.extract_element(acc.offsets, first), b.extract_element(acc.offsets, last)
+        if _alignment_checked(acc.nbytes):  # the lanes share the first one's address or its alignment
+            with b.if_then(b.icmp_unsigned("!=", b.and_(lo, ir.Constant(I64, acc.nbytes - 1)), ir.Constant(I64, 0)),
+                           likely=False):
+                self._misaligned_address(b.shl(ir.Constant(I32, 1), first), lo)
         if acc.space in ("shared", "local"):
             window, size = self._window_size(acc.space), ir.Constant(I64, acc.nbytes)
             over = b.or_(b.or_(b.icmp_unsigned(">", top, b.sub(window, size)), b.icmp_unsigned("<", top, lo)),
@@ -244,6 +253,8 @@ class MemoryMixin:
         host = acc.offsets is not None and acc.space not in ("shared", "local", "param")
         if acc.offsets is not None and not host:  # window checks stay inline (small)
             self.check_bounds(acc.offsets, acc.space, acc.nbytes, mask)
+        elif host:  # the helper checks the bounds
+            self._check_aligned(acc.offsets, acc.nbytes, mask)
         addrs, data = self._lane_buffers()
         b.store(acc.host, addrs)
         vt = V.vec(elt)
@@ -274,23 +285,45 @@ class MemoryMixin:
                 self._lane_bufs = (addrs, data)
         return self._lane_bufs
 
+    def _check_aligned(self, value: ir.Value, align: int, mask: ir.Value) -> None:
+        """Fault with 716 (naming the first such lane and its address) unless every active
+        lane's address is a multiple of `align`: PTX wants naturally aligned accesses (a vector
+        access: aligned to its whole size). A low-bits test per lane, beside the bounds check."""
+        if not _alignment_checked(align):
+            return
+        b = self.b
+        low = b.and_(value, V.splat_const(I64, align - 1))
+        bad = V.mask_bits(b, b.and_(mask, b.icmp_unsigned("!=", low, V.splat_const(I64, 0))))
+        with b.if_then(b.icmp_unsigned("!=", bad, ir.Constant(I32, 0)), likely=False):
+            first = V.intrinsic(b, "llvm.cttz.i32", I32, [bad, ir.Constant(I1, 1)])
+            self._misaligned_address(b.shl(ir.Constant(I32, 1), first), b.extract_element(value, first))
+
+    def _misaligned_address(self, lane: ir.Value, arg: ir.Value) -> None:
+        """Leave with 716 naming the lane (its bit, i32) and its address."""
+        self._leave_at(CUDA_ERROR_MISALIGNED_ADDRESS, lane, arg)
+
     def _illegal_address(self, lane: ir.Value | None = None, arg: ir.Value | None = None) -> None:
         """Leave with 700 naming the first faulting lane (`lane`: its bit, i32) and its address
-        `arg`; without them, the ones `zluda.bounds` recorded in the launch record. One shared
-        block per function: a fault block per site costs compile time."""
+        `arg`; without them, the ones `zluda.bounds` recorded in the launch record."""
+        self._leave_at(CUDA_ERROR_ILLEGAL_ADDRESS, lane, arg)
+
+    def _leave_at(self, status: int, lane: ir.Value | None, arg: ir.Value | None) -> None:
+        """Leave with `status` naming a lane and an address (see _illegal_address). One shared
+        block per function and status: a fault block per site costs compile time."""
         b = self.b
         blocks = self.__dict__.setdefault("_fault_blocks", {})
         named = arg is not None
-        if named not in blocks:
-            block = self.llfn.append_basic_block("illegal_address")
+        if (status, named) not in blocks:
+            block = self.llfn.append_basic_block("illegal_address" if status == CUDA_ERROR_ILLEGAL_ADDRESS
+                                                 else "misaligned_address")
             with b.goto_block(block):
                 if named:
                     bit, value = b.phi(I32), b.phi(I64)
                 else:
                     bit, value = b.trunc(self.ctx_i64(Ctx.FAULT_LANES), I32), None
-                self.fault(CUDA_ERROR_ILLEGAL_ADDRESS, V.bits_mask(b, bit), value)
-            blocks[named] = (block, bit, value)
-        block, bit, value = blocks[named]
+                self.fault(status, V.bits_mask(b, bit), value)
+            blocks[status, named] = (block, bit, value)
+        block, bit, value = blocks[status, named]
         if named:
             bit.add_incoming(lane, b.block)
             value.add_incoming(arg, b.block)
@@ -480,7 +513,7 @@ class MemoryMixin:
             raise unsupported(inst, "non-constant size")
         b = self.b
         n = int(size.value)
-        host = self.address(addr, space_of(inst), n, mask)
+        host = self.address(addr, space_of(inst), n, mask, align=8)
         if not isinstance(host.type, ir.VectorType):
             host = V.splat(b, host)
         for idx in V.each_active_lane(b, mask):
@@ -593,6 +626,11 @@ class MemoryMixin:
             limit = cp_async_limit(self.lanes, src_size, self.reg_bits(src_size) == 1, n, self.read)
             loaded = [cp_async_fill(self.lanes, v, k, limit) for k, v in enumerate(loaded)]
         self.store(self.access(inst, dst, "shared", n), loaded, mask)
+
+
+def _alignment_checked(align: int) -> bool:
+    """Alignments the accesses check: powers of two above 1 (ld/st/atom sizes, vectors whole)."""
+    return align > 1 and align & (align - 1) == 0
 
 
 HOST_BOUNDS = 3  # zluda_host kind: is [a, b) registered now (memory registered during the launch)?

@@ -21,7 +21,8 @@ from zluda_py.compiler.cpu.abi import ABORTED, BAR_SLOTS, NBARRIERS, RESERVED_SM
 from zluda_py.compiler.cpu.calls import FAULT_BRKPT
 from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
 from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_ILLEGAL_ADDRESS,
-                                      CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_LAUNCH_FAILED, LaunchError)
+                                      CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_MISALIGNED_ADDRESS,
+                                      LaunchError)
 
 DEFAULT_STACK_SIZE = 1024  # bytes per thread, NVIDIA's default cudaLimitStackSize
 WORKER_THREAD_STACK = 64 << 20  # native recursion through .func calls runs on the worker's stack
@@ -311,16 +312,18 @@ def _fault(kernel: str, status: int, ctx: list[int], grid) -> LaunchError:
     gx, gy = grid[0], grid[1]
     warp, lanes = ctx[Ctx.FAULT_WARP], ctx[Ctx.FAULT_LANES] & 0xFFFFFFFF
     where = f"block ({blk % gx},{blk // gx % gy},{blk // (gx * gy)}), warp {warp}, "
-    if status == CUDA_ERROR_ILLEGAL_ADDRESS:  # the first faulting lane (the only bit set), as compute-sanitizer names it
+    named = status in (CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_MISALIGNED_ADDRESS)
+    if named:  # the first faulting lane (the only bit set), as compute-sanitizer names it
         lane = (lanes & -lanes).bit_length() - 1
         t, bx, by = warp * 32 + lane, ctx[Ctx.BLOCK_X], ctx[Ctx.BLOCK_Y]
         where += f"lane {lane} (thread ({t % bx},{t // bx % by},{t // (bx * by)}))"
     else:
         where += f"lanes 0x{lanes:08x}"
     what = {CUDA_ERROR_LAUNCH_FAILED: "unspecified launch failure (trap)", CUDA_ERROR_ASSERT: "device-side assert triggered",
-            CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered"}.get(status, f"error {status}")
+            CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered",
+            CUDA_ERROR_MISALIGNED_ADDRESS: "misaligned address"}.get(status, f"error {status}")
     if status == CUDA_ERROR_LAUNCH_FAILED and ctx[Ctx.FAULT_ARG] == FAULT_BRKPT:
         what = "unspecified launch failure (brkpt with no debugger attached)"
-    if status == CUDA_ERROR_ILLEGAL_ADDRESS:
+    if named:
         where += f", address 0x{ctx[Ctx.FAULT_ARG] & 0xFFFFFFFFFFFFFFFF:x}"
     return LaunchError(status, f"{kernel}: {what} at {where}")
