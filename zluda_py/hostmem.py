@@ -3,9 +3,9 @@
 Reads go through process_vm_readv (or /proc/self/mem where seccomp forbids it), which report
 an unmapped address as an error instead of a segfault; only when neither is available do we
 fall back to a plain ctypes copy. `valid` tells whether a host range can be copied from or to
-(cuMemcpy*, cuMemHostRegister) before anything touches it: msync finds holes in a range of
-any size in one call, probes of its first and last byte find inaccessible (or, for a
-destination, read-only) pages at its ends.
+(cuMemcpy*, cuMemHostRegister) before anything touches it: probes of its first and last byte
+find unmapped, inaccessible (or, for a destination, read-only) pages at its ends, msync a hole
+in between, in a range of any size, in one call.
 """
 
 from __future__ import annotations
