@@ -40,8 +40,11 @@ def parts(data: bytes) -> list[tuple[str, bytes]] | None:
         return None
     fields = _EHDR.unpack_from(data)
     shoff, shentsize, shnum, shstrndx = fields[6], fields[11], fields[12], fields[13]
-    if shentsize != _SHDR.size or shnum < 2 or shstrndx != 1 or shoff + shentsize * shnum > len(data):
+    if shentsize != _SHDR.size or shnum < 2 or shstrndx != 1:
         return None
+    if shoff + shentsize * shnum > len(data):
+        raise FatbinError(f"ELF cubin: its {shnum} section headers at {shoff:#x} run past the end of the image "
+                          f"({len(data)} bytes); truncated?", 0x28)
 
     def section(i: int) -> tuple[int, bytes] | None:
         name, _, _, _, offset, size, *_ = _SHDR.unpack_from(data, shoff + i * shentsize)
