@@ -17,6 +17,7 @@ import pytest
 from tests.driver.conftest import shim_path
 from tests.e2e.test_python_client import PTX
 from zluda_py.cli import run_cmd
+from zluda_py.fatbin import ptx_cubin
 
 XDIST_INDEPENDENT = True
 
@@ -88,9 +89,9 @@ def test_nvrtc_sm_86_cubin_written_read_back_and_launched(nvcc, run, tmp_path):
                                      "cubin: ELF machine 190", "ok"], r.stdout + r.stderr
 
 
-# process A, under `zluda run`: links PTX with nvJitLink (dlopened by path, as cuda-python and
-# CuPy do; one call through a versioned symbol, as code built with nvJitLink.h makes) and writes
-# a copy of the linked cubin to a file
+# process A, under `zluda run`: links PTX and a PTX cubin file (as NVRTC makes) with nvJitLink
+# (dlopened by path, as cuda-python and CuPy do; one call through a versioned symbol, as code
+# built with nvJitLink.h makes) and writes a copy of the linked cubin to a file
 NVJITLINK_CLIENT = r"""
 import ctypes, sys
 from ctypes import byref, c_char_p, c_size_t, c_void_p
@@ -102,6 +103,7 @@ def ok(rc, what):
 h = c_void_p()
 ok(jl.nvJitLinkCreate(byref(h), 1, (c_char_p * 1)(b"-arch=sm_86")), "create")
 ok(jl["__nvJitLinkAddData_13_0"](h, 2, ptx, c_size_t(len(ptx)), b"fill.ptx"), "add")
+ok(jl.nvJitLinkAddFile(h, 1, sys.argv[3].encode()), "add file")
 ok(jl.nvJitLinkComplete(h), "complete")
 size = c_size_t(); ok(jl.nvJitLinkGetLinkedCubinSize(h, byref(size)), "size")
 buf = ctypes.create_string_buffer(size.value); ok(jl.nvJitLinkGetLinkedCubin(h, buf), "cubin")
@@ -111,15 +113,20 @@ open(sys.argv[2], "wb").write(copy)
 """
 
 
+OTHER = ".version 7.5\n.target sm_75\n.address_size 64\n.visible .entry other() { ret; }\n"
+
+
 def test_nvjitlink_cubin_copied_and_loaded_in_another_process(run, tmp_path):
     lib = _wheel_dir() / "lib" / "libnvJitLink.so.13"
-    cubin = tmp_path / "fill.cubin"
+    cubin, other = tmp_path / "fill.cubin", tmp_path / "other.cubin"
+    other.write_bytes(ptx_cubin.pack([OTHER], 86))
     script = tmp_path / "link.py"
     script.write_text(NVJITLINK_CLIENT)
     r = subprocess.run([sys.executable, "-m", "zluda_py.cli", "run", "--", sys.executable, str(script), str(lib),
-                        str(cubin)], input=PTX, capture_output=True, text=True, timeout=300)
+                        str(cubin), str(other)], input=PTX, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert _elf_machine(cubin) == 190
+    assert [text for _, text in ptx_cubin.parts(cubin.read_bytes())] == [PTX.encode() + b"\0", OTHER.encode() + b"\0"]
     _load_elsewhere(cubin)
 
 
