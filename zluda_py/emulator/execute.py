@@ -179,7 +179,7 @@ class Ctx:
     collected and applied by `commit`, so every source is read before any destination changes;
     a read of an already-written name sees the new value, as the pseudocode expects."""
 
-    def __init__(self, wave: Wave, d: Decoded, srcs: list[Reg | None], dst: int | None, valu: bool,
+    def __init__(self, wave: Wave, d: Decoded, srcs: list[Reg | str | None], dst: int | None, valu: bool,
                  vcc_in: Reg | None = None, vcc_out: int | None = None, mask_dst: int | None = None):
         self.w, self.d, self.srcs, self.dst, self.valu = wave, d, srcs, dst, valu
         self.vcc_in, self.vcc_out, self.mask_dst = vcc_in, vcc_out, mask_dst
@@ -188,6 +188,10 @@ class Ctx:
         vop3 = d.fmt.startswith("VOP3")
         self.abs = getattr(d.inst, "abs", 0) if vop3 else 0
         self.neg = getattr(d.inst, "neg", 0) if vop3 else 0
+        self.sdwa = d.fmt in _SDWA
+        if self.sdwa:
+            i = d.inst
+            self.abs, self.neg = i.src0_abs | i.src1_abs << 1, i.src0_neg | i.src1_neg << 1
         self.exec_before = wave.exec
         self.sel: int | None = None  # lane by lane (`_per_lane`): the one lane this run computes
 
@@ -211,7 +215,12 @@ class Ctx:
             reg = self.srcs[i] if i < len(self.srcs) else None
             if reg is None:
                 raise PcodeUnsupported(f"{name} has no operand in {self.d.fmt}")
+            if isinstance(reg, str):  # an immediate field standing as a source
+                return self._rd(reg, kind, bits)
             raw = w.read_raw(reg, bits, kind == "f" and bits == 64, self.d.literal)
+            if self.sdwa:
+                inst = self.d.inst
+                raw = _sdwa_select(raw, *((inst.src0_sel, inst.src0_sext) if i == 0 else (inst.src1_sel, inst.src1_sext)))
             value = reinterpret(raw, ("u", 64), t) if bits > 32 else reinterpret(raw.astype(np.uint32), ("u", 32), t)
             if (self.abs | self.neg) >> i & 1:
                 if kind != "f":
@@ -281,6 +290,8 @@ class Ctx:
                 raw = convert(value, t, ("u", 64)) if t[0] != "f" and t != BOOL else reinterpret(value, t, ("u", 64))
                 if t[0] == "f":
                     raw = reinterpret(value, t, ("u", t[1])).astype(np.uint64)
+                if self.sdwa:
+                    raw = _sdwa_place(raw, w.vgpr[self.dst].astype(np.uint64), self.d.inst.dst_sel, self.d.inst.dst_unused)
                 if self.valu:
                     w.write_vgpr(self.dst, raw, t[1], exec_lanes)
                 else:
@@ -314,10 +325,19 @@ def _ctx_args(d: Decoded) -> tuple:
     """Ctx's arguments after the wave and the instruction: sources, destination, VALU or not,
     and the carry-in, carry-out and compare-mask registers of the encodings that have them."""
     inst, fmt = d.inst, d.fmt
+    if fmt == "SOPK" and d.name.startswith("S_CMPK"):  # CDNA's text: S0 = the SGPR, S1 = the immediate
+        return [inst.sdst, "SIMM16"], None, False
     if fmt.startswith("SOP"):
         srcs = [getattr(inst, n, None) for n in ("ssrc0", "ssrc1")]
+        if fmt == "SOPK":  # CDNA's text names the immediate S0 (RDNA's says SIMM16)
+            srcs = ["SIMM16"]
         dst = inst.sdst.offset if hasattr(inst, "sdst") else None
         return srcs, dst, False
+    if fmt in _SDWA:
+        if inst.omod or inst.clmp:
+            raise PcodeUnsupported("SDWA with omod or clamp")
+        src0 = Reg(inst.vsrc0.offset - 256) if inst.s0 else inst.vsrc0  # s0: an SGPR
+        return [src0, inst.vsrc1] if fmt == "VOP2_SDWA" else [src0], inst.vdst.offset - 256, True
     if any(s in fmt for s in ("DPP", "SDWA")) or fmt.startswith(("VOP3P", "VINTERP")):
         raise PcodeUnsupported(f"the {fmt} encoding")
     if fmt.startswith("VOP3"):
@@ -338,6 +358,45 @@ def _ctx_args(d: Decoded) -> tuple:
     if fmt.startswith("VOP1"):
         return [inst.src0], inst.vdst.offset - 256, True
     raise PcodeUnsupported(f"the {fmt} encoding")
+
+
+_SDWA = ("VOP1_SDWA", "VOP2_SDWA")  # CDNA's sub-dword addressing (VOPC's SDWA forms are refused)
+
+
+def _sdwa_field(sel: int) -> tuple[int, int]:
+    """(shift, width) of an SDWA select: BYTE_0..3, WORD_0..1, DWORD."""
+    if sel <= 3:
+        return 8 * sel, 8
+    if sel <= 5:
+        return 16 * (sel - 4), 16
+    return 0, 32
+
+
+def _sdwa_select(raw: np.ndarray, sel: int, sext: int) -> np.ndarray:
+    """A source operand's selected byte or word, zero- or sign-extended to 32 bits."""
+    shift, width = _sdwa_field(sel)
+    if width == 32:
+        return raw
+    field = (raw >> np.uint64(shift)) & np.uint64((1 << width) - 1)
+    if sext:
+        field = np.where(field >> np.uint64(width - 1), field | np.uint64(0xFFFFFFFF ^ ((1 << width) - 1)), field)
+    return field
+
+
+def _sdwa_place(raw: np.ndarray, old: np.ndarray, sel: int, unused: int) -> np.ndarray:
+    """The result's low bits in the selected destination field; the other bits zero (UNUSED_PAD),
+    the field's sign (UNUSED_SEXT) or the register's old bits (UNUSED_PRESERVE)."""
+    shift, width = _sdwa_field(sel)
+    if width == 32:
+        return raw
+    mask = np.uint64(((1 << width) - 1) << shift)
+    field = (raw << np.uint64(shift)) & mask
+    if unused == 2:
+        return field | (old & ~mask & np.uint64(0xFFFFFFFF))
+    if unused == 1:
+        above = np.uint64(0xFFFFFFFF ^ ((1 << (shift + width)) - 1))
+        return np.where((field >> np.uint64(shift + width - 1)) & np.uint64(1), field | above, field)
+    return field
 
 
 def _cdna_text(text: str) -> str:
@@ -515,7 +574,7 @@ def _atomic(op: str, old: int, data: int, cmp: int, bits: int) -> int:
     m = (1 << bits) - 1
     if op in ("ADD", "SUB", "RSUB"):
         return (old + data if op == "ADD" else old - data if op == "SUB" else data - old) & m
-    if op in ("SWAP", "STOREXCHG"):
+    if op in ("SWAP", "STOREXCHG", "WRXCHG"):  # WRXCHG: CDNA's name for DS swaps
         return data
     if op in ("CMPSWAP", "CMPSTORE", "CMPST"):
         return data if old == cmp else old

@@ -58,7 +58,8 @@ def convert(x, src: Type, dst: Type):
         return x != 0
     out = x.astype(dtype(dst)) if dst[0] == "f" or src[0] != "f" else _float_to_int(x, dst)
     if dst[0] != "f" and dst[1] not in (8, 16, 32, 64):
-        out = out & dtype(dst).type((1 << dst[1]) - 1)
+        out = _sign_extend(out & dtype(dst).type((1 << dst[1]) - 1), dst[1]) if dst[0] == "i" else \
+            out & dtype(dst).type((1 << dst[1]) - 1)
     return out
 
 
@@ -83,7 +84,15 @@ def reinterpret(x, src: Type, dst: Type):
     raw = raw.astype(_uint(dst[1]))
     if dst[1] not in (8, 16, 32, 64):
         raw = raw & raw.dtype.type((1 << dst[1]) - 1)
-    return raw if dst[0] == "u" else raw.view(dtype(dst))
+    return raw if dst[0] == "u" else _sign_extend(raw.view(dtype(dst)), dst[1])
+
+
+def _sign_extend(x: np.ndarray, bits: int) -> np.ndarray:
+    """An n-bit signed value (S0.i24) held in a wider container: its top bit is the sign."""
+    if bits in (8, 16, 32, 64):
+        return x
+    sign = x.dtype.type(1 << (bits - 1))
+    return (x ^ sign) - sign
 
 
 def bitslice(x, t: Type, hi: int, lo: int):
