@@ -2,7 +2,8 @@
  * an absolute path (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.1) get ours. Any dlopen whose
  * file name is libcuda.so or libcuda.so.<version> is redirected to the libcuda.so.1 that
  * sits next to this library; everything else goes to the real dlopen untouched (as a tail
- * call, so the loader still sees the original caller for its RPATH/RUNPATH lookup). */
+ * call, so the loader still sees the original caller for its RPATH/RUNPATH lookup).
+ * toolchain.c, in the same library, steers NVRTC and nvJitLink to PTX (docs/toolchains.md). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
