@@ -486,3 +486,22 @@ L2:
     for i in range(1000):
         v = (v * 3 + i) & 0xFFFFFFFF
     assert (out == v).all()
+
+
+def test_activemask_after_an_if_whose_other_side_holds_one_sees_the_reconverged_warp():
+    """Fuzz seed 1706: lanes 29-31 take the short side of an if and reach the activemask after
+    it while lanes 0-28 wait at an activemask inside the other side. Completing both groups at
+    once split the warp; the earlier one completes first and the lanes behind catch up."""
+    ptx = kernel("""
+ mov.u32 %r2, %laneid;
+ setp.ge.u32 %p1, %r2, 29;
+ @!%p1 bra ELSE;
+ bra.uni END;
+ELSE:
+ activemask.b32 %r3;
+END:
+ activemask.b32 %r4;
+ st.global.u32 [%rd3], %r4;""")
+    out = np.zeros(64, np.uint32)
+    run(ptx, "k", (1,), (64,), [out])
+    np.testing.assert_array_equal(out, np.full(64, 0xFFFFFFFF, np.uint32))

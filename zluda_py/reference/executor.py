@@ -118,14 +118,20 @@ class Warp:
             self._try(mask)
 
     def resolve_legacy(self) -> bool:
-        """Complete the collectives without a membermask over the lanes waiting at each."""
+        """Complete one collective without a membermask, over the lanes waiting at it: the one
+        earliest in the program text. Lanes waiting at a later one may be behind (the other
+        side of an if, a loop still iterating) and catch up once the earlier completes: PTX
+        leaves which lanes are "active together" to the implementation, and this is the
+        choice that a GPU reconverging at the end of each if and loop makes."""
         groups: dict[object, list[int]] = {}
         for i, e in sorted(self.waiting.items()):
             if e[2] is None:
                 groups.setdefault(e[1], []).append(i)
-        for lanes in groups.values():
-            self._complete(lanes)
-        return bool(groups)
+        if not groups:
+            return False
+        first = min(groups.values(), key=lambda lanes: _place(self.waiting[lanes[0]][0]))
+        self._complete(first)
+        return True
 
 
 class Block:
@@ -234,6 +240,10 @@ class Launch:
         if self.steps > self.max_steps:
             raise ReferenceFault(CUDA_ERROR_LAUNCH_TIMEOUT, f"step limit of {self.max_steps} instructions exceeded "
                                  f"(a hang?) in {t.name()}")
+
+
+def _place(inst: ast.Instruction) -> tuple[str, int, int]:
+    return (inst.pos.file, inst.pos.line, inst.pos.col) if inst.pos is not None else ("", 0, 0)
 
 
 def _waits_at(t: Thread) -> str:
