@@ -111,6 +111,7 @@ def generated_c(protos: dict[str, str]) -> str:
     in_c = set(re.findall(r"^CUresult (cu\w+)\(", (HERE / "shim.c").read_text(), flags=re.M))
     for name in sorted(set(nvidia_exports.listed_exports()) - protos.keys() - set(stubbed) - in_c):
         lines.append(f'CUresult {name}(void) {{ static int logged; return zl_unsupported("{name}", &logged); }}')
+    lines.extend(export_table_stubs())
     lines.append("static const zl_proc zl_procs[] = {")
     for name, version, sym, per_thread in rows:
         fn = f"(void *){sym}" if sym else f"(void *)zl_stub_{name}"
@@ -118,6 +119,22 @@ def generated_c(protos: dict[str, str]) -> str:
         lines.append(f'    {{"{name}", {version}, {fn}, {pt}}},')
     lines.append("};")
     return "\n".join(lines)
+
+
+def export_table_stubs() -> list[str]:
+    """For each ZL_EXPORT_TABLE(name, slots) of shim.c, a stub per slot and their array
+    zl_stubs_<name>[]: shim.c fills the slots it does not implement with them. A stub passes
+    on the six argument registers, which tracing prints."""
+    regs = ", ".join(f"unsigned long a{i}" for i in range(6))
+    args = ", ".join(f"a{i}" for i in range(6))
+    lines = [f"static CUresult zl_slot_unused(const char *table, int slot, int *logged, {regs});"]
+    for name, slots in re.findall(r"^ZL_EXPORT_TABLE\((\w+), (\d+)\)", (HERE / "shim.c").read_text(), flags=re.M):
+        for slot in range(1, int(slots)):
+            lines.append(f"static CUresult zl_slot_{name}_{slot}({regs}) {{ static int logged; "
+                         f'return zl_slot_unused("{name}", {slot}, &logged, {args}); }}')
+        stubs = ", ".join(f"(void *)zl_slot_{name}_{slot}" for slot in range(1, int(slots)))
+        lines.append(f"static void *const zl_stubs_{name}[{slots}] = {{NULL, {stubs}}};")
+    return lines
 
 
 def _param_names(typedefs: str, protos: dict[str, str]) -> dict[str, list[str]]:

@@ -141,43 +141,64 @@ void zluda_cls_drop_context(void *ctx) {
     pthread_mutex_unlock(&zl_cls_lock);
 }
 
-/* ---- private export tables ---- */
-#define ZL_SLOTS 16
-typedef CUresult (*zl_slot_fn)(void);
-#define ZL_SLOT_STUB(table, n)                                                     \
-    static CUresult zl_##table##_##n(void) {                                       \
-        static int logged;                                                         \
-        return zl_unsupported("export table " #table " slot " #n, &logged);        \
-    }
-#define ZL_SLOT_STUBS(t) ZL_SLOT_STUB(t, 1) ZL_SLOT_STUB(t, 2) ZL_SLOT_STUB(t, 3) \
-    ZL_SLOT_STUB(t, 4) ZL_SLOT_STUB(t, 5) ZL_SLOT_STUB(t, 6) ZL_SLOT_STUB(t, 7)   \
-    ZL_SLOT_STUB(t, 8) ZL_SLOT_STUB(t, 9) ZL_SLOT_STUB(t, 10) ZL_SLOT_STUB(t, 11) \
-    ZL_SLOT_STUB(t, 12) ZL_SLOT_STUB(t, 13) ZL_SLOT_STUB(t, 14) ZL_SLOT_STUB(t, 15)
-#define ZL_SLOT_LIST(t) (void *)zl_##t##_1, (void *)zl_##t##_2, (void *)zl_##t##_3,  \
-    (void *)zl_##t##_4, (void *)zl_##t##_5, (void *)zl_##t##_6, (void *)zl_##t##_7,  \
-    (void *)zl_##t##_8, (void *)zl_##t##_9, (void *)zl_##t##_10, (void *)zl_##t##_11, \
-    (void *)zl_##t##_12, (void *)zl_##t##_13, (void *)zl_##t##_14, (void *)zl_##t##_15
+/* ---- private export tables (../shared/design/CUDART_CONTRACT.md; docs/driver.md lists what
+ * each cudart 12.0-13.5 asks for) ----
+ * A table is an array of function pointers, slot 0 holding its size in bytes (CLS aside).
+ * ZL_EXPORT_TABLE(name, slots) declares one; build_shim.py generates a stub per slot
+ * (zl_stubs_<name>[]), and zl_fill_export_tables puts them in every slot left NULL: a cudart
+ * calling a slot we have not implemented gets CUDA_ERROR_NOT_SUPPORTED and the log says which. */
+#define ZL_EXPORT_TABLE(name, slots) static void *zl_##name[slots]
 
-ZL_SLOT_STUBS(cudart_interface)
-ZL_SLOT_STUBS(tools_hooks)
-ZL_SLOT_STUBS(tools_tls)
-ZL_SLOT_STUBS(context_wrapper)
-ZL_SLOT_STUBS(integrity)
+/* The six argument registers (SysV x86-64): whatever the slot's real parameters, tracing shows them. */
+static CUresult zl_slot_unused(const char *table, int slot, int *logged, unsigned long a0, unsigned long a1,
+                               unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5) {
+    if (getenv("ZLUDA_TRACE"))
+        fprintf(stderr, "zluda: export table %s slot %d called (%#lx, %#lx, %#lx, %#lx, %#lx, %#lx)\n", table, slot,
+                a0, a1, a2, a3, a4, a5);
+    char what[96];
+    snprintf(what, sizeof what, "export table %s slot %d", table, slot);
+    return zl_unsupported(what, logged);
+}
 
-static void *zl_cudart_interface[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(cudart_interface)};
-static void *zl_tools_hooks[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(tools_hooks)};
-static void *zl_tools_tls[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(tools_tls)};
-static void *zl_context_wrapper[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(context_wrapper)};
-static void *zl_integrity_table[ZL_SLOTS] = {(void *)(ZL_SLOTS * sizeof(void *)), ZL_SLOT_LIST(integrity)};
+static CUresult zl_get_primary_ctx(CUcontext *pctx, CUdevice dev);
+static CUresult zl_runtime_check(void);
+static CUresult zl_hooks_slot2(void **buf, size_t *n);
+static CUresult zl_hooks_slot6(void **buf, size_t *n);
+static CUresult zl_unwrap_context(CUcontext ctx, unsigned int *wrapped, CUcontext *unwrapped);
+static CUresult zl_context_wrapper_check(void);
+static CUresult zl_integrity_slot1(unsigned int runtime_version, unsigned long long unix_seconds, unsigned char *out);
+
+ZL_EXPORT_TABLE(cudart_interface, 16) = {[2] = (void *)zl_get_primary_ctx, [12] = (void *)zl_runtime_check};
+ZL_EXPORT_TABLE(tools_hooks, 16) = {[2] = (void *)zl_hooks_slot2, [6] = (void *)zl_hooks_slot6};
+ZL_EXPORT_TABLE(tools_tls, 16);
+ZL_EXPORT_TABLE(context_wrapper, 16) = {[2] = (void *)zl_unwrap_context, [3] = (void *)zl_context_wrapper_check};
+ZL_EXPORT_TABLE(integrity, 16) = {[1] = (void *)zl_integrity_slot1};
+/* cudart 13.4+ fails every call (error 500) without it and calls none of its slots; 95 slots as
+ * NVIDIA's driver serves it (community reports) */
+ZL_EXPORT_TABLE(tools_context, 95);
 static void *zl_cls_table[3] = {(void *)zl_cls_put, (void *)zl_cls_delete, (void *)zl_cls_get};
 
 /* CUDART_INTERFACE slot 2: the primary context of a device */
 static CUresult zl_get_primary_ctx(CUcontext *pctx, CUdevice dev) { return zluda_primary_ctx(pctx, dev); }
 
-/* TOOLS_RUNTIME_CALLBACK_HOOKS slots 2 and 6: zeroed buffers cudart writes its hooks into */
-static unsigned char zl_hooks_buf2[1024], zl_hooks_buf6[256];
-static CUresult zl_hooks_slot2(void **buf, size_t *n) { *buf = zl_hooks_buf2; *n = sizeof zl_hooks_buf2; return ZL_SUCCESS; }
-static CUresult zl_hooks_slot6(void **buf, size_t *n) { *buf = zl_hooks_buf6; *n = sizeof zl_hooks_buf6; return ZL_SUCCESS; }
+/* CUDART_INTERFACE slot 12: called without arguments by cudart 13.3+ at its first call; any
+ * error fails that call (cudaGetDeviceCount) with it */
+static CUresult zl_runtime_check(void) { return ZL_SUCCESS; }
+
+/* TOOLS_RUNTIME_CALLBACK_HOOKS slots 2 and 6: zeroed u32 arrays (n entries) cudart reads
+ * per-callback flags from; non-zero entries make it call tools slots we do not implement.
+ * cudart insists on n >= 445 (12.0) ... 567 (13.5) for slot 2, n >= 14 for slot 6. */
+static uint32_t zl_hooks_flags2[1024], zl_hooks_flags6[64];
+static CUresult zl_hooks_slot2(void **buf, size_t *n) {
+    *buf = zl_hooks_flags2;
+    *n = sizeof zl_hooks_flags2 / sizeof zl_hooks_flags2[0];
+    return ZL_SUCCESS;
+}
+static CUresult zl_hooks_slot6(void **buf, size_t *n) {
+    *buf = zl_hooks_flags6;
+    *n = sizeof zl_hooks_flags6 / sizeof zl_hooks_flags6[0];
+    return ZL_SUCCESS;
+}
 
 /* CONTEXT_WRAPPER slot 2: our contexts are never wrapped; slot 3: init-time check */
 static CUresult zl_unwrap_context(CUcontext ctx, unsigned int *wrapped, CUcontext *unwrapped) {
@@ -189,47 +210,56 @@ static CUresult zl_context_wrapper_check(void) { return ZL_SUCCESS; }
 
 /* INTEGRITY_CHECK slot 1: the HMAC-MD2 answer is computed in Python (zluda_py.driver.integrity);
  * C passes what only C knows: pthread_self() and the addresses hashed into it. */
-static CUresult zl_integrity_slot1(unsigned int runtime_version, unsigned long long unix_seconds, unsigned char *out);
 static CUresult zl_integrity_slot1(unsigned int runtime_version, unsigned long long unix_seconds, unsigned char *out) {
     return zluda_integrity(runtime_version, unix_seconds, out, (unsigned long long)(uint32_t)pthread_self(),
                            (unsigned long long)(uintptr_t)zl_cudart_interface,
-                           (unsigned long long)(uintptr_t)zl_integrity_table,
+                           (unsigned long long)(uintptr_t)zl_integrity,
                            (unsigned long long)(uintptr_t)zl_integrity_slot1);
 }
 
+typedef struct {
+    unsigned char uuid[16];
+    const char *name;
+    void **table;
+    void *const *stubs; /* NULL: no size header, every slot implemented */
+    size_t slots;
+} zl_export_table;
+#define ZL_TABLE(name) #name, zl_##name, zl_stubs_##name, sizeof zl_##name / sizeof zl_##name[0]
+static const zl_export_table zl_export_tables[] = {
+    {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9}, ZL_TABLE(cudart_interface)},
+    {{0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66}, ZL_TABLE(tools_hooks)},
+    {{0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc}, ZL_TABLE(tools_tls)},
+    {{0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93}, "cls", zl_cls_table, NULL, 3},
+    {{0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e}, ZL_TABLE(context_wrapper)},
+    {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2}, ZL_TABLE(integrity)},
+    {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2}, ZL_TABLE(tools_context)},
+};
+#define ZL_EXPORT_TABLES (sizeof zl_export_tables / sizeof zl_export_tables[0])
+
 __attribute__((constructor)) static void zl_fill_export_tables(void) {
-    zl_cudart_interface[2] = (void *)zl_get_primary_ctx;
-    zl_tools_hooks[2] = (void *)zl_hooks_slot2;
-    zl_tools_hooks[6] = (void *)zl_hooks_slot6;
-    zl_context_wrapper[2] = (void *)zl_unwrap_context;
-    zl_context_wrapper[3] = (void *)zl_context_wrapper_check;
-    zl_integrity_table[1] = (void *)zl_integrity_slot1;
+    for (size_t i = 0; i < ZL_EXPORT_TABLES; i++) {
+        const zl_export_table *t = &zl_export_tables[i];
+        if (!t->stubs) continue;
+        t->table[0] = (void *)(t->slots * sizeof(void *));
+        for (size_t s = 1; s < t->slots; s++)
+            if (!t->table[s]) t->table[s] = t->stubs[s];
+    }
 }
 
-typedef struct { unsigned char bytes[16]; void **table; } zl_export_table;
-static const zl_export_table zl_export_tables[] = {
-    {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9}, zl_cudart_interface},
-    {{0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66}, zl_tools_hooks},
-    {{0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc}, zl_tools_tls},
-    {{0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93}, zl_cls_table},
-    {{0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e}, zl_context_wrapper},
-    {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2}, zl_integrity_table},
-};
-
+/* f8cff951-2146-8b4e-b9e2-fb469e7c0dd9 (cudart 12.9+, before cuInit) stays NOT_FOUND: a table
+ * there makes cudart skip part of its start-up (community reports). */
 CUresult cuGetExportTable(const void **ppExportTable, const unsigned char *pExportTableId) {
     if (!ppExportTable || !pExportTableId) return ZL_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof zl_export_tables / sizeof zl_export_tables[0]; i++)
-        if (!memcmp(zl_export_tables[i].bytes, pExportTableId, 16)) {
-            *ppExportTable = zl_export_tables[i].table;
-            return ZL_SUCCESS;
-        }
-    *ppExportTable = NULL;
+    const zl_export_table *found = NULL;
+    for (size_t i = 0; i < ZL_EXPORT_TABLES && !found; i++)
+        if (!memcmp(zl_export_tables[i].uuid, pExportTableId, 16)) found = &zl_export_tables[i];
+    *ppExportTable = found ? found->table : NULL;
     if (getenv("ZLUDA_TRACE")) {
-        fprintf(stderr, "zluda: cuGetExportTable: no table ");
+        fprintf(stderr, "zluda: cuGetExportTable: %s ", found ? "table" : "no table");
         for (int i = 0; i < 16; i++) fprintf(stderr, "%02x", pExportTableId[i]);
-        fprintf(stderr, "\n");
+        fprintf(stderr, found ? " (%s)\n" : "\n", found ? found->name : "");
     }
-    return ZL_NOT_FOUND;
+    return found ? ZL_SUCCESS : ZL_NOT_FOUND;
 }
 
 /* ---- cuGetProcAddress ---- */
