@@ -18,18 +18,24 @@ Write = Callable[[ast.Operand, ir.Value, str], None]
 CARRY = ast.Reg("%cc")  # the register the extended-precision instructions' carry flag lives in
 
 
+def split_operands(inst: ast.Instruction, dst_types: list[str]) -> tuple[list[ast.Operand], list[ast.Operand]]:
+    """(destination registers, source operands) of a value instruction: a `d|p` destination
+    is two; the carry flag (type "cc") is implicit, not an operand."""
+    ops = list(inst.operands)
+    dests: list[ast.Operand] = []
+    while len(dests) < sum(1 for t in dst_types if t != "cc"):
+        o = ops.pop(0)
+        dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
+    return dests, ops
+
+
 def lower_semantic(lanes: Lanes, inst: ast.Instruction, read: Read, write: Write) -> None:
     """Lower an instruction through its one definition in SEMANTICS: sources in, results out
     (a `d|p` destination is two results; the carry flag is an implicit operand)."""
     sem = SEMANTICS[inst.opcode]
     types = sem.operands(inst)
-    dst_types = [t for t in types.dst if t != "cc"]
-    ops = list(inst.operands)
-    dests: list[ast.Operand] = []
-    while len(dests) < len(dst_types):
-        o = ops.pop(0)
-        dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
-    src_iter = iter(ops)
+    dests, sources = split_operands(inst, types.dst)
+    src_iter = iter(sources)
     srcs = [read(CARRY if t == "cc" else next(src_iter), t) for t in types.src]
     results = sem.emit(lanes, inst, srcs)
     dest_iter = iter(dests)

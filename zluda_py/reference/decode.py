@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from zluda_py.compiler.layout import kernel_params
+from zluda_py.compiler.lowering import CARRY, split_operands
 from zluda_py.compiler.memops import ATOMIC_OPS, space_of, vector_count
 from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
@@ -261,13 +262,8 @@ class Decoder:
         """A value instruction through its JIT'd semantics (sources in, results out), as
         generated Python: operands become inline expressions (`r[3]`, `(r[3] & 255)`, 7)."""
         form = jit.scalar_form(inst)
-        dst_types = [t for t in form.dst if t != "cc"]
-        ops = list(inst.operands)
-        dests: list[ast.Operand] = []
-        while len(dests) < len(dst_types):
-            o = ops.pop(0)
-            dests.extend([o.dest, o.pred] if isinstance(o, ast.PredOut) else [o])
-        cc = ast.Reg("%cc")
+        dests, ops = split_operands(inst, form.dst)
+        cc = CARRY
         env: dict[str, object] = {"fn": form.fn, "OUT": jit.OUT, "_resize": _resize}
         srcs = iter(ops)
         args = [self.read_expr(cc if t == "cc" else next(srcs), t, inst, env) for t in form.src]
