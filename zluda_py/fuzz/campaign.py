@@ -7,8 +7,10 @@ fault/no-fault or, without a fault, on any output word or global accumulator wor
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -159,6 +161,17 @@ def run_batch(seeds: list[int], opt: int | None, keep: Path | None,
     return res
 
 
+PROGRESS_EVERY = 1000
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with(parent: int) -> None:
+    """A worker dies (SIGKILL) with the campaign, however the campaign ends."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _batch_job(args: tuple[list[int], int | None, str | None]) -> BatchResult:
     seeds, opt, keep = args
     return run_batch(seeds, opt, Path(keep) if keep else None)
@@ -178,6 +191,9 @@ def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuz
         for f in r.failures:
             report(f"seed {f.seed}: {f.message}" + (f" [{f.path}]" if f.path else ""))
         total.failures += r.failures
+        if total.kernels % PROGRESS_EVERY < r.kernels:  # a line now and then for long campaigns
+            report(f"... {total.kernels} of {len(seeds)} kernels, {len(total.failures)} divergences, "
+                   f"{time.time() - start:.0f} s")
 
     if jobs <= 1:
         for b in batches:
@@ -185,7 +201,7 @@ def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuz
     else:
         # each process compiles with one LLVM thread; spawn, not fork: the parent may hold a JIT
         os.environ.setdefault("ZLUDA_CPU_THREADS", "1")
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_die_with, initargs=(os.getpid(),)) as pool:
             for r in pool.map(_batch_job, batches):
                 add(r)
     report(f"{total.kernels} kernels, {len(total.failures)} divergences, {time.time() - start:.1f} s")
