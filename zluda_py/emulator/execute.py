@@ -408,6 +408,10 @@ def _pcode_fn(w: Wave, d: Decoded, op) -> Callable:
     text = w.program.pcode.get(op)
     if text is None:
         raise PcodeUnsupported("no pseudocode in the tables")
+    scale = re.match(r"V_DIV_SCALE_(F32|F64)", op.name)
+    if scale:  # the manual's text leaves D0 unassigned where no scaling is needed: it is S0 there
+        t = scale.group(1).lower()
+        text = f"D0.{t} = S0.{t};\n" + text
     return compile_pcode(_cdna_text(text) if not w.rdna else text)
 
 

@@ -516,6 +516,8 @@ class _Compiler:
                 t = _parse_type(self.take())
                 if e.operand is not None:
                     e = Expr(f"ctx.rd({e.operand!r}, {t[0]!r}, {t[1]})", t)
+                elif e.code == "_DENORM":  # DENORM.f32: still the marker `==` tests against
+                    e = Expr("_DENORM", t)
                 else:
                     e = Expr(f"_reinterpret({e.code}, {e.type}, {t})", t)
             elif self.at("["):
