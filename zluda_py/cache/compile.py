@@ -80,6 +80,8 @@ def _build(ptx: list[str], parts: list, target: str, settings: Settings | None, 
                     locks.enter_context(store.compiling(key))
                 look_up()
             todo = [(key, part) for key, part in zip(keys, parts) if key not in out]
+            if not todo:  # built meanwhile by whoever held the locks
+                return [out[key] for key in keys]
             what = (_what(name, todo[0][1], target) if len(todo) == 1
                     else f"{len(todo)} parts of {_what(name, None, target)}")
             with progress.announce(what, cached=store is not None):
