@@ -246,8 +246,8 @@ __attribute__((constructor)) static void zl_fill_export_tables(void) {
     }
 }
 
-/* f8cff951-2146-8b4e-b9e2-fb469e7c0dd9 (cudart 12.9+, before cuInit) stays NOT_FOUND: a table
- * there makes cudart skip part of its start-up (community reports). */
+/* f8cff951-2146-8b4e-b9e2-fb469e7c0dd9 (cudart 12.9+, before cuInit) stays NOT_FOUND: cudart
+ * carries on without it (a community report says a table there makes it skip start-up steps). */
 CUresult cuGetExportTable(const void **ppExportTable, const unsigned char *pExportTableId) {
     if (!ppExportTable || !pExportTableId) return ZL_INVALID_VALUE;
     const zl_export_table *found = NULL;
