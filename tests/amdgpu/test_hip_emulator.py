@@ -115,10 +115,10 @@ DIVISION = """.version 8.0
 """
 
 
-@pytest.mark.xfail(strict=True, reason="div.rn.f32 (v_div_scale/v_rcp/v_fma/v_div_fmas/v_div_fixup) gives wrong "
-                                       "quotients on the emulator; not yet traced to an instruction")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx950"])
 def test_f32_division(arch, lld):
+    """div.rn.f32: v_div_scale (lane-varying ifs), v_rcp, v_fma, v_div_fmas (VCC, not src2, in its
+    VOP3 form), v_div_fixup."""
     from zluda_py.emulator import run_ptx
 
     x = (np.arange(64, dtype=np.float32) - 20) * np.float32(1.7)

@@ -350,7 +350,9 @@ def _ctx_args(d: Decoded) -> tuple:
         if "CMP" in d.name:  # VOPC in VOP3 encoding: vdst is an SGPR
             return srcs, None, True, None, None, vdst
         sdst = inst.sdst.offset if fmt == "VOP3SD" else None
-        return srcs, vdst, True, inst.src2, sdst
+        # the mask operand in src2: V_CNDMASK's and the carry-in of VOP3SD; V_DIV_FMAS reads VCC itself
+        vcc_in = inst.src2 if fmt == "VOP3SD" or d.name.startswith("V_CNDMASK") else None
+        return srcs, vdst, True, vcc_in, sdst
     if fmt.startswith("VOPC"):
         return [inst.src0, inst.vsrc1], None, True
     if fmt.startswith("VOP2"):
