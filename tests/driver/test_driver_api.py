@@ -244,6 +244,42 @@ def test_stream_order_host_functions_and_events(cu):
     assert cu.cuStreamQuery(stream) == CUDA_ERROR_INVALID_HANDLE
 
 
+def test_async_copies_with_pageable_memory_finish_before_they_return(cu):
+    """As NVIDIA's: a pageable source may be reused, and a pageable destination read, as soon
+    as cuMemcpy*Async returns (Warp frees the numpy temporary it copied from); with pinned
+    memory the copy stays queued behind the stream's work."""
+    stream = c_void_p()
+    cu.ok(cu.cuStreamCreate(byref(stream), 1))
+    gate = threading.Event()
+
+    @HOSTFN
+    def held(_):
+        gate.wait(5)
+
+    n = 256
+    d = alloc(cu, n * 4)
+    host = np.arange(n, dtype=np.uint32)
+    cu.ok(cu.cuLaunchHostFunc(stream, held, None))
+    threading.Timer(0.1, gate.set).start()
+    cu.ok(cu.cuMemcpyHtoDAsync_v2(c_ulonglong(d), host.ctypes.data_as(c_void_p), c_size_t(host.nbytes), stream))
+    host[:] = 0  # reused at once: the copy has read it already
+    out = np.zeros(n, dtype=np.uint32)
+    cu.ok(cu.cuMemcpyDtoHAsync_v2(out.ctypes.data_as(c_void_p), c_ulonglong(d), c_size_t(out.nbytes), stream))
+    np.testing.assert_array_equal(out, np.arange(n, dtype=np.uint32))  # no synchronize needed
+
+    pinned = c_void_p()
+    cu.ok(cu.cuMemAllocHost_v2(byref(pinned), c_size_t(n * 4)))
+    gate.clear()
+    cu.ok(cu.cuLaunchHostFunc(stream, held, None))
+    cu.ok(cu.cuMemcpyHtoDAsync_v2(c_ulonglong(d), pinned, c_size_t(n * 4), stream))
+    assert cu.cuStreamQuery(stream) == CUDA_ERROR_NOT_READY  # still queued behind `held`
+    gate.set()
+    cu.ok(cu.cuStreamSynchronize(stream))
+    cu.ok(cu.cuMemFreeHost(pinned))
+    cu.ok(cu.cuMemFree_v2(c_ulonglong(d)))
+    cu.ok(cu.cuStreamDestroy_v2(stream))
+
+
 def test_legacy_default_stream_waits_for_blocking_streams(cu):
     blocking = c_void_p()
     cu.ok(cu.cuStreamCreate(byref(blocking), 0))

@@ -362,6 +362,15 @@ def _copy(dst: int, src: int, size: int, stream: int, sync: bool) -> None:
     run(stream, lambda: _memory().copy(dst, src, size), sync)
 
 
+def _pageable(*ptrs: int) -> bool:
+    """Whether any of these host pointers is pageable memory (none of our allocations: not
+    pinned, registered, device or managed). NVIDIA's async copies to or from pageable memory
+    finish with respect to the host before they return (programs free or reuse a source buffer
+    right after cuMemcpyHtoDAsync: Warp's arrays made from numpy temporaries), so ours run as
+    synchronous copies on their stream."""
+    return any(_memory().find(p) is None for p in ptrs)
+
+
 @entry("cuMemcpy")
 def cuMemcpy(dst, src, size):
     _check_any_range(dst, size, "destination", writable=True)
@@ -373,7 +382,7 @@ def cuMemcpy(dst, src, size):
 def cuMemcpyAsync(dst, src, size, stream):
     _check_any_range(dst, size, "destination", writable=True)
     _check_any_range(src, size, "source")
-    _copy(dst, src, size, addr(stream), False)
+    _copy(dst, src, size, addr(stream), _pageable(dst, src))
 
 
 @entry("cuMemcpyHtoD_v2")
@@ -387,7 +396,7 @@ def cuMemcpyHtoD(dst, src, size):
 def cuMemcpyHtoDAsync(dst, src, size, stream):
     check_device_range(dst, size)
     check_host_range(addr(src), size, "source")
-    _copy(dst, addr(src), size, addr(stream), False)
+    _copy(dst, addr(src), size, addr(stream), _pageable(addr(src)))
 
 
 @entry("cuMemcpyDtoH_v2")
@@ -401,7 +410,7 @@ def cuMemcpyDtoH(dst, src, size):
 def cuMemcpyDtoHAsync(dst, src, size, stream):
     check_device_range(src, size)
     check_host_range(addr(dst), size, "destination", writable=True)
-    _copy(addr(dst), src, size, addr(stream), False)
+    _copy(addr(dst), src, size, addr(stream), _pageable(addr(dst)))
 
 
 @entry("cuMemcpyDtoD_v2")
@@ -486,6 +495,15 @@ def _desc(p, kind: str):
     return ffi.cast(f"{kind} *", p)
 
 
+def _copy_3d_async(p, depth: int, stream) -> None:
+    """A 2D/3D copy queued on the stream; synchronous with pageable host memory (_pageable)."""
+    copy = _copy_3d(p, depth)
+    hosts = [_endpoint(t, h, d, None) for t, h, d in ((p.srcMemoryType, p.srcHost, p.srcDevice),
+                                                     (p.dstMemoryType, p.dstHost, p.dstDevice))
+             if t in (CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_UNIFIED)]
+    run(addr(stream), copy, _pageable(*hosts))
+
+
 @entry("cuMemcpy2D_v2", "cuMemcpy2DUnaligned_v2")
 def cuMemcpy2D(p):
     run(0, _copy_3d(_desc(p, "CUDA_MEMCPY2D"), 1), True)
@@ -493,7 +511,7 @@ def cuMemcpy2D(p):
 
 @entry("cuMemcpy2DAsync_v2")
 def cuMemcpy2DAsync(p, stream):
-    run(addr(stream), _copy_3d(_desc(p, "CUDA_MEMCPY2D"), 1), False)
+    _copy_3d_async(_desc(p, "CUDA_MEMCPY2D"), 1, stream)
 
 
 @entry("cuMemcpy3D_v2")
@@ -503,7 +521,7 @@ def cuMemcpy3D(p):
 
 @entry("cuMemcpy3DAsync_v2")
 def cuMemcpy3DAsync(p, stream):
-    run(addr(stream), _copy_3d(_desc(p, "CUDA_MEMCPY3D"), None), False)
+    _copy_3d_async(_desc(p, "CUDA_MEMCPY3D"), None, stream)
 
 
 # ---- sets ----
