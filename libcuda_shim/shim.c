@@ -181,7 +181,7 @@ static void *zl_cls_table[3] = {(void *)zl_cls_put, (void *)zl_cls_delete, (void
 /* CUDART_INTERFACE slot 2: the primary context of a device */
 static CUresult zl_get_primary_ctx(CUcontext *pctx, CUdevice dev) { return zluda_primary_ctx(pctx, dev); }
 
-/* CUDART_INTERFACE slot 12: called without arguments by cudart 13.3+ at its first call; any
+/* CUDART_INTERFACE slot 12: called without arguments by cudart 13.1+ at its first call; any
  * error fails that call (cudaGetDeviceCount) with it */
 static CUresult zl_runtime_check(void) { return ZL_SUCCESS; }
 
