@@ -229,7 +229,7 @@ def init_code() -> str:
     externs. It never raises: a failure is handed to shim.c, which reports it once and makes
     every entry point fail (cffi would print a traceback and let them all return 0, success)."""
     return f"""
-import atexit, os, traceback
+import os, traceback
 from {MODULE_NAME} import ffi, lib
 try:
     from zluda_py.driver import shim_bridge
@@ -238,10 +238,6 @@ except BaseException as e:
     if os.environ.get("ZLUDA_TRACE"):
         traceback.print_exc()
     lib.zluda_start_failed(f"{{type(e).__name__}}: {{e}}".encode(errors="replace"))
-else:
-    # a Python host: the driver shuts down before the interpreter does (later calls, from atexit
-    # handlers registered before this one and from finalisation, get CUDA_ERROR_DEINITIALIZED)
-    atexit.register(lib.zluda_shutdown)
 """
 
 

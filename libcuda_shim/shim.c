@@ -498,7 +498,9 @@ static CUresult zl_leave(CUresult rc) {
 static CUresult zl_enter(int is_init) {
     if (__atomic_load_n(&zl_forked, __ATOMIC_RELAXED)) return ZL_NOT_INITIALIZED;
     int state = __atomic_load_n(&zl_state, __ATOMIC_ACQUIRE);
-    if (state == ZL_READY) return ZL_SUCCESS;
+    /* A Python host's atexit handlers all still reach the driver (frameworks free their arrays
+     * there, as under NVIDIA's); once its interpreter finalises, Python code cannot run. */
+    if (state == ZL_READY) return zl_finalizing() ? ZL_DEINITIALIZED : ZL_SUCCESS;
     if (state == ZL_STARTING) {
         pthread_once(&zl_start_once, zl_start);
         state = __atomic_load_n(&zl_state, __ATOMIC_ACQUIRE);

@@ -219,7 +219,9 @@ def test_python_host_calls_after_shutdown_get_deinitialized(tmp_path):
     """)
     r = subprocess.run([sys.executable, "-c", code, str(shim_path())], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines() == ["atexit after cuInit: 0", "atexit before cuInit: 4", "finalisation: 4"], r.stderr
+    # every atexit handler still reaches the driver (Warp frees its arrays from one registered
+    # at import, before cuInit); finalisation cannot run Python any more
+    assert r.stdout.splitlines() == ["atexit after cuInit: 0", "atexit before cuInit: 0", "finalisation: 4"], r.stderr
     assert r.stderr == ""
 
 
