@@ -149,3 +149,57 @@ def test_scratch_array(arch: str) -> None:
     a = np.arange(64, dtype=np.int32) * 5
     c = run_ptx(PTX, "local_array", 1, 64, [a, np.zeros(64, np.int32)], arch)[1]
     np.testing.assert_array_equal(c, a + (a & 15))
+
+
+HALVES = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry halves(.param .u64 x, .param .u64 y)
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<5>; .reg .b16 %h<6>;
+  ld.param.u64 %rd1, [x]; ld.param.u64 %rd2, [y]; mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 4; add.u64 %rd4, %rd1, %rd3; ld.global.u32 %r2, [%rd4];
+  mov.b32 {%h0, %h1}, %r2;
+  add.rn.f16 %h2, %h1, %h0; mul.rn.f16 %h3, %h1, %h1; max.f16 %h4, %h0, %h1;
+  mov.b32 %r3, {%h2, %h3};
+  add.u64 %rd4, %rd2, %rd3; st.global.u32 [%rd4], %r3;
+  cvt.u32.u16 %r3, %h4;
+  add.u64 %rd4, %rd4, 128; st.global.u32 [%rd4], %r3;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_16_bit_operands_in_register_halves(arch: str) -> None:
+    """gfx1100's 16-bit instructions name register halves (v5.h: bit 7 of a VOP1/VOP2 VGPR
+    field, opsel in VOP3) and keep the other half; the emulator once read v133 and zeroed it."""
+    from zluda_py.compiler import compile as compile_cpu
+
+    x = np.random.default_rng(3).integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32)
+    want = np.zeros(64, np.uint32)
+    compile_cpu(HALVES).launch("halves", 1, 32, [x, want])  # the CPU target: bit-exact f16 per PTX
+    got = run_ptx(HALVES, "halves", 1, 32, [x, np.zeros(64, np.uint32)], arch)[1]
+    np.testing.assert_array_equal(got, want)
+
+
+GENERIC_LOAD = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry generic_load(.param .u64 x, .param .u64 y)
+{
+  .reg .b32 %r<3>; .reg .b64 %rd<5>;
+  ld.param.u64 %rd1, [x]; ld.param.u64 %rd2, [y]; mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 4; add.u64 %rd4, %rd1, %rd3; ld.u32 %r2, [%rd4];
+  add.u64 %rd4, %rd2, %rd3; st.u32 [%rd4], %r2;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_flat_access_ignores_the_saddr_field(arch: str) -> None:
+    """flat_load/flat_store have no SADDR operand; LLVM encodes the field as 0 (s0) on gfx9, which
+    the emulator once added to the address on gfx950."""
+    x = np.arange(64, dtype=np.uint32) * 7
+    np.testing.assert_array_equal(run_ptx(GENERIC_LOAD, "generic_load", 1, 64, [x, np.zeros(64, np.uint32)], arch)[1], x)

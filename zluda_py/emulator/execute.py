@@ -41,22 +41,25 @@ class Decoded:
     `inst` is a snapshot of the fields: tinygrad decodes a field on every attribute access,
     which would dominate the time of a step. `fn` and `ctx_args` cache what executing it needs."""
 
-    __slots__ = ("inst", "size", "literal", "name", "fmt", "fn", "ctx_args")
+    __slots__ = ("inst", "size", "literal", "name", "fmt", "fn", "ctx_args", "op_bits", "halves")
 
     def __init__(self, inst: "Inst | SimpleNamespace", size: int, literal: int | None):
+        self.op_bits: dict[str, int] = {}
         if isinstance(inst, Inst):
             fields = {n: getattr(inst, n) for n, _ in type(inst)._fields}
             self.name = inst.op_name if "op" in fields else type(inst).__name__
             self.fmt = type(inst).__name__.removesuffix("_LIT")  # VOP3SD_LIT is a VOP3SD with a literal
+            self.op_bits = inst.op_bits if "op" in fields else {}
             inst = SimpleNamespace(**fields)
         self.inst, self.size, self.literal = inst, size, literal
         self.fn: Callable | None = None
         self.ctx_args: tuple | None = None
+        self.halves = (0, False)  # RDNA 16-bit operands: (high-half bits as opsel lays them out, 16-bit vdst)
 
     def copy(self, name: str) -> "Decoded":
         """The same instruction under another operation name (the halves of DS 2-address forms)."""
         d = Decoded(self.inst, self.size, self.literal)
-        d.name, d.fmt = name, self.fmt
+        d.name, d.fmt, d.op_bits = name, self.fmt, self.op_bits
         return d
 
 
@@ -218,6 +221,8 @@ class Ctx:
             if isinstance(reg, str):  # an immediate field standing as a source
                 return self._rd(reg, kind, bits)
             raw = w.read_raw(reg, bits, kind == "f" and bits == 64, self.d.literal)
+            if self.d.halves[0] >> i & 1:
+                raw = raw >> np.uint64(16)
             if self.sdwa:
                 inst = self.d.inst
                 raw = _sdwa_select(raw, *((inst.src0_sel, inst.src0_sext) if i == 0 else (inst.src1_sel, inst.src1_sext)))
@@ -231,6 +236,7 @@ class Ctx:
         if name == "D0" and self.dst is not None:
             if self.valu:
                 raw = w.read_raw(Reg(256 + self.dst), bits, False, None)
+                raw = raw >> np.uint64(16) if self.d.halves[0] & 8 else raw
             else:
                 raw = w.read_raw(Reg(self.dst), bits, False, None)
             return reinterpret(raw, ("u", 64), t) if bits > 32 else reinterpret(raw.astype(np.uint32), ("u", 32), t)
@@ -292,6 +298,10 @@ class Ctx:
                     raw = reinterpret(value, t, ("u", t[1])).astype(np.uint64)
                 if self.sdwa:
                     raw = _sdwa_place(raw, w.vgpr[self.dst].astype(np.uint64), self.d.inst.dst_sel, self.d.inst.dst_unused)
+                if self.d.halves[1]:  # RDNA: a 16-bit result goes to its half, the other half is kept
+                    shift = np.uint64(16 if self.d.halves[0] & 8 else 0)
+                    old = w.vgpr[self.dst].astype(np.uint64) & ~(np.uint64(0xFFFF) << shift)
+                    raw = old | (raw & np.uint64(0xFFFF)) << shift
                 if self.valu:
                     w.write_vgpr(self.dst, raw, t[1], exec_lanes)
                 else:
@@ -317,11 +327,44 @@ class Ctx:
 
 def _alu_ctx(w: Wave, d: Decoded) -> Ctx:
     if d.ctx_args is None:
-        d.ctx_args = _ctx_args(d)
+        d.ctx_args = _true16(d, _ctx_args(d, w.rdna)) if w.rdna else _ctx_args(d, w.rdna)
     return Ctx(w, d, *d.ctx_args)
 
 
-def _ctx_args(d: Decoded) -> tuple:
+def _opsel_on_halves(d: Decoded) -> bool:
+    """Whether every operand VOP3's opsel selects a half of is a 16-bit one."""
+    names = (("src0", "vsrc0"), ("src1", "vsrc1"), ("src2", "vsrc2"), ("vdst",))
+    return all(any(d.op_bits.get(n) == 16 for n in names[i]) for i in range(4) if d.inst.opsel >> i & 1)
+
+
+_HALF_FIELDS = {"VOP1": ("src0", None, None, "vdst"), "VOP2": ("src0", "vsrc1", None, "vdst"),
+                "VOPC": ("src0", "vsrc1", None, None)}
+
+
+def _true16(d: Decoded, args: tuple) -> tuple:
+    """RDNA's 16-bit operands name register halves: in VOP1/VOP2/VOPC a VGPR number's bit 7 picks
+    the high half of v0-v127, in VOP3 the opsel bits (sources 0-2, then the destination) do. Sets
+    `d.halves` and returns the Ctx arguments with the VGPR numbers of the e32 fields corrected."""
+    fields = _HALF_FIELDS.get(d.fmt)
+    srcs, dst = list(args[0]), args[1]
+    if fields is None:  # VOP3 (opsel checked by _ctx_args), or an encoding without 16-bit halves
+        d.halves = (getattr(d.inst, "opsel", 0) if d.fmt.startswith("VOP3") else 0,
+                    dst is not None and d.op_bits.get("vdst") == 16)
+        return args
+    hi = 0
+    for i, name in enumerate(fields):
+        if name is None or d.op_bits.get(name) != 16:
+            continue
+        if i == 3:
+            if dst is not None and dst >= 128:
+                dst, hi = dst - 128, hi | 8
+        elif isinstance(srcs[i], Reg) and srcs[i].offset >= 256 + 128:
+            srcs[i], hi = Reg(srcs[i].offset - 128), hi | 1 << i
+    d.halves = (hi, dst is not None and d.op_bits.get("vdst") == 16)
+    return (srcs, dst, *args[2:])
+
+
+def _ctx_args(d: Decoded, rdna: bool) -> tuple:
     """Ctx's arguments after the wave and the instruction: sources, destination, VALU or not,
     and the carry-in, carry-out and compare-mask registers of the encodings that have them."""
     inst, fmt = d.inst, d.fmt
@@ -341,8 +384,10 @@ def _ctx_args(d: Decoded) -> tuple:
     if any(s in fmt for s in ("DPP", "SDWA")) or fmt.startswith(("VOP3P", "VINTERP")):
         raise PcodeUnsupported(f"the {fmt} encoding")
     if fmt.startswith("VOP3"):
-        if getattr(inst, "omod", 0) or getattr(inst, "opsel", 0):
-            raise PcodeUnsupported("omod/opsel modifiers")
+        if getattr(inst, "omod", 0):
+            raise PcodeUnsupported("the omod modifier")
+        if getattr(inst, "opsel", 0) and not (rdna and _opsel_on_halves(d)):
+            raise PcodeUnsupported("opsel on an operand wider than 16 bits")
         if getattr(inst, "clmp", 0):
             raise PcodeUnsupported("clamp on this instruction")
         srcs = [inst.src0, inst.src1, inst.src2]
@@ -687,7 +732,8 @@ def _flat_like(w: Wave, d: Decoded) -> None:
     off_bits = 13 if w.rdna else (13 if fmt != "FLAT" else 12)
     offset = _sext(inst.offset, off_bits) if fmt != "FLAT" or w.rdna else inst.offset
     saddr = inst.saddr.offset
-    no_saddr = saddr in (124, 125) if w.rdna else saddr == 0x7F
+    # FLAT has no SADDR operand: LLVM encodes the field as 0 on gfx9 (NULL on gfx11), the hardware ignores it
+    no_saddr = fmt == "FLAT" or (saddr in (124, 125) if w.rdna else saddr == 0x7F)
     addr_reg = inst.addr.offset - 256
     lanes = _active(w)
     if space == "scratch":
