@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Runner
+from conformance.harness import EMULATED, Runner
 
-TARGETS = ("cpu", "semantics", "semantics1")
+TARGETS = ("cpu", "semantics", "semantics1", *EMULATED)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

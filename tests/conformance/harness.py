@@ -3,6 +3,8 @@
 Targets:
 * "cpu": a real PTX kernel (one thread per input element) through
   `zluda_py.compiler.compile(...).launch(...)`: the acceptance path.
+* "gfx1100" / "gfx950": the same kernel compiled by the AMDGPU target and run on the ISA
+  emulator (`zluda_py.emulator`), wave32 and wave64 (`EmulatedModule`).
 * "semantics" / "semantics1": the instruction's `emit` alone, wrapped in a tiny LLVM loop over
   lane values of width 32 / 1 and JIT-compiled with llvmlite: checks the definitions
   independently of the framework, and at both widths the targets use.
@@ -220,13 +222,26 @@ def _op_body(j: int, op: Op) -> list[str]:
     return lines
 
 
+EMULATED = ("gfx1100", "gfx950")  # AMDGPU targets the conformance suite runs on the ISA emulator
+
+
+def compile_module(source: str, target: str):
+    """`source` compiled for a PTX-running target: a CompiledModule, or an EmulatedModule (the
+    AMDGPU code object on the ISA emulator, with the same `launch`)."""
+    if target in EMULATED:
+        from zluda_py.emulator.module import EmulatedModule
+
+        return EmulatedModule.from_ptx(source, target)
+    from zluda_py.compiler import compile as compile_ptx
+
+    return compile_ptx(source, target=target)
+
+
 class PtxKernel:
     def __init__(self, ops: list[Op], target: str) -> None:
-        from zluda_py.compiler import compile as compile_ptx
-
         self.ops = ops
         self.source = ptx_kernel(ops)
-        self.module = compile_ptx(self.source, target=target)
+        self.module = compile_module(self.source, target)
 
     def run(self, inputs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
         n = max(len(a) for ins in inputs for a in ins)

@@ -60,13 +60,13 @@ def test_cpu_target_matches_reference(tmp_path: Path) -> None:
 
 def _wrong_reference(k):
     """The CPU target itself, with one output word flipped: the comparator must notice."""
-    o = campaign.run_cpu(campaign.compile_cpu(k.ptx(), 0), k)
+    o = campaign.run_module(campaign.compile_cpu(k.ptx(), 0), k)
     o.out[3 * 8 + 2] ^= 1
     return o
 
 
 def _faulting_reference(k):
-    o = campaign.run_cpu(campaign.compile_cpu(k.ptx(), 0), k)
+    o = campaign.run_module(campaign.compile_cpu(k.ptx(), 0), k)
     o.fault = "fault 700: pretend"
     return o
 

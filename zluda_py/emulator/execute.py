@@ -63,6 +63,11 @@ class Decoded:
         return d
 
 
+# cache invalidates tinygrad's tables cannot decode (gfx11 MUBUF without operands): no-ops here
+_UNDECODED = {("rdna3", bytes.fromhex("0000ace000000000")): "BUFFER_GL0_INV",
+              ("rdna3", bytes.fromhex("0000b0e000000000")): "BUFFER_GL1_INV"}
+
+
 class Program:
     """The kernel's code, decoded lazily and cached per address."""
 
@@ -78,6 +83,11 @@ class Program:
             if not 0 <= off < len(self.text):
                 raise EmulatorError(f"jump to {pc:#x}, outside the code")
             raw = self.text[off:off + 20]
+            bare = _UNDECODED.get((self.family, raw[:8]))
+            if bare is not None:
+                d = self._cache[pc] = Decoded(SimpleNamespace(), 8, None)
+                d.name, d.fmt = bare, "MUBUF"
+                return d
             try:
                 inst = decode_inst(raw, self.family)
             except Exception as exc:
@@ -145,7 +155,8 @@ class Wave:
             value = (-(off - 192)) & (0xFFFFFFFFFFFFFFFF if wide else 0xFFFFFFFF)
         elif off in _F32_CONST:
             f = _F32_CONST[off]
-            value = struct.unpack("<Q", struct.pack("<d", f))[0] if float64 else (
+            # a 64-bit operand gets the f64 pattern whatever its type (LLVM compares 64-bit integers with 1.0)
+            value = struct.unpack("<Q", struct.pack("<d", f))[0] if wide else (
                 int(np.float16(f).view(np.uint16)) if bits == 16 else struct.unpack("<I", struct.pack("<f", f))[0])
         elif off == 235:
             value = memmod.SHARED_APERTURE << 32 if wide else memmod.SHARED_APERTURE
@@ -226,10 +237,15 @@ class Ctx:
             if self.sdwa:
                 inst = self.d.inst
                 raw = _sdwa_select(raw, *((inst.src0_sel, inst.src0_sext) if i == 0 else (inst.src1_sel, inst.src1_sext)))
-            value = reinterpret(raw, ("u", 64), t) if bits > 32 else reinterpret(raw.astype(np.uint32), ("u", 32), t)
-            if (self.abs | self.neg) >> i & 1:
-                if kind != "f":
+            modified = (self.abs | self.neg) >> i & 1
+            if modified and kind != "f":
+                if not self.d.name.startswith("V_CNDMASK"):
                     raise PcodeUnsupported("abs/neg modifier on a non-float operand")
+                sign = np.uint64(1 << (bits - 1))  # V_CNDMASK selects floats: the modifiers act on the sign bit
+                raw = raw & ~sign if self.abs >> i & 1 else raw
+                raw = raw ^ sign if self.neg >> i & 1 else raw
+            value = reinterpret(raw, ("u", 64), t) if bits > 32 else reinterpret(raw.astype(np.uint32), ("u", 32), t)
+            if modified and kind == "f":
                 value = np.abs(value) if self.abs >> i & 1 else value
                 value = -value if self.neg >> i & 1 else value
             return value
@@ -455,6 +471,12 @@ def _pcode_fn(w: Wave, d: Decoded, op) -> Callable:
     text = w.program.pcode.get(op)
     if text is None:
         raise PcodeUnsupported("no pseudocode in the tables")
+    # branches: the manual's 16-bit product SIMM16 * 4 wraps for offsets past 8191 dwords; the hardware's does not
+    text = text.replace("signext(SIMM16.i16 * 16'4)", "(signext(SIMM16.i16) * 4LL)")
+    rndne = re.match(r"[SV]_RNDNE_(F16|F32|F64)", op.name)
+    if rndne:  # the manual's floor(x + 0.5) rounds x + 0.5 first and loses -0: the hardware rounds exactly
+        t = rndne.group(1).lower()
+        text = f"D0.{t} = rndne(S0.{t})"
     scale = re.match(r"V_DIV_SCALE_(F32|F64)", op.name)
     if scale:  # the manual's text leaves D0 unassigned where no scaling is needed: it is S0 there
         t = scale.group(1).lower()
@@ -462,17 +484,35 @@ def _pcode_fn(w: Wave, d: Decoded, op) -> Callable:
     return compile_pcode(_cdna_text(text) if not w.rdna else text)
 
 
-_SATURATING = {"V_ADD_NC_U32_E64": lambda a, b: a + b, "V_SUB_NC_U32_E64": lambda a, b: a - b,
-               "V_SUBREV_NC_U32_E64": lambda a, b: b - a, "V_ADD_U32_E64": lambda a, b: a + b,
-               "V_SUB_U32_E64": lambda a, b: a - b, "V_SUBREV_U32_E64": lambda a, b: b - a}
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a + b
+
+
+def _sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a - b
+
+
+def _subrev(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return b - a
+
+
+# name -> (operation, signed); RDNA and CDNA names of the 32-bit integer add/sub with a clamp bit
+_SATURATING = {"V_ADD_NC_U32_E64": (_add, False), "V_SUB_NC_U32_E64": (_sub, False),
+               "V_SUBREV_NC_U32_E64": (_subrev, False), "V_ADD_U32_E64": (_add, False),
+               "V_SUB_U32_E64": (_sub, False), "V_SUBREV_U32_E64": (_subrev, False),
+               "V_ADD_NC_I32": (_add, True), "V_SUB_NC_I32": (_sub, True),
+               "V_ADD_I32": (_add, True), "V_SUB_I32": (_sub, True)}
 
 
 def _saturating(w: Wave, d: Decoded) -> None:
-    """Unsigned add/sub with the clamp bit: the result saturates to [0, 2^32-1] (the pseudocode
-    describes the wrapping form only)."""
+    """32-bit add/sub with the clamp bit: the exact result saturates to the unsigned or signed
+    range (the pseudocode describes the wrapping form only)."""
     inst = d.inst
-    a, b = (np.broadcast_to(w.read_raw(r, 32, False, d.literal).astype(np.int64), (w.lanes,)) for r in (inst.src0, inst.src1))
-    out = np.clip(_SATURATING[d.name](a, b), 0, 0xFFFFFFFF).astype(np.uint64)
+    op, signed = _SATURATING[d.name]
+    a, b = (np.broadcast_to(w.read_raw(r, 32, False, d.literal).astype(np.uint32).view(np.int32 if signed else np.uint32)
+                            .astype(np.int64), (w.lanes,)) for r in (inst.src0, inst.src1))
+    lo, hi = (-(1 << 31), (1 << 31) - 1) if signed else (0, 0xFFFFFFFF)
+    out = np.clip(op(a, b), lo, hi).astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)
     w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
 
 
@@ -871,6 +911,23 @@ def _bitop3(w: Wave, d: Decoded) -> None:
     w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
 
 
+def _perm(w: Wave, d: Decoded) -> None:
+    """V_PERM_B32 (the manual's BYTE_PERMUTE, whose bit-slice assignments the pcode compiler does
+    not translate): each byte of S2 picks a byte of {S0, S1} (0-7), a sign fill of byte 1, 3, 5
+    or 7 (8-11), 0x00 (12) or 0xff (13 and up)."""
+    inst = d.inst
+    a, b, sel = (np.broadcast_to(w.read_raw(r, 32, False, d.literal), (w.lanes,)) for r in (inst.src0, inst.src1, inst.src2))
+    data = b | a << np.uint64(32)
+    out = np.zeros(w.lanes, np.uint64)
+    for k in range(4):
+        s = (sel >> np.uint64(8 * k)) & np.uint64(0xFF)
+        byte = (data >> ((s & np.uint64(7)) * np.uint64(8))) & np.uint64(0xFF)
+        sign = (data >> ((s - np.uint64(8)) * np.uint64(16) + np.uint64(15)) % np.uint64(64) & np.uint64(1)) * np.uint64(0xFF)
+        byte = np.where(s < 8, byte, np.where(s < 12, sign, np.where(s == 12, np.uint64(0), np.uint64(0xFF))))
+        out |= byte << np.uint64(8 * k)
+    w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
+
+
 def _readlane(w: Wave, d: Decoded) -> None:
     inst = d.inst
     src = inst.src0.offset - 256
@@ -924,6 +981,8 @@ def step(w: Wave) -> None:
             _saturating(w, d)
         elif name == "V_BITOP3_B32":
             _bitop3(w, d)
+        elif name.startswith("V_PERM_B32"):
+            _perm(w, d)
         elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32"):
             _mad64(w, d)
         elif name.startswith(("V_READFIRSTLANE_B32", "V_READLANE_B32")):

@@ -67,6 +67,13 @@ def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block
     for off, raw in _hidden_args(k, grid3, block3, dynamic_lds).items():
         segment[off:off + len(raw)] = raw
     kernarg_addr = memory.upload(bytes(segment))
+    # the AQL dispatch packet (kernels that make indirect calls ask for its pointer) and a queue
+    # of zeros: gfx9+ code reads nothing it needs from the queue
+    packet = struct.pack("<HHHHHHIIIIIQQQQ", 0, len([n for n in grid3 if n > 1]) or 1, *block3, 0,
+                         *(g * b for g, b in zip(grid3, block3)), k.scratch_per_lane,
+                         k.group_segment_size + dynamic_lds, 0, kernarg_addr, 0, 0)
+    inputs = {"kernarg_segment_ptr": kernarg_addr, "dispatch_ptr": memory.upload(packet),
+              "queue_ptr": memory.alloc(256)}
     program = image.programs.get(family)
     if program is None:
         program = image.programs[family] = Program(k.text, k.text_base, family)
@@ -77,21 +84,23 @@ def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block
             for gy in range(grid3[1]):
                 for gx in range(grid3[0]):
                     wg = Workgroup(memory, k.group_segment_size + dynamic_lds)
-                    waves = [_start_wave(k, program, wg, i, (gx, gy, gz), block3, threads, arch, kernarg_addr)
+                    waves = [_start_wave(k, program, wg, i, (gx, gy, gz), block3, threads, arch, inputs)
                              for i in range(nwaves)]
-                    _run_workgroup(waves)
+                    with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are what the pseudocode computes
+                        _run_workgroup(waves)
     finally:
-        memory.remove(kernarg_addr)
+        for addr in inputs.values():
+            memory.remove(addr)
 
 
 def _start_wave(k: loader.Kernel, program: Program, wg: Workgroup, index: int, group: tuple[int, int, int],
-                block: tuple[int, int, int], threads: int, arch: str, kernarg_addr: int) -> Wave:
+                block: tuple[int, int, int], threads: int, arch: str, inputs: dict[str, int]) -> Wave:
     w = Wave(program, k.wave, wg, index, k.scratch_per_lane)
     w.pc = k.entry
     for name, reg in k.user_sgprs:
-        if name == "kernarg_segment_ptr":
-            w.sgpr[reg], w.sgpr[reg + 1] = kernarg_addr & 0xFFFFFFFF, kernarg_addr >> 32
-        elif name in ("dispatch_ptr", "queue_ptr", "private_segment_buffer", "flat_scratch_init"):
+        if name in inputs:
+            w.sgpr[reg], w.sgpr[reg + 1] = inputs[name] & 0xFFFFFFFF, inputs[name] >> 32
+        elif name in ("private_segment_buffer", "flat_scratch_init"):
             raise EmulatorError(f"kernel {k.name} asks for the {name} SGPR input, which the emulator does not provide")
         elif name == "private_segment_size":
             w.sgpr[reg] = k.scratch_per_lane

@@ -475,6 +475,8 @@ class _Compiler:
         if op == "%" and t[0] != "u":
             raise PcodeUnsupported("signed or float remainder")
         code = f"({_conv(a, t)} {pyop} {_conv(b, t)})"
+        if op == "<>" and t[0] == "f":  # "less or greater": false for NaN operands, unlike !=
+            code = f"(({_conv(a, t)} < {_conv(b, t)}) | ({_conv(a, t)} > {_conv(b, t)}))"
         if op in ("==", "!=", "<>", "<", ">", "<=", ">="):
             return Expr(code, BOOL)
         return Expr(code, t)
@@ -589,11 +591,17 @@ class _Compiler:
         self.take(")")
         if fn in self.macros:
             return self.expand(fn, args)
-        minmax = re.match(r"^v_(min|max)_([uif])(16|32|64)$", fn)
-        if minmax and len(args) == 2:  # V_MIN3/V_MAX3/V_MED3's helpers: the two-operand instruction
-            t = (minmax.group(2), int(minmax.group(3)))
+        minmax = re.match(r"^v_(min|max)(3?)_([uif])(16|32|64)$", fn)
+        if minmax and len(args) == (3 if minmax.group(2) else 2):  # V_MIN3/V_MAX3/V_MED3's helpers: the instructions
+            t = (minmax.group(3), int(minmax.group(4)))
             np_fn = ("np.fmin" if minmax.group(1) == "min" else "np.fmax") if t[0] == "f" else f"np.{minmax.group(1)}imum"
-            return Expr(f"{np_fn}({_conv(args[0], t)}, {_conv(args[1], t)})", t)
+            code = _conv(args[0], t)
+            for a in args[1:]:
+                code = f"{np_fn}({code}, {_conv(a, t)})"
+            return Expr(code, t)
+        if fn == "pow" and len(args) == 2 and all(a.type[0] == "f" for a in args):
+            t = _unify(args[0], args[1])
+            return Expr(f"np.power({_conv(args[0], t)}, {_conv(args[1], t)})", t)
         if fn == "signext" and len(args) == 1:
             t = ("i", 64)
             a = args[0]
@@ -627,7 +635,7 @@ class _Compiler:
 
 # Named float constants. The manuals leave UNDERFLOW/OVERFLOW (V_DIV_FIXUP's results for
 # quotients out of range) undefined; zero and infinity are what a correctly rounded quotient gives.
-_CONSTANTS = {"INF": "np.inf", "NAN": "np.nan", "UNDERFLOW_F32": "0.0", "UNDERFLOW_F64": "0.0",
+_CONSTANTS = {"INF": "np.inf", "NAN": "np.nan", "PI": "np.pi", "UNDERFLOW_F32": "0.0", "UNDERFLOW_F64": "0.0",
               "OVERFLOW_F32": "np.inf", "OVERFLOW_F64": "np.inf"}
 
 
@@ -659,6 +667,9 @@ _FLOAT_UNARY: dict[str, tuple[str, Type | None]] = {
     "trunc": ("np.trunc({x})", None), "floor": ("np.floor({x})", None), "sqrt": ("np.sqrt({x})", None),
     "fract": ("({x} - np.floor({x}))", None), "isEven": ("(np.fmod({x}, 2) == 0)", BOOL),
     "mantissa": ("np.frexp({x})[0]", None),
+    # the transcendental instructions (V_SIN/COS/LOG/EXP): numpy's results, within the hardware's 1 ulp
+    "rndne": ("np.rint({x})", None),  # not the manual's: round half to even, exactly (see execute._pcode_fn)
+    "sin": ("np.sin({x})", None), "cos": ("np.cos({x})", None), "log2": ("np.log2({x})", None),
 }
 
 

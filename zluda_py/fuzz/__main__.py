@@ -1,4 +1,5 @@
-"""`python -m zluda_py.fuzz --seeds A-B [--jobs N] [--keep DIR] [--opt L]` or `--minimize CASE`."""
+"""`python -m zluda_py.fuzz --seeds A-B [--targets cpu,gfx1100,gfx950] [--jobs N] [--keep DIR] [--opt L]`
+or `--minimize CASE`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=Path("fuzz-failures"), help="where divergent cases are written")
     ap.add_argument("--opt", type=int, choices=(0, 1, 2, 3), default=None,
                     help="LLVM level for the CPU target (default: what compile() picks, O3)")
+    ap.add_argument("--targets", "--target", default="cpu",
+                    help="comma-separated targets compared with the reference: cpu, gfx1100, gfx950 "
+                         "(AMDGPU code objects on the ISA emulator); default cpu")
     ap.add_argument("--batch", type=int, default=25, help="kernels per compiled module")
     ap.add_argument("--minimize", type=Path, metavar="CASE", help="a kept case.json (or its directory)")
     args = ap.parse_args(argv)
@@ -27,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     first, _, last = args.seeds.partition("-")
     from zluda_py.fuzz.campaign import campaign
 
-    result = campaign(int(first), int(last or first), args.jobs, args.keep, args.opt, args.batch)
+    targets = tuple(t for t in args.targets.split(",") if t)
+    result = campaign(int(first), int(last or first), args.jobs, args.keep, args.opt, args.batch, targets=targets)
     return 1 if result.failures else 0
 
 

@@ -1,8 +1,10 @@
-"""Differential runs: each generated kernel on the reference executor and on the CPU target.
+"""Differential runs: each generated kernel on the reference executor and on the targets under
+test: the CPU target, and AMDGPU code objects on the ISA emulator (`gfx1100`, `gfx950`).
 
-Kernels are compiled for the CPU target in batches (one module of many `.entry`s, one compile),
-and the reference gets each kernel's own module. A kernel *diverges* when the two disagree on
-fault/no-fault or, without a fault, on any output word or global accumulator word.
+Kernels are compiled for each target in batches (one module of many `.entry`s, one compile),
+and the reference gets each kernel's own module. A kernel *diverges* when a target and the
+reference disagree on fault/no-fault or, without a fault, on any output word or global
+accumulator word.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def run_reference(k: Kernel) -> Outcome:
     return Outcome(None, out, acc)
 
 
+TARGETS = ("cpu", "gfx1100", "gfx950")  # gfx*: our AMDGPU code objects on the ISA emulator
+
+
 def compile_cpu(ptx: str, opt: int | None = None):
     """Compile for the CPU target: exactly `compile()` when `opt` is None, else at that LLVM level."""
     from zluda_py.compiler import compile, emit_object, load, lower
@@ -66,35 +71,49 @@ def compile_cpu(ptx: str, opt: int | None = None):
     return load(emit_object(ir_text, opt), metadata)
 
 
-def run_cpu(module, k: Kernel) -> Outcome:
+def compile_for(target: str, ptx: str, opt: int | None = None):
+    """A module with `launch` for `target`. `opt` is the CPU target's LLVM level; AMDGPU code is
+    always built as the HIP backend builds it (O3)."""
+    if target == "cpu":
+        return compile_cpu(ptx, opt)
+    from zluda_py.emulator.module import EmulatedModule
+
+    return EmulatedModule.from_ptx(ptx, target)
+
+
+def run_module(module, k: Kernel) -> Outcome:
+    """The kernel launched on a compiled module (the CPU target's, or an emulated AMDGPU one)."""
     from zluda_py.compiler import LaunchError
+    from zluda_py.emulator.errors import EmulatorError
 
     inp, out, acc = k.buffers()
     try:
         module.launch(k.name, (k.grid, 1, 1), (k.block, 1, 1), [inp, out, acc])
     except LaunchError as e:
         return Outcome(f"fault {e.cu_result}: {e}", out, acc)
+    except EmulatorError as e:  # an instruction the emulator lacks: no verdict on the code
+        return Outcome(None, out, acc, error=f"emulator error: {e}")
     return Outcome(None, out, acc)
 
 
-def compare(k: Kernel, ref: Outcome, cpu: Outcome) -> str | None:
+def compare(k: Kernel, ref: Outcome, got: Outcome, target: str = "cpu") -> str | None:
     """None when the outcomes agree, else a one-line description of the first difference."""
-    if ref.error or cpu.error:
-        return ref.error or cpu.error
-    if (ref.fault is None) != (cpu.fault is None):
-        return f"fault differs: reference {ref.fault or 'no fault'}; cpu {cpu.fault or 'no fault'}"
+    if ref.error or got.error:
+        return ref.error or f"{target}: {got.error}"
+    if (ref.fault is None) != (got.fault is None):
+        return f"fault differs: reference {ref.fault or 'no fault'}; {target} {got.fault or 'no fault'}"
     if ref.fault is not None:
         return None  # both faulted: what was written before the fault depends on scheduling
-    diff = np.flatnonzero(ref.out != cpu.out)
+    diff = np.flatnonzero(ref.out != got.out)
     if diff.size:
         i = int(diff[0])
         thread, slot = divmod(i, NOUT)
         return (f"{diff.size} output words differ, first thread {thread} (block {thread // k.block}, "
-                f"tid {thread % k.block}) slot {slot}: reference {int(ref.out[i]):#x} cpu {int(cpu.out[i]):#x}")
-    diff = np.flatnonzero(ref.acc != cpu.acc)
+                f"tid {thread % k.block}) slot {slot}: reference {int(ref.out[i]):#x} {target} {int(got.out[i]):#x}")
+    diff = np.flatnonzero(ref.acc != got.acc)
     if diff.size:
         i = int(diff[0])
-        return f"accumulator {i} differs: reference {int(ref.acc[i]):#x} cpu {int(cpu.acc[i]):#x}"
+        return f"accumulator {i} differs: reference {int(ref.acc[i]):#x} {target} {int(got.acc[i]):#x}"
     return None
 
 
@@ -103,6 +122,7 @@ class Failure:
     seed: int
     message: str
     path: str = ""
+    target: str = "cpu"
 
 
 @dataclass
@@ -112,52 +132,60 @@ class BatchResult:
     shapes: Counter = field(default_factory=Counter)
 
 
-def keep_case(keep: Path, k: Kernel, message: str, ref: Outcome | None, cpu: Outcome | None,
-              opt: int | None) -> Path:
-    """Write kernel.ptx, case.json and arrays.npz (inputs, both executors' buffers) to keep/seed<N>."""
-    d = keep / f"seed{k.seed}"
+def keep_case(keep: Path, k: Kernel, message: str, ref: Outcome | None, got: Outcome | None,
+              opt: int | None, target: str = "cpu") -> Path:
+    """Write kernel.ptx, case.json and arrays.npz (inputs, both executors' buffers) to
+    keep/seed<N> (keep/seed<N>-<target> for the emulated targets)."""
+    d = keep / (f"seed{k.seed}" if target == "cpu" else f"seed{k.seed}-{target}")
     d.mkdir(parents=True, exist_ok=True)
     (d / "kernel.ptx").write_text(k.ptx())
     arrays = {"input": k.inputs, "acc_init": k.acc_init}
-    for tag, o in (("ref", ref), ("cpu", cpu)):
+    for tag, o in (("ref", ref), (target, got)):
         if o is not None:
             arrays[f"{tag}_out"], arrays[f"{tag}_acc"] = o.out, o.acc
     np.savez(d / "arrays.npz", **arrays)
-    case = {"seed": k.seed, "kernel": k.name, "grid": k.grid, "block": k.block, "opt": opt, "message": message,
-            "ref_fault": ref.fault if ref else None, "cpu_fault": cpu.fault if cpu else None,
+    case = {"seed": k.seed, "kernel": k.name, "grid": k.grid, "block": k.block, "opt": opt, "target": target,
+            "message": message, "ref_fault": ref.fault if ref else None, f"{target}_fault": got.fault if got else None,
             "shapes": sorted(k.shapes)}
     (d / "case.json").write_text(json.dumps(case, indent=1) + "\n")
     return d
 
 
+def _compile_batch(target: str, kernels: list[Kernel], opt: int | None) -> dict[int, object]:
+    """seed -> module, or the compile error's message for the kernels that do not compile."""
+    try:
+        m = compile_for(target, module_ptx(kernels), opt)
+        return {k.seed: m for k in kernels}
+    except Exception:  # noqa: BLE001 - find the kernel(s) the target cannot compile
+        modules: dict[int, object] = {}
+        for k in kernels:
+            try:
+                modules[k.seed] = compile_for(target, k.ptx(), opt)
+            except Exception as e:  # noqa: BLE001
+                modules[k.seed] = f"{target} compile error: {type(e).__name__}: {e}"
+        return modules
+
+
 def run_batch(seeds: list[int], opt: int | None, keep: Path | None,
-              reference: Executor = run_reference) -> BatchResult:
-    """Generate, compile once for the CPU target, and compare every kernel of the batch."""
+              reference: Executor = run_reference, targets: tuple[str, ...] = ("cpu",)) -> BatchResult:
+    """Generate, compile once per target, and compare every kernel of the batch on each target."""
     kernels = [generate(s) for s in seeds]
     res = BatchResult(kernels=len(kernels))
     for k in kernels:
         res.shapes.update(k.shapes)
-    modules: dict[int, object] = {}
-    try:
-        m = compile_cpu(module_ptx(kernels), opt)
-        modules = {k.seed: m for k in kernels}
-    except Exception:  # noqa: BLE001 - find the kernel(s) the CPU target cannot compile
-        for k in kernels:
-            try:
-                modules[k.seed] = compile_cpu(k.ptx(), opt)
-            except Exception as e:  # noqa: BLE001
-                modules[k.seed] = f"cpu compile error: {type(e).__name__}: {e}"
+    modules = {t: _compile_batch(t, kernels, opt) for t in targets}
     for k in kernels:
         ref = reference(k)
-        m = modules[k.seed]
-        if isinstance(m, str):
-            cpu, message = None, m
-        else:
-            cpu = run_cpu(m, k)
-            message = compare(k, ref, cpu)
-        if message is not None:
-            path = str(keep_case(keep, k, message, ref, cpu, opt)) if keep else ""
-            res.failures.append(Failure(k.seed, message.splitlines()[0][:300], path))
+        for t in targets:
+            m = modules[t][k.seed]
+            if isinstance(m, str):
+                got, message = None, m
+            else:
+                got = run_module(m, k)
+                message = compare(k, ref, got, t)
+            if message is not None:
+                path = str(keep_case(keep, k, message, ref, got, opt, t)) if keep else ""
+                res.failures.append(Failure(k.seed, message.splitlines()[0][:300], path, t))
     return res
 
 
@@ -172,16 +200,22 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def _batch_job(args: tuple[list[int], int | None, str | None]) -> BatchResult:
-    seeds, opt, keep = args
-    return run_batch(seeds, opt, Path(keep) if keep else None)
+def _batch_job(args: tuple[list[int], int | None, str | None, tuple[str, ...]]) -> BatchResult:
+    seeds, opt, keep, targets = args
+    return run_batch(seeds, opt, Path(keep) if keep else None, targets=targets)
 
 
 def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuzz-failures"),
-             opt: int | None = None, batch: int = 25, report: Callable[[str], None] = print) -> BatchResult:
-    """Seeds first..last inclusive, in batches of `batch` kernels over `jobs` processes."""
+             opt: int | None = None, batch: int = 25, report: Callable[[str], None] = print,
+             targets: tuple[str, ...] = ("cpu",)) -> BatchResult:
+    """Seeds first..last inclusive, in batches of `batch` kernels over `jobs` processes, each
+    kernel compared with the reference on every target."""
+    unknown = set(targets) - set(TARGETS)
+    if unknown:
+        raise ValueError(f"unknown fuzz targets {sorted(unknown)}; known: {', '.join(TARGETS)}")
     seeds = list(range(first, last + 1))
-    batches = [(seeds[i:i + batch], opt, str(keep) if keep else None) for i in range(0, len(seeds), batch)]
+    batches = [(seeds[i:i + batch], opt, str(keep) if keep else None, tuple(targets))
+               for i in range(0, len(seeds), batch)]
     total = BatchResult()
     start = time.time()
 
@@ -189,7 +223,7 @@ def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuz
         total.kernels += r.kernels
         total.shapes.update(r.shapes)
         for f in r.failures:
-            report(f"seed {f.seed}: {f.message}" + (f" [{f.path}]" if f.path else ""))
+            report(f"seed {f.seed} ({f.target}): {f.message}" + (f" [{f.path}]" if f.path else ""))
         total.failures += r.failures
         if total.kernels % PROGRESS_EVERY < r.kernels:  # a line now and then for long campaigns
             report(f"... {total.kernels} of {len(seeds)} kernels, {len(total.failures)} divergences, "

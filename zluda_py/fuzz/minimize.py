@@ -11,17 +11,17 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from zluda_py.fuzz.campaign import Executor, compare, compile_cpu, run_cpu, run_reference
+from zluda_py.fuzz.campaign import Executor, compare, compile_for, run_module, run_reference
 from zluda_py.fuzz.generate import Kernel, generate
 
 
-def diverges(k: Kernel, opt: int | None, reference: Executor = run_reference) -> str | None:
-    """The divergence message of `k` alone (compiled as its own module), or None."""
+def diverges(k: Kernel, opt: int | None, reference: Executor = run_reference, target: str = "cpu") -> str | None:
+    """The divergence message of `k` alone (compiled as its own module) on `target`, or None."""
     try:
-        module = compile_cpu(k.ptx(), opt)
+        module = compile_for(target, k.ptx(), opt)
     except Exception as e:  # noqa: BLE001 - a compile failure is a divergence too
-        return f"cpu compile error: {type(e).__name__}: {e}"
-    return compare(k, reference(k), run_cpu(module, k))
+        return f"{target} compile error: {type(e).__name__}: {e}"
+    return compare(k, reference(k), run_module(module, k), target)
 
 
 def minimize_kernel(k: Kernel, still_bad: Callable[[Kernel], bool], report: Callable[[str], None] = print) -> Kernel:
@@ -49,14 +49,14 @@ def minimize(case: Path, report: Callable[[str], None] = print, reference: Execu
     """Minimise the kept case (its case.json or directory); writes minimized.ptx beside it."""
     d = case if case.is_dir() else case.parent
     info = json.loads((d / "case.json").read_text())
-    opt = info.get("opt")
+    opt, target = info.get("opt"), info.get("target", "cpu")
     k = generate(info["seed"])
-    first = diverges(k, opt, reference)
+    first = diverges(k, opt, reference, target)
     if first is None:
-        raise SystemExit(f"seed {info['seed']} does not diverge (alone, at opt {opt}): nothing to minimise")
-    report(f"seed {info['seed']}: {first}")
-    minimize_kernel(k, lambda kk: diverges(kk, opt, reference) is not None, report)
+        raise SystemExit(f"seed {info['seed']} does not diverge on {target} (alone, at opt {opt}): nothing to minimise")
+    report(f"seed {info['seed']} ({target}): {first}")
+    minimize_kernel(k, lambda kk: diverges(kk, opt, reference, target) is not None, report)
     out = d / "minimized.ptx"
     out.write_text(k.ptx())
-    report(f"minimised: {out} (grid {k.grid}, block {k.block}): {diverges(k, opt, reference)}")
+    report(f"minimised: {out} (grid {k.grid}, block {k.block}): {diverges(k, opt, reference, target)}")
     return out

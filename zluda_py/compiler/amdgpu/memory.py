@@ -141,6 +141,8 @@ class MemoryMixin:
         space = space_of(inst)
         if space == "param":
             raise unsupported(inst)
+        if ptx_bits(t) != 64:  # a flat address is 64 bits (shared and local ones carry the aperture above bit 32)
+            raise unsupported(inst, "32-bit generic addresses")
         value = self.read(src, t)
         space_no = ADDRESS_SPACE[space]
         self.write(dst, self.from_generic(value, space_no) if inst.has("to") else self.to_generic(value, space_no), t)
