@@ -203,3 +203,26 @@ def test_flat_access_ignores_the_saddr_field(arch: str) -> None:
     the emulator once added to the address on gfx950."""
     x = np.arange(64, dtype=np.uint32) * 7
     np.testing.assert_array_equal(run_ptx(GENERIC_LOAD, "generic_load", 1, 64, [x, np.zeros(64, np.uint32)], arch)[1], x)
+
+
+SMALL_REM = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry small_rem(.param .u64 out)
+.maxntid 70, 1, 1
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out]; mov.u32 %r1, %tid.x;
+  add.u32 %r2, %r1, 55; rem.u32 %r2, %r2, 70;
+  mul.wide.u32 %rd2, %r1, 4; add.u64 %rd3, %rd1, %rd2; st.global.u32 [%rd3], %r2;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sdwa_operand_in_an_sgpr(arch: str) -> None:
+    """gfx950 computes this remainder in 16 bits with `v_mul_lo_u16_sdwa v2, v2, s2` (SDWA's s1
+    bit: src1 is an SGPR); the emulator once read v2 there (found by the fuzzer, seed 34)."""
+    out = run_ptx(SMALL_REM, "small_rem", 1, 70, [np.zeros(70, np.uint32)], arch)[0]
+    np.testing.assert_array_equal(out, (np.arange(70) + 55) % 70)

@@ -395,8 +395,10 @@ def _ctx_args(d: Decoded, rdna: bool) -> tuple:
     if fmt in _SDWA:
         if inst.omod or inst.clmp:
             raise PcodeUnsupported("SDWA with omod or clamp")
-        src0 = Reg(inst.vsrc0.offset - 256) if inst.s0 else inst.vsrc0  # s0: an SGPR
-        return [src0, inst.vsrc1] if fmt == "VOP2_SDWA" else [src0], inst.vdst.offset - 256, True
+        src0 = Reg(inst.vsrc0.offset - 256) if inst.s0 else inst.vsrc0  # s0/s1: the field names an SGPR
+        if fmt == "VOP1_SDWA":
+            return [src0], inst.vdst.offset - 256, True
+        return [src0, Reg(inst.vsrc1.offset - 256) if inst.s1 else inst.vsrc1], inst.vdst.offset - 256, True
     if any(s in fmt for s in ("DPP", "SDWA")) or fmt.startswith(("VOP3P", "VINTERP")):
         raise PcodeUnsupported(f"the {fmt} encoding")
     if fmt.startswith("VOP3"):
