@@ -157,9 +157,43 @@ def wrappers_c(typedefs: str, protos: dict[str, str]) -> str:
     calls its cffi extern (zl_leave: a Ctrl-C it caught goes back to a Python host). cuInit is told apart because it alone reports a failed start-up as
     CUDA_ERROR_UNKNOWN (the others: CUDA_ERROR_NOT_INITIALIZED)."""
     names = _param_names(typedefs, protos)
+
+    def not_running(symbol: str) -> str:
+        if symbol in ERROR_TEXT_ENTRIES:
+            code, pstr = names[symbol]
+            return f"zl_error_answer({code}, {pstr}, {ERROR_TEXT_ENTRIES[symbol]})"
+        return "zl_rc"
     return "\n".join(f"{proto[:-1]} {{ CUresult zl_rc = zl_enter({int(symbol == 'cuInit')}); "
-                     f"return zl_rc ? zl_rc : zl_leave({EXTERN_PREFIX}{symbol}({', '.join(names[symbol])})); }}"
+                     f"return zl_rc ? {not_running(symbol)} : zl_leave({EXTERN_PREFIX}{symbol}({', '.join(names[symbol])})); }}"
                      for symbol, proto in protos.items())
+
+
+# Answered in C when the driver does not run (a Python host's interpreter finalising, a failed
+# start, a forked child): CuPy frees its modules while Python exits, gets
+# CUDA_ERROR_DEINITIALIZED and asks cuGetErrorName for its name; a pointer left unset there
+# crashed it.
+ERROR_TEXT_ENTRIES = {"cuGetErrorName": 1, "cuGetErrorString": 0}
+
+
+def errors_c() -> str:
+    """zl_error_text(code, name): zluda_py/driver/errors.py's names and descriptions in C, and
+    zl_error_answer, cuGetErrorName/String's answer from them."""
+    spec = importlib.util.spec_from_file_location("zl_errors", HERE.parent / "zluda_py" / "driver" / "errors.py")
+    errors = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(errors)
+    cases = "\n".join(f"    case {c}: return name ? {_c_string(errors.error_name(c))} : {_c_string(errors.error_string(c))};"
+                      for c in errors.all_codes())
+    return f"""static const char *zl_error_text(CUresult code, int name) {{
+    switch ((int)code) {{
+{cases}
+    }}
+    return NULL;
+}}
+static CUresult zl_error_answer(CUresult code, const char **pstr, int name) {{
+    if (!pstr) return {errors.CUDA_ERROR_INVALID_VALUE};
+    *pstr = zl_error_text(code, name);
+    return *pstr ? {errors.CUDA_SUCCESS} : {errors.CUDA_ERROR_INVALID_VALUE};
+}}"""
 
 
 def extern_protos(protos: dict[str, str]) -> dict[str, str]:
@@ -250,7 +284,7 @@ def make_ffi() -> cffi.FFI:
     externs = extern_protos(protos)
     ffi.embedding_api("\n".join(externs.values()))
     source = "\n".join([typedefs, "\n".join(protos.values()), "\n".join(externs.values()), generated_c(protos),
-                        startup_c(), (HERE / "shim.c").read_text(), wrappers_c(typedefs, protos)])
+                        startup_c(), (HERE / "shim.c").read_text(), errors_c(), wrappers_c(typedefs, protos)])
     # the shim must find libpython when a C program loads it
     libdir = sysconfig.get_config_var("LIBDIR")
     ffi.set_source(MODULE_NAME, source, extra_compile_args=["-O2", "-Wno-unused-function"],

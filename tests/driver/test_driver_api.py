@@ -316,3 +316,29 @@ print(lib.cuDeviceGetCount(ctypes.byref(n)), lib.cuInit(1), lib.cuInit(0), lib.c
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["3", "1", "0", "0", "1"], out.stderr
+
+
+def test_error_names_while_a_python_host_finalises():
+    """CuPy frees its modules while its interpreter finalises (the driver's Python cannot run:
+    CUDA_ERROR_DEINITIALIZED) and then asks for the error's name: cuGetErrorName/String still
+    answer, from C (an unset pointer there crashed CuPy at exit)."""
+    from tests.driver.conftest import shim_path
+
+    code = f"""
+import ctypes, os
+lib = ctypes.CDLL({str(shim_path())!r})
+assert lib.cuInit(0) == 0
+
+class Late:  # collected during finalisation
+    def __del__(self, lib=lib, write=os.write, byref=ctypes.byref, c_char_p=ctypes.c_char_p):
+        name, text, unknown = c_char_p(), c_char_p(), c_char_p(b"unset")
+        rc = lib.cuModuleUnload(None)
+        got = (rc, lib.cuGetErrorName(rc, byref(name)), name.value, lib.cuGetErrorString(rc, byref(text)), text.value,
+               lib.cuGetErrorName(12345, byref(unknown)), unknown.value, lib.cuGetErrorString(rc, None))
+        write(1, repr(got).encode())
+
+late = Late()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == repr((4, 0, b"CUDA_ERROR_DEINITIALIZED", 0, errors.error_string(4).encode(), 1, None, 1))
