@@ -115,6 +115,7 @@ AMDGPU_REFUSALS = [
     (r"atomic on bf16|\.bf16 at", "no bf16 atomics"),
     (r"redux\.sync\.(min|max)(\.abs)?(\.NaN)?\.f32", "redux.sync on f32 not lowered"),
     (r"st\.bulk", "st.bulk not lowered"),
+    (r"exit inside a \.func", "exit in a function (documented in docs/amdgpu.md)"),
     (r"(red|atom)\..*\.v[248]\.", "vector atomics not lowered"),
 ]
 

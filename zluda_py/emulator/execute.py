@@ -469,12 +469,26 @@ def _cdna_text(text: str) -> str:
     return re.sub(r"^(\w+\.u64\[laneId\]) = (\w+\.u64\[laneId\]) = (.*)$", r"\2 = \3;\n\1 = \2", text, flags=re.M)
 
 
+# V_DIV_FMAS undoes V_DIV_SCALE's scaling (VCC set): the manual's text scales by 2^32 (f32) /
+# 2^64 (f64) upwards only, but V_DIV_SCALE scales by 2^64 / 2^128, the denominator up for huge
+# quotients and the numerator up for denormal ones. What makes LLVM's division exact (and the
+# conformance suite's division forms agree with the exact references): 2^+-64 / 2^+-128, up
+# when the scaled quotient S2 is at least 2 (it is then >= 2^32 / 2^640), down when it is tiny.
+_DIV_FMAS = {
+    bits: f"if VCC.u64[laneId] then\nif exponent(S2.{t}) > {bias} then\nD0.{t} = fma_scaled(S0.{t}, S1.{t}, S2.{t}, {k})\n"
+          f"else\nD0.{t} = fma_scaled(S0.{t}, S1.{t}, S2.{t}, -{k})\nendif\nelse\nD0.{t} = fma(S0.{t}, S1.{t}, S2.{t})\nendif"
+    for bits, t, bias, k in (("F32", "f32", 127, 64), ("F64", "f64", 1023, 128))}
+
+
 def _pcode_fn(w: Wave, d: Decoded, op) -> Callable:
     text = w.program.pcode.get(op)
     if text is None:
         raise PcodeUnsupported("no pseudocode in the tables")
     # branches: the manual's 16-bit product SIMM16 * 4 wraps for offsets past 8191 dwords; the hardware's does not
     text = text.replace("signext(SIMM16.i16 * 16'4)", "(signext(SIMM16.i16) * 4LL)")
+    fmas = re.match(r"V_DIV_FMAS_(F32|F64)", op.name)
+    if fmas:
+        text = _DIV_FMAS[fmas.group(1)]
     rndne = re.match(r"[SV]_RNDNE_(F16|F32|F64)", op.name)
     if rndne:  # the manual's floor(x + 0.5) rounds x + 0.5 first and loses -0: the hardware rounds exactly
         t = rndne.group(1).lower()
@@ -586,6 +600,8 @@ _SIZES = [("DWORDX16", 64, False), ("DWORDX8", 32, False), ("DWORDX4", 16, False
 @lru_cache(maxsize=None)
 def _size_of(name: str) -> tuple[int, bool]:
     name = re.sub(r"_D16(_HI)?$", "", name)  # CDNA's d16 names (GLOBAL_LOAD_SHORT_D16_HI)
+    if "PK_ADD" in name:  # packed pairs: one dword
+        return 4, False
     for suffix, size, signed in _SIZES:
         if name.endswith("_" + suffix) or name.endswith(suffix):
             return size, signed
@@ -680,7 +696,16 @@ def _atomic(op: str, old: int, data: int, cmp: int, bits: int) -> int:
     raise KeyError(op)
 
 
+def _pk_add_f16(old: int, data: int) -> int:
+    """Both f16 halves added (an exact f64 sum, rounded once)."""
+    halves = np.array([old & 0xFFFF, old >> 16, data & 0xFFFF, data >> 16], np.uint16).view(np.float16).astype(np.float64)
+    r = (halves[:2] + halves[2:]).astype(np.float16).view(np.uint16)
+    return int(r[0]) | int(r[1]) << 16
+
+
 def _atomic_typed(name: str, old: int, data: int, cmp: int, bits: int) -> int:
+    if re.search(r"PK_ADD(_RTN)?_F16$", name):
+        return _pk_add_f16(old, data)
     m = re.search(r"(?:ATOMIC|DS)_([A-Z]+)(?:_RTN)?(?:_([UIFB]\d+|X2))?$", name)
     if m is None:
         raise KeyError(name)
@@ -710,7 +735,7 @@ def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarra
     size, signed = _size_of(name)
     mem = _Space(w, space)
     ndw = (size + 3) // 4
-    if "ATOMIC" in name or (space == "lds" and re.search(r"DS_(ADD|SUB|RSUB|INC|DEC|MIN|MAX|AND|OR|XOR|MSKOR|"
+    if "ATOMIC" in name or (space == "lds" and re.search(r"DS_(PK_ADD|ADD|SUB|RSUB|INC|DEC|MIN|MAX|AND|OR|XOR|MSKOR|"
                                                           r"STOREXCHG|CMPSTORE|CMPST|WRXCHG)", name)):
         bits = size * 8
         if "MSKOR" in name or "2ADDR" in name or "WRXCHG2" in name:
@@ -930,6 +955,32 @@ def _perm(w: Wave, d: Decoded) -> None:
     w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
 
 
+# packed f16 (VOP3P), as LLVM uses them for f16x2 atomics: operation on f64 values (exact for
+# add, mul and min/max of f16s) and the number of sources
+_PK_F16: dict[str, tuple[Callable, int]] = {"V_PK_ADD_F16": (_add, 2), "V_PK_MUL_F16": (np.multiply, 2),
+                                             "V_PK_MIN_F16": (np.fmin, 2), "V_PK_MAX_F16": (np.fmax, 2)}
+
+
+def _pk_f16(w: Wave, d: Decoded) -> None:
+    """A packed f16 operation: the low result from the halves op_sel picks (negated per neg_lo),
+    the high one from those op_sel_hi picks (neg_hi); the pseudocode's per-half assignments are
+    more than the pcode compiler translates."""
+    inst = d.inst
+    op, nsrc = _PK_F16[d.name]
+    if inst.clmp:
+        raise EmulatorError(w.where(f"{d.name.lower()} with clamp"))
+    # 16-bit reads: inline constants are f16 values in the low half
+    raws = [np.broadcast_to(w.read_raw(r, 16, False, d.literal), (w.lanes,)) for r in (inst.src0, inst.src1)[:nsrc]]
+    out = np.zeros(w.lanes, np.uint64)
+    for half, (sel, neg) in enumerate(((inst.opsel, inst.neg), (inst.opsel_hi | inst.opsel_hi2 << 2, inst.neg_hi))):
+        xs = []
+        for i, raw in enumerate(raws):
+            x = ((raw >> np.uint64(16 * (sel >> i & 1))) & np.uint64(0xFFFF)).astype(np.uint16).view(np.float16)
+            xs.append(-x.astype(np.float64) if neg >> i & 1 else x.astype(np.float64))
+        out |= op(*xs).astype(np.float16).view(np.uint16).astype(np.uint64) << np.uint64(16 * half)
+    w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
+
+
 def _readlane(w: Wave, d: Decoded) -> None:
     inst = d.inst
     src = inst.src0.offset - 256
@@ -985,6 +1036,8 @@ def step(w: Wave) -> None:
             _bitop3(w, d)
         elif name.startswith("V_PERM_B32"):
             _perm(w, d)
+        elif name in _PK_F16:
+            _pk_f16(w, d)
         elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32"):
             _mad64(w, d)
         elif name.startswith(("V_READFIRSTLANE_B32", "V_READLANE_B32")):

@@ -214,6 +214,7 @@ class Expr:
     type: Type
     weak: bool = False  # an untyped loop variable: takes the other operand's type
     operand: str | None = None  # a bare register name, typed by the following `.type`
+    constant: str | None = None  # a named constant (INF, NAN): `.f32` makes it that type's value
 
 
 def _unify(a: Expr, b: Expr) -> Type:
@@ -416,7 +417,7 @@ class _Compiler:
             e = Expr("ctx.lanes", ("u", 32))
         elif name in _CONSTANTS:
             t = t or ("f", 64)
-            return Expr(f"np.{dtype(t).name}({_CONSTANTS[name]})", t)
+            return Expr(f"np.{dtype(t).name}({_CONSTANTS[name]})", t, constant=name)
         elif name == "WAVE_MODE.IEEE":  # compute kernels run in IEEE mode (LLVM's default; gfx12 has no other)
             e = Expr("np.bool_(True)", BOOL)
         elif name == "DENORM":
@@ -520,6 +521,8 @@ class _Compiler:
                     e = Expr(f"ctx.rd({e.operand!r}, {t[0]!r}, {t[1]})", t)
                 elif e.code == "_DENORM":  # DENORM.f32: still the marker `==` tests against
                     e = Expr("_DENORM", t)
+                elif e.constant is not None:  # NAN.f32: the f32 NaN, not the f64 NaN's low bits
+                    e = Expr(f"np.{dtype(t).name}({_CONSTANTS[e.constant]})", t)
                 else:
                     e = Expr(f"_reinterpret({e.code}, {e.type}, {t})", t)
             elif self.at("["):
@@ -548,6 +551,12 @@ class _Compiler:
             bits, k = text.split("'")
             t = (_KINDS[k], int(bits))
             self.take("(")
+            lit = self.peek()
+            if t[0] == "f" and lit[0] == "int" and lit[1].lower().startswith("0x"):  # 64'F(0xfff8...LL): bits
+                self.take()
+                self.take(")")
+                value = _literal("int", lit[1])[0] & ((1 << t[1]) - 1)
+                return Expr(f"_reinterpret(np.uint64({value}), ('u', 64), {t})", t)
             inner = self.resolve(self.expr())
             self.take(")")
             return Expr(_conv(inner, t), t)
@@ -624,12 +633,15 @@ class _Compiler:
                         args[0].type)
         if fn == "abs" and len(args) == 1:
             return Expr(f"np.abs({args[0].code})", args[0].type)
-        if fn in ("fma",) and len(args) == 3 and all(a.type[0] == "f" for a in args):
-            t = args[0].type
-            wide = ("f", 64)  # exact product and sum in f64 then one rounding: exact for f32/f16
+        if fn in ("fma", "fma_scaled") and len(args) == (3 if fn == "fma" else 4) \
+                and all(a.type[0] == "f" for a in args[:3]):
+            # fma_scaled(a, b, c, k): (a * b + c) * 2^k rounded once (the emulator's V_DIV_FMAS)
+            t, k = args[0].type, _const(args[3]) if fn == "fma_scaled" else 0
             if t[1] == 64:  # no wider float in numpy: exact rationals, one rounding
-                return Expr(f"_fma64({args[0].code}, {args[1].code}, {args[2].code})", t)
-            return Expr(_conv(Expr(f"({_conv(args[0], wide)} * {_conv(args[1], wide)} + {_conv(args[2], wide)})", wide), t), t)
+                return Expr(f"_fma64({args[0].code}, {args[1].code}, {args[2].code}, {k})", t)
+            wide = ("f", 64)  # f64 rounded to odd, then rounded once more: exact for f32 and f16
+            odd = f"_fma_odd({_conv(args[0], wide)}, {_conv(args[1], wide)}, {_conv(args[2], wide)})"
+            return Expr(_conv(Expr(f"({odd} * {2.0 ** k!r})", wide), t), t)
         raise PcodeUnsupported(f"function {fn}()")
 
 
@@ -639,19 +651,40 @@ _CONSTANTS = {"INF": "np.inf", "NAN": "np.nan", "PI": "np.pi", "UNDERFLOW_F32": 
               "OVERFLOW_F32": "np.inf", "OVERFLOW_F64": "np.inf"}
 
 
-def _fma64_one(a: float, b: float, c: float) -> float:
+def _fma64_one(a: float, b: float, c: float, k: int) -> float:
     if not all(map(math.isfinite, (a, b, c))):
-        return a * b + c  # infinities and NaN: no intermediate rounding to avoid
-    exact = Fraction(a) * Fraction(b) + Fraction(c)
-    return float(exact) if exact else (a * b + c)  # keep the sign rules of a zero result
+        return (a * b + c) * 2.0 ** k  # infinities and NaN: no intermediate rounding to avoid
+    exact = (Fraction(a) * Fraction(b) + Fraction(c)) * Fraction(2) ** k
+    if not exact:
+        return (a * b + c) * 2.0 ** k  # keep the sign rules of a zero result
+    try:
+        return float(exact)
+    except OverflowError:  # beyond the largest finite value even after rounding
+        return math.inf if exact > 0 else -math.inf
 
 
-_fma64_lanes = np.frompyfunc(_fma64_one, 3, 1)
+_fma64_lanes = np.frompyfunc(_fma64_one, 4, 1)
 
 
-def fma64(a, b, c):
-    """fma on f64: the exact a * b + c rounded once (float(Fraction) rounds to nearest even)."""
-    return np.asarray(_fma64_lanes(a, b, c), np.float64)
+def fma64(a, b, c, k: int = 0):
+    """fma on f64, times 2^k: the exact (a * b + c) * 2^k rounded once (float(Fraction) rounds to
+    nearest even, subnormal results included)."""
+    return np.asarray(_fma64_lanes(a, b, c, k), np.float64)
+
+
+def fma_odd(a, b, c):
+    """a * b + c for f32/f16 values held in f64, rounded to odd in f64: the product is exact, the
+    sum's error is exact (TwoSum), and rounding the odd result to f32 or f16 is then the correctly
+    rounded fma (f64 has more than twice their precision plus two bits)."""
+    a, b, c = (np.asarray(x, np.float64) for x in (a, b, c))
+    p = a * b
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    inexact = (err != 0) & np.isfinite(s)
+    bits = s.view(np.uint64)
+    bits = np.where(inexact & (np.signbit(err) != np.signbit(s)), bits - np.uint64(1), bits)  # toward zero
+    return np.where(inexact, bits | np.uint64(1), bits).view(np.float64)
 
 
 def is_denormal(x, t: Type):
@@ -698,6 +731,8 @@ def _literal(kind: str, text: str) -> tuple[object, Type]:
     suffix = re.search(r"(ULL|LL|U|L)?$", text).group(0)
     value = int(text[: len(text) - len(suffix)], 0)
     t = {"ULL": ("u", 64), "LL": ("i", 64), "U": ("u", 32), "L": ("i", 64)}.get(suffix, ("i", 32))
+    if suffix in ("LL", "L") and value >= 1 << 63:  # a bit pattern (0xfff8000000000000LL)
+        t = ("u", 64)
     if suffix == "" and value >= 1 << 31:
         t = ("u", 32) if value < 1 << 32 else ("u", 64)
     return (value, t)
@@ -706,7 +741,7 @@ def _literal(kind: str, text: str) -> tuple[object, Type]:
 _NAMESPACE = {"np": np, "_convert": convert, "_reinterpret": reinterpret, "_bitslice": bitslice,
               "_bitindex": bitindex, "_bitreverse": bitreverse, "_uniform": uniform, "_quiet_nan": quiet_nan,
               "_to_quiet_nan": to_quiet_nan, "_exponent": exponent, "_signext_from_bit": signext_from_bit,
-              "_is_denormal": is_denormal, "_fma64": fma64}
+              "_is_denormal": is_denormal, "_fma64": fma64, "_fma_odd": fma_odd}
 _cache: dict[str, Callable] = {}
 
 

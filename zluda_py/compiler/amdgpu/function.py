@@ -35,7 +35,7 @@ CONST_AS = 4
 
 # No effect on this target, or only a performance hint.
 NO_OPS = {"prefetch", "prefetchu", "pmevent", "discard", "applypriority", "createpolicy", "griddepcontrol",
-          "setmaxnreg", "nanosleep", "brkpt"}
+          "setmaxnreg", "nanosleep"}
 # Refused until a later issue adds them: textures, surfaces and the tensor cores.
 REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma", "wmma", "wgmma",
            "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "cp.async.bulk", "tensormap"}
@@ -230,6 +230,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
             body()
 
     # ------------------------------------------------------------------ instructions
+    def op_brkpt(self, inst: ast.Instruction) -> None:
+        """brkpt suspends the thread for a debugger; with none attached CUDA fails the launch (719),
+        so it traps as `trap` does (llvm.debugtrap, s_trap 3, would continue without a debugger)."""
+        self.call_intrinsic("llvm.trap", ir.VoidType(), [])
+
     def lower_inst(self, inst: ast.Instruction) -> None:
         op = inst.opcode
         if op in REFUSED or (op == "cp" and inst.has("bulk")):
