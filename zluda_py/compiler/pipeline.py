@@ -98,14 +98,14 @@ def compile_parts(module: ast.Module, names: list[str], target: str = "cpu") -> 
     code-generated in child processes (codegen.py), in parallel."""
     if target != "cpu":
         raise UnsupportedError(f"target {target!r} per kernel")
-    lowered = [_lower_part(module, name) for name in names]
+    lowered = [lower_part(module, name) for name in names]
     jobs = [(text, "cpu", opt_level(text.count("\n"))) for text, _ in lowered]
     isolate = len(jobs) > 1 or any(text.count("\n") >= SPLIT_IR_LINES for text, _, _ in jobs)
     objects = codegen.emit_objects(jobs, isolate=isolate, workers=worker_count())
     return [(text, obj, meta) for (text, meta), obj in zip(lowered, objects)]
 
 
-def _lower_part(module: ast.Module, name: str) -> tuple[str, dict]:
+def lower_part(module: ast.Module, name: str) -> tuple[str, dict]:
     ir_module, _, metadata = _lower(part_module(module, name))
     pieces = split(ir_module, [k["runner"] for k in metadata["kernels"].values()])
     if pieces is None:  # parts.whole_reason should have kept such a module whole
@@ -121,15 +121,31 @@ def _lower_part(module: ast.Module, name: str) -> tuple[str, dict]:
 def emit_object(ir_text: str, level: int | None = None) -> bytes:
     """Verify, optimise for the host CPU at `level` (by default `opt_level`), emit an object file."""
     level = opt_level(ir_text.count("\n")) if level is None else level
-    tm = target_machine(level)
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
+    optimise(mod, level)
+    return generate(mod, level)
+
+
+def optimise(mod: llvm.ModuleRef, level: int) -> None:
+    """The optimiser at `level` for the host CPU (bench/compile.py times it apart from codegen)."""
     tuning = llvm.PipelineTuningOptions(speed_level=level)
     tuning.loop_vectorization = level == 3
     tuning.slp_vectorization = level == 3
-    pb = llvm.create_pass_builder(tm, tuning)
+    pb = llvm.create_pass_builder(target_machine(level), tuning)
     pb.getModulePassManager().run(mod, pb)
-    return tm.emit_object(mod)
+
+
+# Code generation level, picked by measurement (docs/cpu_target.md, "Compile time"): level 1
+# leaves out the post-RA scheduler (10-15 % of the back end's time on barrier-heavy kernels)
+# and the kernels ran as fast. (The basic register allocator would halve code generation
+# time again, but its spills made saxpy and fma64 run 2.5x slower.)
+CODEGEN_LEVEL = 1
+
+
+def generate(mod: llvm.ModuleRef, level: int) -> bytes:
+    """Object code of a module optimised at `level` (the back end runs at CODEGEN_LEVEL at most)."""
+    return target_machine(min(level, CODEGEN_LEVEL)).emit_object(mod)
 
 
 def load(object_code: bytes, metadata: dict) -> CompiledModule:

@@ -229,14 +229,16 @@ class CallMixin:
         b.ret(ir.Constant(I32, site))
 
     def _spill_all_block(self) -> ir.Block:
-        """One shared block that saves every register and returns the site id (code size)."""
+        """One shared block that saves the registers a divergent warp may read later, and returns
+        the site id (code size). Lanes resume at block starts, so that is every register live
+        into some block; block-local temporaries are dead there."""
         if getattr(self, "_spill_all", None) is None:
             b = self.b
             here = b.block
             self._spill_all = self.llfn.append_basic_block("spill.all")
             b.position_at_end(self._spill_all)
             self._spill_all_site = b.phi(I32)
-            self.spill(None)
+            self.spill(self.carried)
             b.ret(self._spill_all_site)
             b.position_at_end(here)
         return self._spill_all
@@ -276,7 +278,7 @@ class CallMixin:
         sw = b.switch(self.resume, self.dispatch_block)
         reload_all = self.llfn.append_basic_block("reload.all")
         b.position_at_end(reload_all)
-        self.reload(None)
+        self.reload(self.carried)
         after_all = b.switch(self.resume, self.dispatch_block)
         for site, inst, dst, live in self.resume_sites:
             entry = self.llfn.append_basic_block(f"resume{site}")
