@@ -167,8 +167,14 @@ def test_target_sweep(name: str, insts: list[Instance], tmp_path, run: Runner):
         with pytest.raises(UnsupportedError, match=insts[0].refused):
             compile_module(text, target)
         return
+    failures = sweep_chunk(insts, target)
+    assert not failures, "\n".join(failures)
+
+
+def sweep_chunk(insts: list[Instance], target: str) -> list[str]:
+    """Compile the instances as one module for `target` and check each: the failures."""
     if target == "cpu":
-        module, failures = compile_module(text, target), []
+        module, failures = compile_module(_module_text(insts), target), []
     else:
         module, insts, failures = _compile_amdgpu(insts, target)
     for inst in insts:
@@ -176,4 +182,4 @@ def test_target_sweep(name: str, insts: list[Instance], tmp_path, run: Runner):
             inst.check(module, inst.name)
         except (AssertionError, EmulatorError) as err:  # an emulator gap fails its instance, not the chunk
             failures.append(f"{inst.name} ({'.'.join(inst.mods)}): {err}")
-    assert not failures, "\n".join(failures)
+    return failures

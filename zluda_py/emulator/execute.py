@@ -393,12 +393,15 @@ def _ctx_args(d: Decoded, rdna: bool) -> tuple:
         dst = inst.sdst.offset if hasattr(inst, "sdst") else None
         return srcs, dst, False
     if fmt in _SDWA:
-        if inst.omod or inst.clmp:
+        if getattr(inst, "omod", 0) or getattr(inst, "clmp", 0):
             raise PcodeUnsupported("SDWA with omod or clamp")
         src0 = Reg(inst.vsrc0.offset - 256) if inst.s0 else inst.vsrc0  # s0/s1: the field names an SGPR
         if fmt == "VOP1_SDWA":
             return [src0], inst.vdst.offset - 256, True
-        return [src0, Reg(inst.vsrc1.offset - 256) if inst.s1 else inst.vsrc1], inst.vdst.offset - 256, True
+        srcs = [src0, Reg(inst.vsrc1.offset - 256) if inst.s1 else inst.vsrc1]
+        if fmt == "VOPC_SDWA_SDST":  # the compare mask goes to sdst (sd set) or VCC
+            return srcs, None, True, None, None, inst.sdst.offset if inst.sd else None
+        return srcs, inst.vdst.offset - 256, True
     if any(s in fmt for s in ("DPP", "SDWA")) or fmt.startswith(("VOP3P", "VINTERP")):
         raise PcodeUnsupported(f"the {fmt} encoding")
     if fmt.startswith("VOP3"):
@@ -425,7 +428,7 @@ def _ctx_args(d: Decoded, rdna: bool) -> tuple:
     raise PcodeUnsupported(f"the {fmt} encoding")
 
 
-_SDWA = ("VOP1_SDWA", "VOP2_SDWA")  # CDNA's sub-dword addressing (VOPC's SDWA forms are refused)
+_SDWA = ("VOP1_SDWA", "VOP2_SDWA", "VOPC_SDWA_SDST")  # CDNA's sub-dword addressing
 
 
 def _sdwa_field(sel: int) -> tuple[int, int]:
@@ -480,8 +483,15 @@ _DIV_FMAS = {
     for bits, t, bias, k in (("F32", "f32", 127, 64), ("F64", "f64", 1023, 128))}
 
 
+@lru_cache(maxsize=None)
+def _pcode_by_name(family: str) -> dict[str, str]:
+    return {op.name: text for op, text in _pcode_table(family).items()}
+
+
 def _pcode_fn(w: Wave, d: Decoded, op) -> Callable:
     text = w.program.pcode.get(op)
+    if text is None and op.name.endswith("_E64"):  # CDNA's tables give VOP1/VOP2/VOPC ops their _E32 text only
+        text = _pcode_by_name(w.program.family).get(op.name.removesuffix("_E64") + "_E32")
     if text is None:
         raise PcodeUnsupported("no pseudocode in the tables")
     # branches: the manual's 16-bit product SIMM16 * 4 wraps for offsets past 8191 dwords; the hardware's does not
@@ -925,16 +935,24 @@ def _mad64(w: Wave, d: Decoded) -> None:
 
 
 def _bitop3(w: Wave, d: Decoded) -> None:
-    """V_BITOP3_B32 (gfx950): any function of three inputs, its truth table in the OMOD, ABS and
-    NEG fields: result bit = TTBL[s0 << 2 | s1 << 1 | s2] for each bit position."""
+    """V_BITOP3_B32/B16 (gfx950): any function of three inputs, its truth table in the OMOD, ABS
+    and NEG fields: result bit = TTBL[s0 << 2 | s1 << 1 | s2] for each bit position. B16 takes the
+    halves op_sel picks and writes the low half (zero-extended, as 16-bit results do here) or,
+    with op_sel[3], the high half beside the kept low one."""
     inst = d.inst
     table = inst.omod << 6 | inst.abs << 3 | inst.neg
-    a, b, c = (np.broadcast_to(w.read_raw(r, 32, False, d.literal).astype(np.uint32), (w.lanes,))
-               for r in (inst.src0, inst.src1, inst.src2))
+    half = d.name.startswith("V_BITOP3_B16")
+    opsel = getattr(inst, "opsel", 0) if half else 0
+    a, b, c = (np.broadcast_to(w.read_raw(r, 32, False, d.literal).astype(np.uint32) >> np.uint32(16 * (opsel >> i & 1)),
+                               (w.lanes,)) for i, r in enumerate((inst.src0, inst.src1, inst.src2)))
     out = np.zeros(w.lanes, np.uint32)
     for i in range(8):
         if table >> i & 1:
             out |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+    if half:
+        out &= np.uint32(0xFFFF)
+        if opsel & 8:
+            out = (w.vgpr[inst.vdst.offset - 256] & np.uint32(0xFFFF)) | out << np.uint32(16)
     w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
 
 
@@ -979,6 +997,29 @@ def _pk_f16(w: Wave, d: Decoded) -> None:
             xs.append(-x.astype(np.float64) if neg >> i & 1 else x.astype(np.float64))
         out |= op(*xs).astype(np.float16).view(np.uint16).astype(np.uint64) << np.uint64(16 * half)
     w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
+
+
+_DOT = re.compile(r"V_DOT(\d)_([UI])32_([UI])(8|16)$")
+
+
+def _dot(w: Wave, d: Decoded) -> None:
+    """V_DOT4_U32_U8 / V_DOT4_I32_I8 / V_DOT2_U32_U16 / V_DOT2_I32_I16 (VOP3P; dp4a and dp2a):
+    S2 plus the products of the byte or half-word lanes of S0 and S1, modulo 2^32."""
+    inst = d.inst
+    m = _DOT.match(d.name)
+    assert m is not None
+    n, signed, width = int(m.group(1)), m.group(3) == "I", int(m.group(4))
+    if inst.clmp or inst.neg or inst.neg_hi or inst.opsel:
+        raise EmulatorError(w.where(f"{d.name.lower()} with clamp, neg or op_sel"))
+    a, b, c = (np.broadcast_to(w.read_raw(r, 32, False, d.literal).astype(np.int64), (w.lanes,))
+               for r in (inst.src0, inst.src1, inst.src2))
+    total = c.copy()
+    for k in range(n):
+        x, y = ((v >> (width * k)) & ((1 << width) - 1) for v in (a, b))
+        if signed:
+            x, y = (np.where(v >> (width - 1), v - (1 << width), v) for v in (x, y))
+        total = total + x * y
+    w.write_vgpr(inst.vdst.offset - 256, (total & 0xFFFFFFFF).astype(np.uint64), 32, w.exec_lanes())
 
 
 def _readlane(w: Wave, d: Decoded) -> None:
@@ -1032,12 +1073,14 @@ def step(w: Wave) -> None:
             _vopd(w, d)
         elif name in _SATURATING and getattr(d.inst, "clmp", 0):
             _saturating(w, d)
-        elif name == "V_BITOP3_B32":
+        elif name.startswith(("V_BITOP3_B32", "V_BITOP3_B16")):
             _bitop3(w, d)
         elif name.startswith("V_PERM_B32"):
             _perm(w, d)
         elif name in _PK_F16:
             _pk_f16(w, d)
+        elif _DOT.match(name):
+            _dot(w, d)
         elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32"):
             _mad64(w, d)
         elif name.startswith(("V_READFIRSTLANE_B32", "V_READLANE_B32")):

@@ -130,6 +130,7 @@ class BatchResult:
     kernels: int = 0
     failures: list[Failure] = field(default_factory=list)
     shapes: Counter = field(default_factory=Counter)
+    refused: Counter = field(default_factory=Counter)  # target -> kernels an AMDGPU target refuses (UnsupportedError)
 
 
 def keep_case(keep: Path, k: Kernel, message: str, ref: Outcome | None, got: Outcome | None,
@@ -151,8 +152,14 @@ def keep_case(keep: Path, k: Kernel, message: str, ref: Outcome | None, got: Out
     return d
 
 
+REFUSED = "refused"  # an AMDGPU target's UnsupportedError: a loud refusal, not a divergence
+
+
 def _compile_batch(target: str, kernels: list[Kernel], opt: int | None) -> dict[int, object]:
-    """seed -> module, or the compile error's message for the kernels that do not compile."""
+    """seed -> module, or the compile error's message for the kernels that do not compile
+    (REFUSED where an AMDGPU target refuses a form it does not translate)."""
+    from zluda_py.compiler import UnsupportedError
+
     try:
         m = compile_for(target, module_ptx(kernels), opt)
         return {k.seed: m for k in kernels}
@@ -161,6 +168,8 @@ def _compile_batch(target: str, kernels: list[Kernel], opt: int | None) -> dict[
         for k in kernels:
             try:
                 modules[k.seed] = compile_for(target, k.ptx(), opt)
+            except UnsupportedError as e:
+                modules[k.seed] = REFUSED if target != "cpu" else f"{target} compile error: UnsupportedError: {e}"
             except Exception as e:  # noqa: BLE001
                 modules[k.seed] = f"{target} compile error: {type(e).__name__}: {e}"
         return modules
@@ -178,6 +187,9 @@ def run_batch(seeds: list[int], opt: int | None, keep: Path | None,
         ref = reference(k)
         for t in targets:
             m = modules[t][k.seed]
+            if m == REFUSED:
+                res.refused[t] += 1
+                continue
             if isinstance(m, str):
                 got, message = None, m
             else:
@@ -222,6 +234,7 @@ def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuz
     def add(r: BatchResult) -> None:
         total.kernels += r.kernels
         total.shapes.update(r.shapes)
+        total.refused.update(r.refused)
         for f in r.failures:
             report(f"seed {f.seed} ({f.target}): {f.message}" + (f" [{f.path}]" if f.path else ""))
         total.failures += r.failures
@@ -238,6 +251,7 @@ def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuz
         with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_die_with, initargs=(os.getpid(),)) as pool:
             for r in pool.map(_batch_job, batches):
                 add(r)
-    report(f"{total.kernels} kernels, {len(total.failures)} divergences, {time.time() - start:.1f} s")
+    refused = "".join(f", {n} refused by {t}" for t, n in sorted(total.refused.items()))
+    report(f"{total.kernels} kernels, {len(total.failures)} divergences{refused}, {time.time() - start:.1f} s")
     report("shapes: " + ", ".join(f"{s} {n}" for s, n in sorted(total.shapes.items())))
     return total

@@ -1,0 +1,81 @@
+"""The conformance sweeps on the emulated AMDGPU targets, the part CI runs: our AMDGPU code objects
+(gfx1100 wave32, gfx950 wave64) on the ISA emulator, with the CPU target's expectations.
+
+The whole sweeps take too long for CI (the emulator is Python): `python -m pytest -q
+tests/conformance/test_sweep.py tests/conformance/test_target_sweep.py --target gfx1100` (and
+`--target gfx950`) run them; docs/amdgpu.md lists what fails there and why. Here: a few forms of
+every opcode of the value sweep on gfx1100 and one on gfx950, the forms that once found emulator
+or lowering bugs, and the warp collectives of the target sweep on both (on wave64 a hardware wave
+holds two CUDA warps).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.forms import supported_forms
+from conformance.harness import Runner
+from conformance.models import case_for
+from conformance.test_sweep import _failures
+from conformance.test_target_sweep import all_instances, sweep_chunk
+
+pytest.importorskip("tinygrad", reason="the emulator decodes with tinygrad (pip install '.[test]')")
+
+FORMS_PER_OPCODE = {"gfx1100": 2, "gfx950": 1}
+# forms whose failures were emulator or lowering bugs (docs/amdgpu.md), run on both targets
+REGRESSIONS = ["add.rp.f32", "add.rn.sat.f16", "add.sat.s32", "abs.bf16", "cos.approx.f32", "cvt.rni.f32.f32",
+               "cvt.rni.u32.f32", "cvt.ftz.sat.f64.f32", "cvt.u64.u16", "max.f32", "prmt.b32.f4e",
+               "fma.rn.f32", "min.s16", "dp4a.u32.u32"]
+WARP = {"shfl", "vote", "match", "redux.sync", "elect.sync", "activemask", "bar.warp.sync"}
+CHUNK = 32
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _lld():
+    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
+
+    try:
+        find_lld()
+    except LinkerError as exc:
+        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
+
+
+def _sample(arch: str) -> list[str]:
+    """Evenly spaced forms of each opcode (different ones per target), then the regressions."""
+    by_opcode: dict[str, list[str]] = {}
+    for (opcode, *_), mods in sorted(supported_forms().items(), key=lambda kv: (kv[0][0], kv[1])):
+        by_opcode.setdefault(opcode, []).append(".".join((opcode, *mods)))
+    k = FORMS_PER_OPCODE[arch]
+    offset = 0 if arch == "gfx1100" else 1
+    picked = [forms[(len(forms) * (2 * i + 1) // (2 * k) + offset) % len(forms)]
+              for forms in by_opcode.values() for i in range(k)]
+    return list(dict.fromkeys(picked + REGRESSIONS))
+
+
+VALUE_CHUNKS = [(arch, forms[lo:lo + CHUNK]) for arch in FORMS_PER_OPCODE
+                for forms in [_sample(arch)] for lo in range(0, len(forms), CHUNK)]
+
+
+@pytest.mark.xdist_group("emulator-conformance")
+@pytest.mark.parametrize("arch,texts", VALUE_CHUNKS, ids=[f"{a}-{i}" for i, (a, _) in enumerate(VALUE_CHUNKS)])
+def test_value_forms_on_the_emulator(arch: str, texts: list[str]) -> None:
+    cases = {}
+    for text in texts:
+        opcode, *mods = text.split(".")
+        cases[text] = case_for(opcode, tuple(mods))
+        assert cases[text] is not None, f"no model for {text}"
+    outs = Runner(arch).batch({t: (t, c.srcs, c.pred_out) for t, c in cases.items()}, group=CHUNK)
+    failures = [msg for t, c in cases.items() for msg in _failures(t, c, outs[t])]
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.xdist_group("emulator-conformance")
+@pytest.mark.parametrize("arch", list(FORMS_PER_OPCODE))
+def test_warp_collectives_on_the_emulator(arch: str) -> None:
+    by_head: dict[tuple, list] = {}  # a module has one .version/.target header
+    for tf, inst in all_instances():
+        if tf.opcode in WARP and not inst.refused:
+            by_head.setdefault((inst.version, inst.target, inst.address_size), []).append(inst)
+    failures = [f for insts in by_head.values() for lo in range(0, len(insts), 24)
+                for f in sweep_chunk(insts[lo:lo + 24], arch)]
+    assert not failures, "\n".join(failures)
