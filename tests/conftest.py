@@ -57,7 +57,7 @@ def nvcc():
 #
 # xdist hands groups to workers in collection order, so the groups that take minutes go first:
 # started last, one of them would keep a single worker busy after the others have finished.
-LONG_GROUPS = ("thrust", "amdgpu")
+LONG_GROUPS = ("thrust", "amdgpu", "numba-0", "numba-1", "cupy")  # numba-*, cupy: tests/thirdparty
 
 
 def pytest_configure(config: pytest.Config) -> None:

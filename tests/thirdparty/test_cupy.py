@@ -5,6 +5,8 @@ cuRAND are not installed: CuPy says which library it could not find, and goes on
 
 from __future__ import annotations
 
+import pytest
+
 from tests.thirdparty.clients import run_script
 
 XDIST_INDEPENDENT = True
@@ -119,6 +121,7 @@ def test_creation_elementwise_indexing_user_kernels_missing_libraries(tmp_path):
     run_script(BASICS, tmp_path)
 
 
+@pytest.mark.xdist_group("cupy")  # minutes: started first (tests/conftest.py LONG_GROUPS)
 def test_sum_cumsum_argmax_over_axes_sort_argsort(tmp_path):
     """Whole-array and last-axis forms run CUB's kernels (from the wheel's fatbins: PTX for
     compute_120, compiled for the CPU at first use, minutes each on 2 cores)."""
