@@ -999,27 +999,32 @@ def _pk_f16(w: Wave, d: Decoded) -> None:
     w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
 
 
-_DOT = re.compile(r"V_DOT(\d)_([UI])32_([UI])(8|16)$")
+_DOT = re.compile(r"V_DOT(\d)_([UI])32_(IU|[UI])(8|16)$")
 
 
 def _dot(w: Wave, d: Decoded) -> None:
-    """V_DOT4_U32_U8 / V_DOT4_I32_I8 / V_DOT2_U32_U16 / V_DOT2_I32_I16 (VOP3P; dp4a and dp2a):
-    S2 plus the products of the byte or half-word lanes of S0 and S1, modulo 2^32."""
+    """V_DOT4_U32_U8 / V_DOT4_I32_I8 / V_DOT2_U32_U16 / V_DOT2_I32_I16 and gfx11's V_DOT4_I32_IU8
+    (whose NEG bits 0 and 1 say which sources are signed) (VOP3P; dp4a and dp2a): S2 plus the
+    products of the byte or half-word lanes of S0 and S1, modulo 2^32."""
     inst = d.inst
     m = _DOT.match(d.name)
     assert m is not None
-    n, signed, width = int(m.group(1)), m.group(3) == "I", int(m.group(4))
-    if inst.clmp or inst.neg or inst.neg_hi or inst.opsel:
+    n, kind, width = int(m.group(1)), m.group(3), int(m.group(4))
+    signs = (inst.neg & 1, inst.neg >> 1 & 1) if kind == "IU" else ((kind == "I",) * 2)
+    if inst.clmp or inst.opsel or inst.neg_hi or (inst.neg and kind != "IU"):
         raise EmulatorError(w.where(f"{d.name.lower()} with clamp, neg or op_sel"))
     a, b, c = (np.broadcast_to(w.read_raw(r, 32, False, d.literal).astype(np.int64), (w.lanes,))
                for r in (inst.src0, inst.src1, inst.src2))
     total = c.copy()
     for k in range(n):
-        x, y = ((v >> (width * k)) & ((1 << width) - 1) for v in (a, b))
-        if signed:
-            x, y = (np.where(v >> (width - 1), v - (1 << width), v) for v in (x, y))
+        x, y = (_lane_field(v, width * k, width, signed) for v, signed in zip((a, b), signs))
         total = total + x * y
     w.write_vgpr(inst.vdst.offset - 256, (total & 0xFFFFFFFF).astype(np.uint64), 32, w.exec_lanes())
+
+
+def _lane_field(v: np.ndarray, shift: int, width: int, signed: bool) -> np.ndarray:
+    field = (v >> shift) & ((1 << width) - 1)
+    return np.where(field >> (width - 1), field - (1 << width), field) if signed else field
 
 
 def _readlane(w: Wave, d: Decoded) -> None:
