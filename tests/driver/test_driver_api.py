@@ -342,3 +342,17 @@ late = Late()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout == repr((4, 0, b"CUDA_ERROR_DEINITIALIZED", 0, errors.error_string(4).encode(), 1, None, 1))
+
+
+def test_empty_copies_with_null_pointers_succeed(cu):
+    """numba copies a 0-byte array, whose device pointer is NULL (numba's test_array_reshape);
+    an empty range is not checked."""
+    host = np.zeros(4, dtype=np.uint8)
+    hp, null, zero = host.ctypes.data_as(c_void_p), c_ulonglong(0), c_size_t(0)
+    cu.ok(cu.cuMemcpyHtoD_v2(null, hp, zero))
+    cu.ok(cu.cuMemcpyHtoDAsync_v2(null, hp, zero, None))
+    cu.ok(cu.cuMemcpyDtoH_v2(hp, null, zero))
+    cu.ok(cu.cuMemcpyDtoHAsync_v2(None, null, zero, None))
+    cu.ok(cu.cuMemcpyDtoD_v2(null, null, zero))
+    cu.ok(cu.cuMemcpy(null, null, zero))
+    cu.ok(cu.cuCtxSynchronize())

@@ -317,7 +317,10 @@ def _check_managed_hint(ptr: int, count: int) -> None:
 
 # ---- copies ----
 def check_device_range(ptr: int, size: int) -> None:
-    """A device-side range must lie inside one allocation (or a module's global)."""
+    """A device-side range must lie inside one allocation (or a module's global); an empty one
+    is not checked (numba copies 0-byte arrays, whose pointer is NULL, as NVIDIA's driver allows)."""
+    if size == 0:
+        return
     a = _memory().find(ptr)
     if a is None or ptr + size > a.base + a.size:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"device range {ptr:#x}+{size} is outside every allocation")
@@ -326,7 +329,9 @@ def check_device_range(ptr: int, size: int) -> None:
 def check_host_range(ptr: int, size: int, what: str, writable: bool = False) -> None:
     """A host range the program passed must be mapped memory (NULL, unmapped or protected
     memory is CUDA_ERROR_INVALID_VALUE, never a segfault of the host). Our own allocations
-    (pinned, registered) need no probe."""
+    (pinned, registered) need no probe. An empty range is not checked."""
+    if size == 0:
+        return
     a = _memory().find(ptr)
     if a is not None and ptr + size <= a.base + a.size:
         return
