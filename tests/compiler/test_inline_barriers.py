@@ -147,7 +147,8 @@ VOTES = HEAD + """
   selp.u32 %r6, 1, 0, %p2;
   mul.wide.u32 %rd2, %r1, 12;
   add.u64 %rd5, %rd4, %rd2;
-  st.global.v2.u32 [%rd5], {%r4, %r5};
+  st.global.u32 [%rd5], %r4;  // 12-byte rows: a .v2 store would be misaligned for odd rows
+  st.global.u32 [%rd5+4], %r5;
   st.global.u32 [%rd5+8], %r6;
 }
 """

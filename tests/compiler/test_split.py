@@ -142,7 +142,7 @@ def test_dump_writes_each_part_as_an_object_file(always_split, tmp_path):
     from zluda_py.cli.compile_cmd import Job, _dump
 
     built = build([MODULE], "cpu", Settings(tmp_path / "cache", 1 << 30, True))
-    _dump(Job("m.ptx", 0, "cpu", [MODULE], ["m"]), str(tmp_path / "dump"), built)
+    _dump(Job("m.ptx", 0, "cpu", [MODULE], ["m"]), str(tmp_path / "dump"), [(None, built)])  # the whole module
     parts = sorted((tmp_path / "dump").glob("*.part*.o"))
     assert len(parts) == len(built.metadata["objects"]) == 4
     assert all(p.read_bytes()[:4] == b"\x7fELF" for p in parts)
