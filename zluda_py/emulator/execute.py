@@ -312,6 +312,8 @@ class Ctx:
                 raw = convert(value, t, ("u", 64)) if t[0] != "f" and t != BOOL else reinterpret(value, t, ("u", 64))
                 if t[0] == "f":
                     raw = reinterpret(value, t, ("u", t[1])).astype(np.uint64)
+                elif t[1] < 32:  # a 16-bit result (V_MAX_I16's -32768) fills its bits only; gfx9 zeroes the rest
+                    raw = raw & np.uint64((1 << t[1]) - 1)
                 if self.sdwa:
                     raw = _sdwa_place(raw, w.vgpr[self.dst].astype(np.uint64), self.d.inst.dst_sel, self.d.inst.dst_unused)
                 if self.d.halves[1]:  # RDNA: a 16-bit result goes to its half, the other half is kept
