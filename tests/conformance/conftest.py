@@ -1,6 +1,7 @@
 """Conformance suite options: `--target cpu` (default) runs real PTX kernels through the
 compiler; `--target semantics` / `semantics1` run the instruction definitions alone at lane
-width 32 / 1."""
+width 32 / 1; `--target gfx1100` / `gfx950` run the kernels compiled for AMDGPU on the ISA
+emulator."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -27,6 +28,10 @@ from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
 from zluda_py.reference.jit import target_machine
+
+if TYPE_CHECKING:
+    from zluda_py.compiler.cpu.runtime import CompiledModule
+    from zluda_py.emulator.module import EmulatedModule
 
 DTYPES = {1: np.uint8, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
@@ -225,7 +230,7 @@ def _op_body(j: int, op: Op) -> list[str]:
 EMULATED = ("gfx1100", "gfx950")  # AMDGPU targets the conformance suite runs on the ISA emulator
 
 
-def compile_module(source: str, target: str):
+def compile_module(source: str, target: str) -> "CompiledModule | EmulatedModule":
     """`source` compiled for a PTX-running target: a CompiledModule, or an EmulatedModule (the
     AMDGPU code object on the ISA emulator, with the same `launch`)."""
     if target in EMULATED:
