@@ -125,6 +125,21 @@ def test_zstd_bomb_with_honest_frame_size_is_rejected():
     assert "frame declares 67108864 bytes" in str(err)
 
 
+def test_a_payload_declaring_more_than_any_ptx_compresses_to_is_refused_before_decompressing(monkeypatch):
+    """A 2 KB frame of 64 MiB: the 32 KB fatbin that inflated to 1 GiB of PTX took minutes."""
+    monkeypatch.setenv("ZLUDA_FATBIN_MAX_DECOMPRESSED", "1G")
+    bomb = _zeros_frame(64 << 20, with_size=True)
+    data = fatbin(entry(compression=ZSTD, payload=bomb, uncompressed_size=64 << 20, content=b"x"))
+    tracemalloc.start()
+    try:
+        err = _error(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "a decompression bomb" in str(err) and err.cu_result == 200
+    assert peak < 1 << 20  # nothing was decompressed
+
+
 def test_zstd_bomb_without_frame_size_stops_at_the_declared_size():
     bomb = _zeros_frame(1 << 30, with_size=False)
     assert len(bomb) < 64 << 10

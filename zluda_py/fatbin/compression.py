@@ -9,7 +9,7 @@ import zstandard
 
 from .container import FLAG_LZ4, FLAG_ZSTD, KIND_PTX, Entry
 from .errors import FatbinError
-from .limits import check_size
+from .limits import check_ratio, check_size
 
 
 def payload(entry: Entry) -> bytes:
@@ -22,6 +22,7 @@ def payload(entry: Entry) -> bytes:
     if size == 0:
         raise FatbinError(f"entry {entry.index}: compressed payload declares an uncompressed size of 0", where)
     check_size(size, f"entry {entry.index}: uncompressed payload", where)
+    check_ratio(size, len(entry.stored), f"entry {entry.index}: compressed payload", where)
     if compressed == FLAG_LZ4:
         data = _lz4(entry, size)
     else:

@@ -4,6 +4,10 @@ One number bounds everything we allocate for an image: a decompressed payload, a
 PTX text read through a pointer, and a file read from disk. It is `ZLUDA_FATBIN_MAX_DECOMPRESSED`
 (bytes, with an optional K/M/G suffix, powers of 1024), 1 GiB by default: far above the
 largest real PTX entries, small enough that a bad header cannot exhaust memory.
+
+A compressed payload is also held to a ratio: nvcc's PTX compresses 12-20 to 1 (zstd, LZ4
+less), so a payload declaring more than `MAX_RATIO` times its compressed size (and more than
+`RATIO_FLOOR`) is a decompression bomb, refused before a byte is decompressed.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from .errors import FatbinError
 
 ENV_MAX_SIZE = "ZLUDA_FATBIN_MAX_DECOMPRESSED"
 DEFAULT_MAX_SIZE = 1 << 30
+MAX_RATIO = 1000
+RATIO_FLOOR = 16 << 20
 # a NULL-terminated list of prelinked fatbins (-rdc) longer than this is corrupt
 MAX_PRELINKED_FATBINS = 1 << 16
 
@@ -38,3 +44,11 @@ def check_size(size: int, what: str, offset: int) -> None:
     if size > cap:
         raise FatbinError(f"{what} is {size} bytes, above the {cap}-byte limit "
                           f"(raise it with {ENV_MAX_SIZE})", offset)
+
+
+def check_ratio(size: int, compressed: int, what: str, offset: int) -> None:
+    """Raise FatbinError when `size` bytes from `compressed` is a ratio no PTX reaches."""
+    allowed = max(RATIO_FLOOR, MAX_RATIO * compressed)
+    if size > allowed:
+        raise FatbinError(f"{what} declares {size} bytes from {compressed} compressed bytes, more than "
+                          f"{MAX_RATIO} to 1 (nvcc's PTX compresses about 15 to 1): a decompression bomb", offset)
