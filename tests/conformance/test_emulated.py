@@ -25,7 +25,8 @@ FORMS_PER_OPCODE = {"gfx1100": 2, "gfx950": 1}
 # forms whose failures were emulator or lowering bugs (docs/amdgpu.md), run on both targets
 REGRESSIONS = ["add.rp.f32", "add.rn.sat.f16", "add.sat.s32", "abs.bf16", "cos.approx.f32", "cvt.rni.f32.f32",
                "cvt.rni.u32.f32", "cvt.ftz.sat.f64.f32", "cvt.u64.u16", "max.f32", "prmt.b32.f4e",
-               "fma.rn.f32", "min.s16", "dp4a.u32.u32", "cvt.rm.f32.s16"]
+               "fma.rn.f32", "min.s16", "dp4a.u32.u32", "cvt.rm.f32.s16",
+               "vsub2.s32.s32.s32.sat"]
 WARP = {"shfl", "vote", "match", "redux.sync", "elect.sync", "activemask", "bar.warp.sync"}
 CHUNK = 32
 

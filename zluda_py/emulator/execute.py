@@ -524,24 +524,36 @@ def _subrev(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return b - a
 
 
-# name -> (operation, signed); RDNA and CDNA names of the 32-bit integer add/sub with a clamp bit
-_SATURATING = {"V_ADD_NC_U32_E64": (_add, False), "V_SUB_NC_U32_E64": (_sub, False),
-               "V_SUBREV_NC_U32_E64": (_subrev, False), "V_ADD_U32_E64": (_add, False),
-               "V_SUB_U32_E64": (_sub, False), "V_SUBREV_U32_E64": (_subrev, False),
-               "V_ADD_NC_I32": (_add, True), "V_SUB_NC_I32": (_sub, True),
-               "V_ADD_I32": (_add, True), "V_SUB_I32": (_sub, True)}
+# name -> (operation, signed, bits); RDNA and CDNA names of the integer add/sub with a clamp bit
+_SATURATING = {"V_ADD_NC_U32_E64": (_add, False, 32), "V_SUB_NC_U32_E64": (_sub, False, 32),
+               "V_SUBREV_NC_U32_E64": (_subrev, False, 32), "V_ADD_U32_E64": (_add, False, 32),
+               "V_SUB_U32_E64": (_sub, False, 32), "V_SUBREV_U32_E64": (_subrev, False, 32),
+               "V_ADD_NC_I32": (_add, True, 32), "V_SUB_NC_I32": (_sub, True, 32),
+               "V_ADD_I32": (_add, True, 32), "V_SUB_I32": (_sub, True, 32),
+               "V_ADD_NC_U16": (_add, False, 16), "V_SUB_NC_U16": (_sub, False, 16),
+               "V_ADD_NC_I16": (_add, True, 16), "V_SUB_NC_I16": (_sub, True, 16),
+               "V_ADD_U16_E64": (_add, False, 16), "V_SUB_U16_E64": (_sub, False, 16),
+               "V_SUBREV_U16_E64": (_subrev, False, 16), "V_ADD_I16": (_add, True, 16), "V_SUB_I16": (_sub, True, 16)}
 
 
 def _saturating(w: Wave, d: Decoded) -> None:
-    """32-bit add/sub with the clamp bit: the exact result saturates to the unsigned or signed
-    range (the pseudocode describes the wrapping form only)."""
+    """Integer add/sub with the clamp bit: the exact result saturates to the unsigned or signed
+    range (the pseudocode describes the wrapping form only). 16-bit forms read the halves op_sel
+    picks and write theirs: the other half kept on RDNA, zero on CDNA (as other 16-bit results)."""
     inst = d.inst
-    op, signed = _SATURATING[d.name]
-    a, b = (np.broadcast_to(w.read_raw(r, 32, False, d.literal).astype(np.uint32).view(np.int32 if signed else np.uint32)
-                            .astype(np.int64), (w.lanes,)) for r in (inst.src0, inst.src1))
-    lo, hi = (-(1 << 31), (1 << 31) - 1) if signed else (0, 0xFFFFFFFF)
-    out = np.clip(op(a, b), lo, hi).astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)
-    w.write_vgpr(inst.vdst.offset - 256, out, 32, w.exec_lanes())
+    op, signed, bits = _SATURATING[d.name]
+    opsel = getattr(inst, "opsel", 0) if bits == 16 else 0
+    vals = []
+    for i, r in enumerate((inst.src0, inst.src1)):
+        raw = w.read_raw(r, bits, False, d.literal).astype(np.int64) >> (16 * (opsel >> i & 1)) & ((1 << bits) - 1)
+        vals.append(np.broadcast_to(np.where(raw >> (bits - 1), raw - (1 << bits), raw) if signed else raw, (w.lanes,)))
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    out = (np.clip(op(*vals), lo, hi) & ((1 << bits) - 1)).astype(np.uint64)
+    dst = inst.vdst.offset - 256
+    if bits == 16 and (opsel & 8 or w.rdna):
+        shift = np.uint64(16 if opsel & 8 else 0)
+        out = (w.vgpr[dst].astype(np.uint64) & ~(np.uint64(0xFFFF) << shift)) | out << shift
+    w.write_vgpr(dst, out, 32, w.exec_lanes())
 
 
 def _run_pcode(w: Wave, d: Decoded) -> int | None:
