@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated targets compared with the reference: cpu, gfx1100, gfx950 "
                          "(AMDGPU code objects on the ISA emulator); default cpu")
     ap.add_argument("--batch", type=int, default=25, help="kernels per compiled module")
+    ap.add_argument("--digests", type=Path, help="append `seed digest` of each reference outcome to this file")
     ap.add_argument("--minimize", type=Path, metavar="CASE", help="a kept case.json (or its directory)")
     args = ap.parse_args(argv)
     if args.minimize:
@@ -32,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     from zluda_py.fuzz.campaign import campaign
 
     targets = tuple(t for t in args.targets.split(",") if t)
-    result = campaign(int(first), int(last or first), args.jobs, args.keep, args.opt, args.batch, targets=targets)
+    result = campaign(int(first), int(last or first), args.jobs, args.keep, args.opt, args.batch, targets=targets,
+                      digests=args.digests)
     return 1 if result.failures else 0
 
 

@@ -10,6 +10,7 @@ accumulator word.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import signal
@@ -37,6 +38,16 @@ class Outcome:
 
 
 Executor = Callable[[Kernel], Outcome]
+
+
+def digest(fault: bool, out: np.ndarray, acc: np.ndarray) -> str:
+    """A launch's outcome in 16 hex digits ("fault" for a faulting one): how outcomes on other
+    machines (NVIDIA hardware, tests/hardware) are recorded and compared."""
+    if fault:
+        return "fault"
+    h = hashlib.sha256(np.ascontiguousarray(out, "<u4").tobytes())
+    h.update(np.ascontiguousarray(acc, "<u4").tobytes())
+    return h.hexdigest()[:16]
 
 
 def run_reference(k: Kernel) -> Outcome:
@@ -131,6 +142,7 @@ class BatchResult:
     failures: list[Failure] = field(default_factory=list)
     shapes: Counter = field(default_factory=Counter)
     refused: Counter = field(default_factory=Counter)  # target -> kernels an AMDGPU target refuses (UnsupportedError)
+    digests: dict[int, str] = field(default_factory=dict)  # seed -> the reference outcome's digest
 
 
 def keep_case(keep: Path, k: Kernel, message: str, ref: Outcome | None, got: Outcome | None,
@@ -185,6 +197,8 @@ def run_batch(seeds: list[int], opt: int | None, keep: Path | None,
     modules = {t: _compile_batch(t, kernels, opt) for t in targets}
     for k in kernels:
         ref = reference(k)
+        if ref.error is None:
+            res.digests[k.seed] = digest(ref.fault is not None, ref.out, ref.acc)
         for t in targets:
             m = modules[t][k.seed]
             if m == REFUSED:
@@ -219,9 +233,10 @@ def _batch_job(args: tuple[list[int], int | None, str | None, tuple[str, ...]]) 
 
 def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuzz-failures"),
              opt: int | None = None, batch: int = 25, report: Callable[[str], None] = print,
-             targets: tuple[str, ...] = ("cpu",)) -> BatchResult:
+             targets: tuple[str, ...] = ("cpu",), digests: Path | None = None) -> BatchResult:
     """Seeds first..last inclusive, in batches of `batch` kernels over `jobs` processes, each
-    kernel compared with the reference on every target."""
+    kernel compared with the reference on every target. `digests` receives a line
+    `seed digest` per kernel: the reference's outcome, for comparing with hardware records."""
     unknown = set(targets) - set(TARGETS)
     if unknown:
         raise ValueError(f"unknown fuzz targets {sorted(unknown)}; known: {', '.join(TARGETS)}")
@@ -235,6 +250,10 @@ def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuz
         total.kernels += r.kernels
         total.shapes.update(r.shapes)
         total.refused.update(r.refused)
+        total.digests.update(r.digests)
+        if digests is not None:
+            with open(digests, "a") as f:
+                f.writelines(f"{s} {d}\n" for s, d in sorted(r.digests.items()))
         for f in r.failures:
             report(f"seed {f.seed} ({f.target}): {f.message}" + (f" [{f.path}]" if f.path else ""))
         total.failures += r.failures
