@@ -20,6 +20,7 @@ from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, RESERVED_SMEM, STACK_A
 from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
 from zluda_py.compiler.cpu.memory import MemoryMixin
+from zluda_py.compiler.cpu.texops import TEXTURE_OPCODES, TextureMixin, texture_form
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.layout import kernel_params
@@ -40,15 +41,16 @@ NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "app
           "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep"}
 CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
 FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp frame
-# Families we refuse by design: textures, surfaces and the tensor cores.
-REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma", "wmma",
-           "wgmma", "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "cp.async.bulk", "tensormap"}
+# Families we refuse: surface reductions, type tests of texture handles, the tensor cores.
+REFUSED = {"sured", "istypep", "mma", "wmma", "wgmma", "ldmatrix", "stmatrix", "movmatrix", "tcgen05",
+           "cp.async.bulk", "tensormap"}
 
 # Per-opcode form checks of the target's own handlers: each raises the precise unsupported
 # error for a modifier combination its handler does not translate. `zluda ptx coverage` asks
 # the same functions, so the report and the compiler cannot disagree.
 FORM_CHECKS: dict[str, Callable[[ast.Instruction], object]] = {"atom": wide_atomic_op, "red": wide_atomic_op,
-                                                                "cp": cp_async_form, "mov": mov_form, "cvta": cvta_form}
+                                                                "cp": cp_async_form, "mov": mov_form, "cvta": cvta_form,
+                                                                **{op: texture_form for op in TEXTURE_OPCODES}}
 
 
 def check_form(inst: ast.Instruction) -> None:
@@ -75,7 +77,7 @@ class Symbol:
     size: int = 0
 
 
-class FunctionLowering(MemoryMixin, WarpMixin, CallMixin):
+class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin):
     def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
         self.mod = mod
         self.fn = fn

@@ -1,4 +1,5 @@
-"""Host side of device system calls: printf output per launch, malloc/free ranges, assert messages.
+"""Host side of device system calls: printf output per launch, malloc/free ranges, assert messages,
+texture and surface requests.
 
 Native code calls `zluda_host(kind, ctx, a, b, c, d, e)`; the launch that owns `ctx` collects
 printf output in order and writes it to fd 1 before `launch_raw` returns.
@@ -10,10 +11,13 @@ import ctypes
 import sys
 import threading
 
+from zluda_py.compiler.cpu import texture
 from zluda_py.compiler.cpu.abi import Ctx
 from zluda_py.compiler.cpu.bounds import RANGES
 from zluda_py.compiler.cpu.calls import HOST_ASSERT, HOST_FREE, HOST_MALLOC, HOST_VPRINTF
 from zluda_py.compiler.cpu.memory import HOST_BOUNDS
+from zluda_py.compiler.cpu.texops import HOST_TEXTURE
+from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED
 from zluda_py.compiler.printf import c_string, format_printf
 
 HOST_FN = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
@@ -62,6 +66,8 @@ def _host(kind: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int:
         if kind == HOST_FREE:
             RANGES.unregister(a)
             return 0
+        if kind == HOST_TEXTURE:  # a warp's texture or surface request at a; its form's text at c
+            return texture.run(c_string(c), a, b)
         if kind == HOST_BOUNDS:  # [a, b) registered since the launch took its snapshot?
             return int(RANGES.contains(a & 0xFFFFFFFFFFFFFFFF, b & 0xFFFFFFFFFFFFFFFF))
         if kind == HOST_ASSERT:
@@ -74,7 +80,7 @@ def _host(kind: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int:
         return 0
     except Exception as exc:  # never unwind into native code
         sys.stderr.write(f"zluda: device system call failed: {exc}\n")
-        return 0 if kind == HOST_BOUNDS else -1
+        return {HOST_BOUNDS: 0, HOST_TEXTURE: CUDA_ERROR_LAUNCH_FAILED}.get(kind, -1)
 
 
 HOST_CALLBACK = HOST_FN(_host)

@@ -1,0 +1,361 @@
+"""Texture and surface objects on the CPU target: what `tex`, `tld4`, `txq`, `suld.b`,
+`sust.b` and `suq` do, run on the host for one warp at a time.
+
+The driver registers each CUtexObject/CUsurfObject here (`register`); its handle is what kernels
+receive. Generated code (cpu/texops.py) fills a request record with the lanes' handles and
+operands and calls `zluda_host(HOST_TEXTURE, ctx, request, mask, form)`; `run` answers it by
+filling the results, or returns the CUresult that stops the launch.
+
+Sampling follows the CUDA programming guide's texture-fetching appendix: normalized
+coordinates are scaled by the size; point sampling takes texel floor(x); linear filtering
+takes xb = x - 0.5, i = floor(xb) and the weight frac(xb) rounded to 8 fractional bits, and
+blends the 2, 4 or 8 neighbouring texels. Address modes act on texel indices (wrap and mirror
+need normalized coordinates; otherwise they clamp), border texels read the border colour.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED
+
+WARP = 32
+ARG_SLOTS = 8  # per lane: 4 coordinates, then data (sust) or the level (txq.level)
+RESULT_SLOTS = 4
+REQUEST_WORDS = WARP * (1 + ARG_SLOTS + RESULT_SLOTS)  # i64 words: handles, arguments, results
+
+WRAP, CLAMP, MIRROR, BORDER = 0, 1, 2, 3  # CUaddress_mode
+# CUarray_format -> numpy element type; 8/16-bit integers read as normalized floats unless
+# the texture reads integers (32-bit integers always do)
+FORMATS = {0x01: np.uint8, 0x02: np.uint16, 0x03: np.uint32, 0x08: np.int8, 0x09: np.int16, 0x0A: np.int32,
+           0x10: np.float16, 0x20: np.float32}
+
+
+@dataclass(frozen=True)
+class Image:
+    """Texels in memory: a CUDA array, pitch-linear or linear memory. Sizes as CUDA's
+    descriptors give them (0: the dimension is unused); `layers` 2-D slices of a layered
+    array or cubemap (6 per cube) follow each other."""
+
+    base: int
+    format: int
+    channels: int
+    width: int
+    height: int = 0
+    depth: int = 0
+    layers: int = 0
+    pitch: int = 0  # bytes between rows; 0: packed
+    cubemap: bool = False
+    linear_memory: bool = False  # tex1Dfetch of linear memory: out-of-range reads 0
+
+    @property
+    def element(self) -> int:
+        return np.dtype(FORMATS[self.format]).itemsize * self.channels
+
+    @property
+    def row(self) -> int:
+        return self.pitch or self.width * self.element
+
+    @property
+    def slice(self) -> int:
+        return self.row * max(self.height, 1)
+
+    @property
+    def layer_stride(self) -> int:
+        return self.slice * max(self.depth, 1)
+
+    @property
+    def size(self) -> int:
+        return self.layer_stride * max(self.layers, 1)
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """A texture's sampling state (CUDA_TEXTURE_DESC)."""
+
+    address: tuple[int, int, int] = (CLAMP, CLAMP, CLAMP)
+    linear: bool = False
+    normalized: bool = False
+    read_integer: bool = False  # CU_TRSF_READ_AS_INTEGER
+    srgb: bool = False
+    border: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+_objects: dict[int, tuple[Image, Sampler | None]] = {}
+_lock = threading.Lock()
+_next = [1]
+
+
+def register(image: Image, sampler: Sampler | None) -> int:
+    """A new handle: a texture object with a sampler, a surface object without. Handles are
+    never reused, so a destroyed object's handle faults instead of reading another's texels."""
+    with _lock:
+        handle = _next[0]
+        _next[0] += 1
+        _objects[handle] = (image, sampler)
+    return handle
+
+
+def release(handle: int) -> None:
+    with _lock:
+        del _objects[handle]
+
+
+def lookup(handle: int) -> tuple[Image, Sampler | None] | None:
+    return _objects.get(handle)
+
+
+# ---------------------------------------------------------------- texel access
+def _texel_view(image: Image) -> np.ndarray:
+    dtype = FORMATS[image.format]
+    count = image.size // np.dtype(dtype).itemsize
+    return np.ctypeslib.as_array((ctypes.c_byte * image.size).from_address(image.base)).view(dtype)[:count]
+
+
+def float_result(image: Image, sampler: Sampler) -> bool:
+    """Whether fetches return floats (float formats, and 8/16-bit integers read normalized)."""
+    kind = np.dtype(FORMATS[image.format]).kind
+    return kind == "f" or (not sampler.read_integer and np.dtype(FORMATS[image.format]).itemsize < 4)
+
+
+def _address(i: np.ndarray, n: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
+    """(index in [0, n), inside) for texel indices i under an address mode."""
+    n = max(n, 1)
+    if mode == WRAP:
+        return i % n, np.ones(i.shape, bool)
+    if mode == MIRROR:
+        m = i % (2 * n)
+        return np.where(m >= n, 2 * n - 1 - m, m), np.ones(i.shape, bool)
+    inside = (i >= 0) & (i < n)
+    return np.clip(i, 0, n - 1), inside if mode == BORDER else np.ones(i.shape, bool)
+
+
+def _srgb_to_linear(v: np.ndarray) -> np.ndarray:
+    return np.where(v <= 0.04045, v / 12.92, ((v + 0.055) / 1.055) ** 2.4)
+
+
+def _texels(image: Image, sampler: Sampler, idx: list[np.ndarray], layer: np.ndarray, modes: list[int]) -> np.ndarray:
+    """(lanes, 4) channel values of the texels at integer indices `idx` (x[, y[, z]]) of `layer`:
+    float64 for float results, int64 for integer ones; absent channels 0, alpha 1."""
+    sizes = (image.width, image.height, image.depth)
+    offset = layer.astype(np.int64) * image.layer_stride
+    inside = np.ones(layer.shape, bool)
+    for axis, (i, mode) in enumerate(zip(idx, modes)):
+        j, ok = _address(i, sizes[axis], mode)
+        inside &= ok
+        offset = offset + j * (image.element, image.row, image.slice)[axis]
+    view = _texel_view(image)
+    item = view.itemsize
+    raw = np.stack([view[(offset + c * item) // item] for c in range(image.channels)], axis=1)
+    is_float = float_result(image, sampler)
+    if is_float and raw.dtype.kind in "iu":
+        top = float(np.iinfo(raw.dtype).max)
+        values = np.maximum(raw.astype(np.float64) / top, -1.0)
+        if sampler.srgb and raw.dtype == np.uint8:
+            values[:, :3] = _srgb_to_linear(values[:, :3])
+    else:
+        values = raw.astype(np.float64 if is_float else np.int64)
+    out = np.zeros((len(layer), 4), values.dtype)
+    out[:, 3] = 1
+    out[:, :image.channels] = values[:, :4]
+    if not inside.all():
+        border = np.array(sampler.border, np.float64).astype(out.dtype)
+        out[~inside] = border
+    return out
+
+
+def _weight(xb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(floor(xb), the upper texel's weight frac(xb) with 8 fractional bits, to nearest)."""
+    i = np.floor(xb)
+    return i.astype(np.int64), np.floor((xb - i) * 256.0 + 0.5) / 256.0
+
+
+def _footprint(image: Image, sampler: Sampler, xs: list[np.ndarray], normalized: bool):
+    """Per axis the lower texel index and the weight of the upper one, for linear filtering."""
+    sizes = (image.width, image.height, image.depth)
+    out = []
+    for axis, x in enumerate(xs):
+        u = (x * np.float32(sizes[axis])).astype(np.float32) if normalized else x
+        out.append(_weight((u - np.float32(0.5)).astype(np.float32).astype(np.float64)))
+    return out
+
+
+def _modes(sampler: Sampler, normalized: bool, image: Image) -> list[int]:
+    if image.linear_memory:
+        return [BORDER] * 3
+    if normalized:
+        return list(sampler.address)
+    return [m if m in (CLAMP, BORDER) else CLAMP for m in sampler.address]  # wrap/mirror need normalized coordinates
+
+
+def sample(image: Image, sampler: Sampler, xs: list[np.ndarray], layer: np.ndarray, integer_coords: bool,
+           normalized: bool | None = None, modes: list[int] | None = None) -> np.ndarray:
+    """(lanes, 4) fetched values at coordinates xs (float32 arrays, or int64 with integer_coords)."""
+    normalized = sampler.normalized if normalized is None else normalized
+    modes = _modes(sampler, normalized, image) if modes is None else modes
+    if integer_coords:
+        return _texels(image, sampler, [x.astype(np.int64) for x in xs], layer, modes)
+    if not (sampler.linear and float_result(image, sampler)):
+        sizes = (image.width, image.height, image.depth)
+        idx = [np.floor((x * np.float32(sizes[a])).astype(np.float32) if normalized else x).astype(np.int64)
+               for a, x in enumerate(xs)]
+        return _texels(image, sampler, idx, layer, modes)
+    lows = _footprint(image, sampler, xs, normalized)
+    total = np.zeros((len(layer), 4))
+    for corner in range(1 << len(xs)):
+        weight = np.ones(len(layer))
+        idx = []
+        for axis, (i, a) in enumerate(lows):
+            up = corner >> axis & 1
+            weight = weight * (a if up else 1.0 - a)
+            idx.append(i + up)
+        total += weight[:, None] * _texels(image, sampler, idx, layer, modes)
+    return total
+
+
+def gather(image: Image, sampler: Sampler, xs: list[np.ndarray], layer: np.ndarray, comp: int,
+           normalized: bool | None = None, modes: list[int] | None = None) -> np.ndarray:
+    """tld4: channel `comp` of the four texels bilinear filtering would blend, in the order
+    (i, j+1), (i+1, j+1), (i+1, j), (i, j)."""
+    normalized = sampler.normalized if normalized is None else normalized
+    modes = _modes(sampler, normalized, image) if modes is None else modes
+    (i, _), (j, _) = _footprint(image, sampler, xs, normalized)
+    corners = ((0, 1), (1, 1), (1, 0), (0, 0))
+    return np.stack([_texels(image, sampler, [i + dx, j + dy], layer, modes)[:, comp] for dx, dy in corners], axis=1)
+
+
+def cube_face(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(face, s, t): the face of the major axis and normalized coordinates on it (the guide's
+    cubemap table)."""
+    ax, ay, az = np.abs(x), np.abs(y), np.abs(z)
+    on_x = (ax >= ay) & (ax >= az)
+    on_y = ~on_x & (ay >= az)
+    face = np.where(on_x, np.where(x >= 0, 0, 1), np.where(on_y, np.where(y >= 0, 2, 3), np.where(z >= 0, 4, 5)))
+    sc = np.where(on_x, np.where(x >= 0, -z, z), np.where(on_y, x, np.where(z >= 0, x, -x)))
+    tc = np.where(on_x, -y, np.where(on_y, np.where(y >= 0, z, -z), -y))
+    ma = np.where(on_x, ax, np.where(on_y, ay, az))
+    s = ((sc / ma + np.float32(1)) / np.float32(2)).astype(np.float32)
+    t = ((tc / ma + np.float32(1)) / np.float32(2)).astype(np.float32)
+    return face.astype(np.int64), s, t
+
+
+# ---------------------------------------------------------------- the host call
+GEOMETRY = {  # geometry -> (spatial dimensions, coordinate vector: index of the layer or None)
+    "1d": (1, None), "2d": (2, None), "3d": (3, None), "a1d": (1, 0), "a2d": (2, 0), "cube": (3, None),
+    "acube": (3, 0),
+}
+
+
+@lru_cache(maxsize=None)
+def _form(text: bytes) -> tuple[str, tuple[str, ...]]:
+    opcode, *mods = text.decode().split(".")
+    return opcode, tuple(mods)
+
+
+def _geometry(mods: tuple[str, ...]) -> str:
+    return next(m for m in mods if m in GEOMETRY)
+
+
+def _spatial(mods: tuple[str, ...], args: np.ndarray, integer_coords: bool) -> tuple[list[np.ndarray], np.ndarray]:
+    """(coordinate arrays, layer index) of a tex/tld4/suld/sust request."""
+    geom = _geometry(mods)
+    dims, layer_at = GEOMETRY[geom]
+    first = 0 if layer_at is None else 1
+    layer = args[0].astype(np.int64) if layer_at is not None else np.zeros(args.shape[1], np.int64)
+    words = args[first:first + dims].astype(np.uint32)
+    xs = [w.view(np.int32).astype(np.int64) if integer_coords else w.view(np.float32) for w in words]
+    return xs, layer
+
+
+def _fetch(opcode: str, mods: tuple[str, ...], image: Image, sampler: Sampler, args: np.ndarray) -> np.ndarray:
+    integer_coords = opcode == "tex" and mods[-1] == "s32"
+    xs, layer = _spatial(mods, args, integer_coords)
+    layers = max(image.layers // 6 if image.cubemap else image.layers, 1)
+    layer = np.clip(layer, 0, layers - 1)
+    normalized, modes = None, None
+    if image.cubemap:  # a face of the cube, always addressed with normalized, clamped coordinates
+        face, s, t = cube_face(*xs)
+        xs, layer, normalized, modes = [s, t], layer * 6 + face, True, [CLAMP] * 3
+    if opcode == "tld4":
+        values = gather(image, sampler, xs, layer, "rgba".index(mods[0]), normalized, modes)
+    else:
+        values = sample(image, sampler, xs, layer, integer_coords, normalized, modes)
+    if float_result(image, sampler):
+        return values.astype(np.float32).view(np.uint32).astype(np.int64)
+    return values.astype(np.int32).view(np.uint32).astype(np.int64)
+
+
+def _query(mods: tuple[str, ...], image: Image, sampler: Sampler | None, lod: np.ndarray) -> np.ndarray:
+    what = mods[-2]
+    layers = image.layers // 6 if image.cubemap else image.layers
+    sizes = {"width": image.width, "height": image.height, "depth": image.depth}
+    if what in sizes:
+        if mods[0] != "level":
+            return np.full(lod.shape, sizes[what])
+        return np.maximum(sizes[what] >> np.clip(lod, 0, 63), min(sizes[what], 1))  # a level's size, at least 1
+    value = {"array_size": layers, "num_mipmap_levels": 1, "normalized_coords": int(bool(sampler and sampler.normalized)),
+             "filter_mode": int(bool(sampler and sampler.linear))}.get(what)
+    if value is None:
+        value = sampler.address[int(what[-1])] if sampler else 0  # addr_mode_0/1/2
+    return np.full(lod.shape, value)
+
+
+def _surface(opcode: str, mods: tuple[str, ...], image: Image, args: np.ndarray, results: np.ndarray,
+             lanes: np.ndarray) -> int:
+    """suld.b / sust.b for `lanes`: byte x, element y and z, with the boundary mode."""
+    xs, layer = _spatial(mods, args, True)
+    dtype = np.dtype(f"<u{int(next(m for m in mods if m[0] == 'b' and m[1:].isdigit())[1:]) // 8}")
+    count = int(next((m[1:] for m in mods if m in ("v2", "v4")), 1))
+    size = dtype.itemsize * count
+    limits = [image.width * image.element - size + 1, max(image.height, 1), max(image.depth, 1)]  # x: whole access inside
+    inside = (layer >= 0) & (layer < max(image.layers, 1))
+    for axis, x in enumerate(xs):
+        inside &= (x >= 0) & (x < limits[axis])
+    mode = mods[-1]
+    if mode == "trap" and not inside.all():
+        return CUDA_ERROR_LAUNCH_FAILED
+    xs = [np.clip(x, 0, max(limits[axis] - 1, 0)) for axis, x in enumerate(xs)]
+    layer = np.clip(layer, 0, max(image.layers - 1, 0))
+    offset = layer * image.layer_stride
+    for axis, x in enumerate(xs):
+        offset = offset + x * (1, image.row, image.slice)[axis]
+    memory = np.ctypeslib.as_array((ctypes.c_uint8 * image.size).from_address(image.base))
+    keep = inside if mode == "zero" else np.ones(inside.shape, bool)
+    at = offset[:, None] + np.arange(size)
+    if opcode == "suld":
+        data = memory[at].copy().view(dtype).astype(np.uint64).astype(np.int64)  # (lanes, count)
+        data[~keep] = 0
+        results[:count, lanes] = data.T
+    else:
+        data = args[4:4 + count].T.astype(np.uint64).astype(dtype)  # (lanes, count), truncated to the width
+        memory[at[keep]] = np.ascontiguousarray(data[keep]).view(np.uint8).reshape(-1, size)
+    return 0
+
+
+def run(form: bytes, request: int, mask: int) -> int:
+    """Answer one warp's request (see the module docstring): 0, or the CUresult of a fault."""
+    words = np.ctypeslib.as_array((ctypes.c_int64 * REQUEST_WORDS).from_address(request)).reshape(-1, WARP)
+    handles, args, results = words[0], words[1:1 + ARG_SLOTS], words[1 + ARG_SLOTS:]
+    opcode, mods = _form(form)
+    active = np.array([(mask >> lane) & 1 for lane in range(WARP)], bool)
+    for handle in np.unique(handles[active]):
+        lanes = np.nonzero(active & (handles == handle))[0]
+        obj = _objects.get(int(handle))
+        is_texture = opcode in ("tex", "tld4", "txq")
+        if obj is None or (obj[1] is None) == is_texture:
+            return CUDA_ERROR_ILLEGAL_ADDRESS  # not a live object of the kind the instruction reads
+        image, sampler = obj
+        if opcode in ("txq", "suq"):
+            results[0, lanes] = _query(mods, image, sampler, args[4, lanes])
+        elif is_texture:
+            results[:, lanes] = _fetch(opcode, mods, image, sampler, args[:, lanes]).T
+        else:
+            status = _surface(opcode, mods, image, args[:, lanes], results, lanes)
+            if status:
+                return status
+    return 0
