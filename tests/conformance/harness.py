@@ -5,6 +5,8 @@ Targets:
   `zluda_py.compiler.compile(...).launch(...)`: the acceptance path.
 * "gfx1100" / "gfx950": the same kernel compiled by the AMDGPU target and run on the ISA
   emulator (`zluda_py.emulator`), wave32 and wave64 (`EmulatedModule`).
+* "cuda": the same kernel on a real CUDA driver (tests/hardware/cudadrv.py): on an NVIDIA GPU
+  this checks the suite's independent references against the hardware.
 * "semantics" / "semantics1": the instruction's `emit` alone, wrapped in a tiny LLVM loop over
   lane values of width 32 / 1 and JIT-compiled with llvmlite: checks the definitions
   independently of the framework, and at both widths the targets use.
@@ -27,9 +29,9 @@ from llvmlite import ir
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
-from zluda_py.reference.jit import target_machine
 
 if TYPE_CHECKING:
+    from hardware.cudadrv import Module as CudaModule
     from zluda_py.compiler.cpu.runtime import CompiledModule
     from zluda_py.emulator.module import EmulatedModule
 
@@ -130,6 +132,8 @@ class SemanticKernel:
         b.ret_void()
         llmod = llvm.parse_assembly(str(mod))
         llmod.verify()
+        from zluda_py.reference.jit import target_machine  # here: the PTX targets need no JIT of ours
+
         self.tm = target_machine()  # the engine borrows it
         self.engine = llvm.create_mcjit_compiler(llmod, self.tm)
         self.engine.finalize_object()
@@ -230,9 +234,15 @@ def _op_body(j: int, op: Op) -> list[str]:
 EMULATED = ("gfx1100", "gfx950")  # AMDGPU targets the conformance suite runs on the ISA emulator
 
 
-def compile_module(source: str, target: str) -> "CompiledModule | EmulatedModule":
-    """`source` compiled for a PTX-running target: a CompiledModule, or an EmulatedModule (the
-    AMDGPU code object on the ISA emulator, with the same `launch`)."""
+def compile_module(source: str, target: str) -> "CompiledModule | EmulatedModule | CudaModule":
+    """`source` compiled for a PTX-running target: a CompiledModule, an EmulatedModule (the
+    AMDGPU code object on the ISA emulator), or a module of a real CUDA driver (`cuda`: an NVIDIA
+    GPU, for checking the suite's references against hardware); all with the same `launch`."""
+    if target == "cuda":
+        from hardware.cudadrv import driver
+
+        major, minor = driver().compute_capability()
+        return driver().load(source.replace(".target sm_100", f".target sm_{major}{minor}", 1))
     if target in EMULATED:
         from zluda_py.emulator.module import EmulatedModule
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import context as ctxs, device as devices
+from . import capture, context as ctxs, device as devices
 from .api import entry
 from .cdata import addr, store, store_ptr
 from .errors import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CudaError)
@@ -23,17 +23,17 @@ def zluda_primary_ctx(pctx, dev):
     return cuDevicePrimaryCtxRetain(pctx, dev)
 
 
-@entry("cuDevicePrimaryCtxRelease_v2")
+@entry("cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease")  # the pre-CUDA-11 ABI name: same arguments
 def cuDevicePrimaryCtxRelease(dev):
     ctxs.primary_release(dev)
 
 
-@entry("cuDevicePrimaryCtxReset_v2")
+@entry("cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset")  # the pre-CUDA-11 ABI name: same arguments
 def cuDevicePrimaryCtxReset(dev):
     ctxs.primary_reset(dev)
 
 
-@entry("cuDevicePrimaryCtxSetFlags_v2")
+@entry("cuDevicePrimaryCtxSetFlags_v2", "cuDevicePrimaryCtxSetFlags")  # the pre-CUDA-11 ABI name: same arguments
 def cuDevicePrimaryCtxSetFlags(dev, flags):
     ctxs.primary_set_flags(dev, flags)
 
@@ -148,11 +148,13 @@ def cuCtxGetApiVersion(ctx, version):
 
 @entry("cuCtxSynchronize")
 def cuCtxSynchronize():
+    capture.check_unsafe("cuCtxSynchronize")
     ctxs.current().synchronize()
 
 
 @entry("cuCtxSynchronize_v2")
 def cuCtxSynchronize_v2(ctx):
+    capture.check_unsafe("cuCtxSynchronize")
     ctxs.lookup(addr(ctx)).synchronize()
 
 

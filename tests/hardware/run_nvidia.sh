@@ -1,0 +1,76 @@
+#!/bin/bash
+# Ground truth from an NVIDIA GPU, for CPU-only CI: run from the repository root on a machine
+# with NVIDIA's driver, nvcc, python3 with numpy, llvmlite and pytest(-xdist). Writes into
+# $OUT (default /tmp/nvidia-out): machine.txt, launch_probe.txt, fuzz.txt, conformance.txt,
+# conformance.xml, programs.txt. Each step has a time limit so that the whole run ends in about
+# six minutes; README.md says what becomes golden data and where.
+set -u
+OUT=${OUT:-/tmp/nvidia-out}
+B=/tmp/nvidia-build
+mkdir -p "$OUT" "$B"
+export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+start=$(date +%s)
+stamp() { echo "[$(($(date +%s) - start)) s] $*"; }
+
+{ nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
+  nvcc --version | tail -2
+  python3 -c "import sys, numpy, llvmlite; print(sys.version.split()[0], 'numpy', numpy.__version__, 'llvmlite', llvmlite.__version__)"
+  uname -r; } > "$OUT/machine.txt" 2>&1
+stamp "machine: $(head -2 "$OUT/machine.txt" | tail -1)"
+
+# 1. what each caller gets for an invalid launch configuration, and what cudart got from the driver
+gcc -shared -fPIC -o $B/interpose.so tests/hardware/interpose.c -ldl &&
+  nvcc -o $B/launch_probe tests/hardware/launch_probe.cu &&
+  LD_PRELOAD=$B/interpose.so timeout 60 $B/launch_probe > "$OUT/launch_probe.txt" 2>&1
+stamp "launch probe: rc $?"
+
+# 2. the project's CUDA programs, built in the background meanwhile (name|sources|nvcc args|argv)
+PROGRAMS="vector_add|vector_add.cu||
+blocks|e2e_blocks.cu||
+atomics|e2e_atomics.cu||
+warp|e2e_warp.cu|-arch=sm_80|shuffles groups
+grid_sync|e2e_grid_sync.cu||
+streams|e2e_streams_threads.cu||streams managed threads errors
+bad_launch|e2e_streams_threads.cu||bad-launch
+ptds|e2e_streams_threads.cu|--default-stream per-thread|threads
+symbols_printf|e2e_symbols_printf.cu||
+rdc|e2e_rdc_main.cu e2e_rdc_lib.cu|-rdc=true|
+func_barrier|e2e_func_barrier.cu||
+static_free|e2e_static_free.cu||
+lazy_kernels|e2e_lazy_kernels.cu||
+runtime_api|e2e_runtime_api.cu||
+textures|e2e_textures.cu||
+thrust|e2e_thrust.cu|-std=c++17|"
+build() {
+  IFS='|' read -r name srcs args argv <<< "$1"
+  [ -n "$name" ] || return 0
+  (cd tests/cuda && nice nvcc $args $srcs -o $B/prog_$name > $B/build_$name.log 2>&1)
+}
+export -f build; export B
+echo "$PROGRAMS" | xargs -P 6 -I{} bash -c 'build "$@"' _ {} &
+builds=$!
+
+# 3. fuzz kernels (zluda_py.fuzz.generate) compiled by ptxas, their outcomes as digests
+timeout 170 python3 -m tests.hardware.record_fuzz --seeds 0-20299 --out "$OUT/fuzz.txt" --ptxas --budget 120 \
+  > "$OUT/fuzz_log.txt" 2>&1
+stamp "fuzz: rc $? $(tail -1 "$OUT/fuzz_log.txt")"
+
+# 4. the conformance suite's kernels on this GPU, against the suite's independent references
+timeout 150 python3 -m pytest -q -n 16 tests/conformance --target cuda -p no:cacheprovider \
+  --ignore=tests/conformance/test_emulated.py -o junit_family=xunit1 --junitxml="$OUT/conformance.xml" \
+  > "$OUT/conformance.txt" 2>&1
+stamp "conformance: rc $? $(tail -1 "$OUT/conformance.txt")"
+
+# 5. run the programs
+wait $builds
+: > "$OUT/programs.txt"
+echo "$PROGRAMS" | while IFS='|' read -r name srcs args argv; do
+  [ -n "$name" ] || continue
+  if [ ! -x $B/prog_$name ]; then
+    { echo "=== $name: build failed"; tail -5 $B/build_$name.log; } >> "$OUT/programs.txt"; continue
+  fi
+  timeout 60 $B/prog_$name $argv > $B/run.out 2> $B/run.err
+  rc=$?
+  { echo "=== $name ($srcs $args; argv: $argv): rc $rc"; tail -c 3000 $B/run.out; echo "--- stderr"; tail -c 2000 $B/run.err; } >> "$OUT/programs.txt"
+done
+stamp "programs: $(grep -c '^===' "$OUT/programs.txt") run, $(grep -c ': rc 0$' "$OUT/programs.txt") exit 0"
