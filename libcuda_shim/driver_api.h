@@ -128,6 +128,20 @@ CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char
 CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream);
 CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream);
 
+/* CUDA arrays, texture and surface objects (descriptors decoded by the driver) */
+CUresult cuArrayCreate_v2(void **pHandle, const void *pAllocateArray);
+CUresult cuArray3DCreate_v2(void **pHandle, const void *pAllocateArray);
+CUresult cuArrayGetDescriptor_v2(void *pArrayDescriptor, void *hArray);
+CUresult cuArray3DGetDescriptor_v2(void *pArrayDescriptor, void *hArray);
+CUresult cuArrayDestroy(void *hArray);
+CUresult cuTexObjectCreate(unsigned long long *pTexObject, const void *pResDesc, const void *pTexDesc, const void *pResViewDesc);
+CUresult cuTexObjectDestroy(unsigned long long texObject);
+CUresult cuTexObjectGetResourceDesc(void *pResDesc, unsigned long long texObject);
+CUresult cuTexObjectGetTextureDesc(void *pTexDesc, unsigned long long texObject);
+CUresult cuSurfObjectCreate(unsigned long long *pSurfObject, const void *pResDesc);
+CUresult cuSurfObjectDestroy(unsigned long long surfObject);
+CUresult cuSurfObjectGetResourceDesc(void *pResDesc, unsigned long long surfObject);
+
 /* modules, libraries, functions, kernels, linker */
 CUresult cuModuleGetLoadingMode(int *mode);
 CUresult cuModuleLoad(CUmodule *module, const char *fname);

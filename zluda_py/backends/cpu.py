@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..compiler.cpu import texture as textures  # noqa: F401  (the driver's texture and surface objects)
 from ..compiler.cpu.bounds import register_memory, unregister_memory
 from ..driver.cdata import ffi, memmove, memset
 from . import tracking

@@ -5,5 +5,5 @@ them from libcuda.so.1; this package knows nothing about LLVM."""
 from __future__ import annotations
 
 # importing the entry-point modules registers them
-from . import (context_api, init_device, integrity, launch, memory, module, stream_api)  # noqa: F401
+from . import (context_api, init_device, integrity, launch, memory, module, stream_api, textures)  # noqa: F401
 from .api import implemented, wrapped  # noqa: F401

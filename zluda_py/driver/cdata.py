@@ -22,6 +22,23 @@ typedef struct {
     unsigned long long dstDevice; void *dstArray; void *reserved1; size_t dstPitch, dstHeight;
     size_t WidthInBytes, Height, Depth;
 } CUDA_MEMCPY3D;
+typedef struct { size_t Width, Height; int Format; unsigned int NumChannels; } CUDA_ARRAY_DESCRIPTOR;
+typedef struct { size_t Width, Height, Depth; int Format; unsigned int NumChannels, Flags; } CUDA_ARRAY3D_DESCRIPTOR;
+typedef struct {
+    int resType;
+    union {
+        struct { void *hArray; } array;
+        struct { void *hMipmappedArray; } mipmap;
+        struct { unsigned long long devPtr; int format; unsigned int numChannels; size_t sizeInBytes; } linear;
+        struct { unsigned long long devPtr; int format; unsigned int numChannels; size_t width, height, pitchInBytes; } pitch2D;
+        struct { int reserved[32]; } reserved;
+    } res;
+    unsigned int flags;
+} CUDA_RESOURCE_DESC;
+typedef struct {
+    int addressMode[3]; int filterMode; unsigned int flags, maxAnisotropy; int mipmapFilterMode;
+    float mipmapLevelBias, minMipmapLevelClamp, maxMipmapLevelClamp; float borderColor[4]; int reserved[12];
+} CUDA_TEXTURE_DESC;
 typedef struct { int id; char pad[4]; char value[64]; } CUlaunchAttribute;
 typedef struct {
     unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;

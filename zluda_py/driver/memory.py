@@ -11,7 +11,7 @@ import struct
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from . import context as ctxs, trace
+from . import context as ctxs, textures, trace
 from .api import entry
 from .cdata import addr, ffi, store, store_ptr
 from .errors import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
@@ -456,8 +456,15 @@ def _endpoint(mem_type: int, host, device: int, array) -> int:
     if mem_type in (CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_UNIFIED):
         return device
     if mem_type == CU_MEMORYTYPE_ARRAY:
-        raise CudaError(801, "CUDA arrays are not supported")
+        return textures.array_layout(addr(array))[0]
     raise CudaError(CUDA_ERROR_INVALID_VALUE, f"memory type {mem_type}")
+
+
+def _layout(mem_type: int, array, pitch: int, rows: int) -> tuple[int, int]:
+    """(pitch, rows per slice) of a copy's side: a CUDA array's own, else what the copy says."""
+    if mem_type == CU_MEMORYTYPE_ARRAY:
+        return textures.array_layout(addr(array))[1:3]
+    return pitch, rows
 
 
 def _copy_3d(p, depth: int) -> Callable[[], None]:
@@ -467,12 +474,12 @@ def _copy_3d(p, depth: int) -> Callable[[], None]:
     width, height = p.WidthInBytes, p.Height
     src = _endpoint(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray)
     dst = _endpoint(p.dstMemoryType, p.dstHost, p.dstDevice, p.dstArray)
-    src_pitch = p.srcPitch or width
-    dst_pitch = p.dstPitch or width
+    src_pitch, src_rows = _layout(p.srcMemoryType, p.srcArray, p.srcPitch or width, p.srcHeight if has_z else height)
+    dst_pitch, dst_rows = _layout(p.dstMemoryType, p.dstArray, p.dstPitch or width, p.dstHeight if has_z else height)
     if src_pitch < width or dst_pitch < width:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"pitch smaller than width {width}")
-    src_slice = src_pitch * (p.srcHeight if has_z else height)
-    dst_slice = dst_pitch * (p.dstHeight if has_z else height)
+    src_slice = src_pitch * src_rows
+    dst_slice = dst_pitch * dst_rows
     src_z, dst_z = (p.srcZ, p.dstZ) if has_z else (0, 0)
     src0 = src + p.srcXInBytes + p.srcY * src_pitch + src_z * src_slice
     dst0 = dst + p.dstXInBytes + p.dstY * dst_pitch + dst_z * dst_slice
@@ -486,6 +493,13 @@ def _copy_3d(p, depth: int) -> Callable[[], None]:
             check_device_range(dst0, span(dst_pitch, dst_slice))
         elif p.dstMemoryType == CU_MEMORYTYPE_HOST:
             check_host_range(dst0, span(dst_pitch, dst_slice), "destination", writable=True)
+        for side, x, y, pitch, rows, start in (("source", p.srcXInBytes, p.srcY, src_pitch, src_rows, src0),
+                                              ("destination", p.dstXInBytes, p.dstY, dst_pitch, dst_rows, dst0)):
+            memory_type, array = (p.srcMemoryType, p.srcArray) if side == "source" else (p.dstMemoryType, p.dstArray)
+            if memory_type == CU_MEMORYTYPE_ARRAY:  # the region must lie inside the array, row by row
+                base, _, _, size = textures.array_layout(addr(array))
+                if x + width > pitch or y + height > rows or start + span(pitch, pitch * rows) > base + size:
+                    raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{side} region outside the CUDA array")
 
     def copy() -> None:
         memory = _memory()
