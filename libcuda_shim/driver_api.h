@@ -318,6 +318,27 @@ CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, int *captureStatus_out, uns
 CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags);
 CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const void *dependencyData, size_t numDependencies, unsigned int flags);
 
+/* stream-ordered memory pools (zluda_py/driver/mempool.py) */
+typedef void *CUmemoryPool;
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *poolProps);
+CUresult cuMemPoolDestroy(CUmemoryPool pool);
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep);
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value);
+CUresult cuMemPoolSetAccess(CUmemoryPool pool, const void *map, size_t count);
+CUresult cuMemPoolGetAccess(int *flags, CUmemoryPool memPool, void *location);
+CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, int handleType, unsigned long long flags);
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, int handleType, unsigned long long flags);
+CUresult cuMemPoolExportPointer(void *shareData_out, CUdeviceptr ptr, void *unused);
+CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, void *shareData);
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev);
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
+CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool);
+CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, void *location, int type);
+CUresult cuMemGetMemPool(CUmemoryPool *pool, void *location, int type);
+CUresult cuMemSetMemPool(void *location, int type, CUmemoryPool pool);
+
 /* called by the C side of the private export tables */
 CUresult zluda_primary_ctx(CUcontext *pctx, CUdevice dev);
 CUresult zluda_integrity(unsigned int runtime_version, unsigned long long unix_seconds, unsigned char *out, unsigned long long thread_id, unsigned long long cudart_table, unsigned long long integrity_table, unsigned long long integrity_fn);

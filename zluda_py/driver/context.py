@@ -44,6 +44,7 @@ class Context:
         self.shared_mem_config = 0
         self.sticky_error = 0
         self.lock = threading.Lock()
+        self.capturing = 0  # streams in a stream capture (capture.py)
         self.legacy = Stream(self, kind="legacy")
         self.streams: list[Stream] = []  # user streams
         self._per_thread: dict[int, Stream] = {}
@@ -60,10 +61,14 @@ class Context:
         with self.lock:
             return [self.legacy, *self.streams, *self._per_thread.values()]
 
-    def submit(self, stream: Stream, fn: Callable[[], None], extra_deps: list[Op] = (), inline: bool = False) -> Op:
+    def submit(self, stream: Stream, fn: Callable[[], None], extra_deps: list[Op] = (), inline: bool = False) -> Op | None:
         """Queue fn on stream after the work it must wait for: the legacy stream waits for
         every blocking stream, and a blocking stream waits for the legacy stream. `inline`:
-        see Stream.submit."""
+        see Stream.submit. None: a stream capture recorded fn as a graph node instead."""
+        if self.capturing and (stream.capture is not None or stream.kind == "legacy"):
+            from . import capture
+            if capture.record(stream, fn, list(extra_deps)):
+                return None
         with self.lock:
             deps = [op for op in extra_deps if not op.done.is_set()]
             if stream.kind == "legacy":

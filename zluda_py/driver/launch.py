@@ -71,36 +71,46 @@ def coresident_blocks(fn: Function, block_size: int, dynamic_shared: int, device
     return max_active_blocks(fn, block_size, dynamic_shared) * device.cores  # cores = MULTIPROCESSOR_COUNT
 
 
-def launch(handle: int, grid, block, shared: int, stream_handle: int, kernel_params, extra,
-           cooperative: bool = False) -> None:
-    fn = function_of(handle)
-    grid, block = tuple(grid), tuple(block)
-    check_config(fn, grid, block, shared)
-    if cooperative:
-        resident = coresident_blocks(fn, block[0] * block[1] * block[2], shared, ctxs.current().device)
-        if grid[0] * grid[1] * grid[2] > resident:
-            raise CudaError(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
-                            f"cooperative launch of {fn.name}: grid {grid} has more blocks than the {resident} "
-                            f"that can be resident at once with block {block} and {shared} bytes of dynamic shared memory")
-    params = _params(fn, kernel_params, extra)
-    stream = ctxs.resolve_stream(stream_handle)
-    compiled = fn.module.compiled
+class KernelLaunch:
+    """A checked launch, ready to run: what a stream op and a graph's kernel node execute."""
 
-    def run() -> None:
+    node_type = 0  # CU_GRAPH_NODE_TYPE_KERNEL: stream capture records it as such a node
+
+    def __init__(self, handle: int, grid, block, shared: int, kernel_params, extra, cooperative: bool = False) -> None:
+        fn = function_of(handle)
+        self.handle, self.function = handle, fn
+        self.grid, self.block, self.shared, self.cooperative = tuple(grid), tuple(block), shared, cooperative
+        check_config(fn, self.grid, self.block, shared)
+        self.ctx = ctxs.current()
+        if cooperative:
+            resident = coresident_blocks(fn, block[0] * block[1] * block[2], shared, self.ctx.device)
+            if grid[0] * grid[1] * grid[2] > resident:
+                raise CudaError(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+                                f"cooperative launch of {fn.name}: grid {self.grid} has more blocks than the {resident} "
+                                f"that can be resident at once with block {self.block} and {shared} bytes of dynamic shared memory")
+        self.params = _params(fn, kernel_params, extra)
+
+    def __call__(self) -> None:
         backend = backends.select()
-        if not cooperative:
-            backend.launch(compiled, fn.name, grid, block, params, shared)
+        compiled, name = self.function.module.compiled, self.function.name
+        if not self.cooperative:
+            backend.launch(compiled, name, self.grid, self.block, self.params, self.shared)
             return
         # the grid workspace nvcc's grid.sync() counts arrivals in: zeroed, one per launch
-        workspace = backend.memory.allocate(GRID_WORKSPACE_BYTES, "device", 0, stream.ctx)
+        workspace = backend.memory.allocate(GRID_WORKSPACE_BYTES, "device", 0, self.ctx)
         try:
             backend.memory.fill(workspace.base, 0, 1, GRID_WORKSPACE_BYTES)  # device memory on HIP
-            backend.launch(compiled, fn.name, grid, block, params, shared, grid_workspace=workspace.base)
+            backend.launch(compiled, name, self.grid, self.block, self.params, self.shared, grid_workspace=workspace.base)
         finally:
             backend.memory.release(workspace.base)
 
-    op = stream.ctx.submit(stream, run)
-    if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+
+def launch(handle: int, grid, block, shared: int, stream_handle: int, kernel_params, extra,
+           cooperative: bool = False) -> None:
+    work = KernelLaunch(handle, grid, block, shared, kernel_params, extra, cooperative)
+    stream = ctxs.resolve_stream(stream_handle)
+    op = stream.ctx.submit(stream, work)
+    if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" and op is not None:
         op.done.wait()
         stream.raise_error()
 
@@ -133,9 +143,22 @@ def cuLaunchHostFunc(stream, fn, user_data):
     if fn == ffi.NULL:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "NULL host function")
     s = ctxs.resolve_stream(addr(stream))
-    call = ffi.cast("void (*)(void *)", fn)
-    data = ffi.cast("void *", user_data)
-    s.ctx.submit(s, lambda: call(data))
+    s.ctx.submit(s, HostCall(addr(fn), addr(user_data)))
+
+
+class HostCall:
+    """A host function and its argument: a stream op, and what a graph's host node holds."""
+
+    node_type = 3  # CU_GRAPH_NODE_TYPE_HOST
+
+    def __init__(self, fn: int, data: int) -> None:
+        if not fn:
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, "NULL host function")
+        self.fn, self.data = fn, data
+        self._call = ffi.cast("void (*)(void *)", fn)
+
+    def __call__(self) -> None:
+        self._call(ffi.cast("void *", self.data))
 
 
 # ---- occupancy ----

@@ -11,7 +11,7 @@ import struct
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from . import context as ctxs, textures, trace
+from . import capture, context as ctxs, textures, trace
 from .api import entry
 from .cdata import addr, ffi, store, store_ptr
 from .errors import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
@@ -50,6 +50,7 @@ CU_MEM_ATTACH_GLOBAL, CU_MEM_ATTACH_HOST = 0x1, 0x2
 # ---- allocation ----
 def _allocate(size: int, kind: str, flags: int) -> Allocation:
     ctx = ctxs.current()
+    capture.check_unsafe("a synchronous allocation")
     if size == 0:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "allocation of 0 bytes")
     try:
@@ -83,13 +84,6 @@ def cuMemAllocManaged(dptr, size, flags):
     store(dptr, _allocate(size, "managed", flags).base)
 
 
-@entry("cuMemAllocAsync")
-def cuMemAllocAsync(dptr, size, stream):
-    require(dptr)
-    ctxs.resolve_stream(addr(stream))
-    store(dptr, _allocate(size, "device", 0).base)
-
-
 def _free_device(ptr: int) -> None:
     a = _memory().find(ptr)
     if a is None or a.base != ptr or a.kind not in ("device", "managed"):
@@ -102,17 +96,9 @@ def _free_device(ptr: int) -> None:
 def cuMemFree(ptr):
     if ptr == 0:
         return
+    capture.check_unsafe("cuMemFree")
     ctxs.current().synchronize()  # cuMemFree synchronizes: kernels may still use the memory
     _free_device(ptr)
-
-
-@entry("cuMemFreeAsync")
-def cuMemFreeAsync(ptr, stream):
-    s = ctxs.resolve_stream(addr(stream))
-    a = _memory().find(ptr)
-    if a is None or a.base != ptr:
-        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a device allocation")
-    s.ctx.submit(s, lambda: _free_device(ptr))
 
 
 @entry("cuMemGetInfo_v2")
@@ -158,6 +144,7 @@ def cuMemFreeHost(p):
     a = _memory().find(ptr)
     if a is None or a.base != ptr or a.kind != "host":
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} was not allocated by cuMemHostAlloc")
+    capture.check_unsafe("cuMemFreeHost")
     ctxs.current().synchronize()
     with _backend_errors():
         _memory().release(ptr)
@@ -354,8 +341,10 @@ def run(stream_handle: int, fn: Callable[[], None], sync: bool) -> None:
     """Queue fn on the stream; a synchronous call also waits for it, and runs it itself when
     the stream has nothing else to do."""
     s = ctxs.resolve_stream(stream_handle)
+    if sync and s.kind == "legacy":  # a synchronous call: potentially unsafe during a capture
+        capture.check_unsafe("a synchronous copy or set")
     op = s.ctx.submit(s, fn, inline=sync)
-    if sync:
+    if sync and op is not None:  # None: recorded into a stream capture
         if op.claimed:
             s.run_claimed(op)
         else:
@@ -363,8 +352,41 @@ def run(stream_handle: int, fn: Callable[[], None], sync: bool) -> None:
         s.raise_error()
 
 
+class Memcpy:
+    """A checked copy described by a CUDA_MEMCPY3D (kept, for graph nodes' GetParams): a
+    stream op, and what a graph's memcpy node holds."""
+
+    node_type = 1  # CU_GRAPH_NODE_TYPE_MEMCPY
+
+    def __init__(self, desc) -> None:
+        self.desc = ffi.new("CUDA_MEMCPY3D *", desc[0])
+        self._copy = _copy_3d(self.desc, None)
+
+    @classmethod
+    def linear(cls, dst: int, src: int, size: int) -> Memcpy:
+        """A 1D copy between unified addresses (the caller checked both ranges)."""
+        d = ffi.new("CUDA_MEMCPY3D *")
+        d.srcMemoryType = d.dstMemoryType = CU_MEMORYTYPE_UNIFIED
+        d.srcDevice, d.dstDevice, d.WidthInBytes, d.Height, d.Depth = src, dst, size, 1, 1
+        return cls(d)
+
+    @classmethod
+    def planar(cls, p) -> Memcpy:
+        """A CUDA_MEMCPY2D as the equivalent CUDA_MEMCPY3D."""
+        d = ffi.new("CUDA_MEMCPY3D *")
+        for side in ("src", "dst"):
+            for field in ("XInBytes", "Y", "MemoryType", "Host", "Device", "Array", "Pitch"):
+                setattr(d, side + field, getattr(p, side + field))
+            setattr(d, side + "Height", p.Height)
+        d.WidthInBytes, d.Height, d.Depth = p.WidthInBytes, p.Height, 1
+        return cls(d)
+
+    def __call__(self) -> None:
+        self._copy()
+
+
 def _copy(dst: int, src: int, size: int, stream: int, sync: bool) -> None:
-    run(stream, lambda: _memory().copy(dst, src, size), sync)
+    run(stream, Memcpy.linear(dst, src, size), sync)
 
 
 def _pageable(*ptrs: int) -> bool:
@@ -516,7 +538,7 @@ def _desc(p, kind: str):
 
 def _copy_3d_async(p, depth: int, stream) -> None:
     """A 2D/3D copy queued on the stream; synchronous with pageable host memory (_pageable)."""
-    copy = _copy_3d(p, depth)
+    copy = Memcpy.planar(p) if depth == 1 else Memcpy(p)
     hosts = [_endpoint(t, h, d, None) for t, h, d in ((p.srcMemoryType, p.srcHost, p.srcDevice),
                                                      (p.dstMemoryType, p.dstHost, p.dstDevice))
              if t in (CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_UNIFIED)]
@@ -544,6 +566,21 @@ def cuMemcpy3DAsync(p, stream):
 
 
 # ---- sets ----
+class Memset:
+    """A checked 2D fill: a stream op, and what a graph's memset node holds."""
+
+    node_type = 2  # CU_GRAPH_NODE_TYPE_MEMSET
+
+    def __init__(self, dst: int, pitch: int, value: int, elem: int, width: int, height: int) -> None:
+        if elem not in (1, 2, 4):
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"memset element size {elem}")
+        self.dst, self.pitch, self.value, self.elem, self.width, self.height = dst, pitch, value, elem, width, height
+        self._fill = _set_2d(dst, pitch, value, elem, width, height)
+
+    def __call__(self) -> None:
+        self._fill()
+
+
 def _set_2d(dst: int, pitch: int, value: int, elem: int, width: int, height: int) -> Callable[[], None]:
     """Fill `height` rows of `width` elements of `elem` bytes, rows `pitch` bytes apart."""
     if dst % elem or pitch % elem:
@@ -566,16 +603,16 @@ def _set_2d(dst: int, pitch: int, value: int, elem: int, width: int, height: int
 def _define_sets() -> None:
     for elem, bits in ((1, 8), (2, 16), (4, 32)):
         def sync_1d(dst, value, n, elem=elem):
-            run(0, _set_2d(dst, n * elem, value, elem, n, 1), True)
+            run(0, Memset(dst, n * elem, value, elem, n, 1), True)
 
         def async_1d(dst, value, n, stream, elem=elem):
-            run(addr(stream), _set_2d(dst, n * elem, value, elem, n, 1), False)
+            run(addr(stream), Memset(dst, n * elem, value, elem, n, 1), False)
 
         def sync_2d(dst, pitch, value, width, height, elem=elem):
-            run(0, _set_2d(dst, pitch, value, elem, width, height), True)
+            run(0, Memset(dst, pitch, value, elem, width, height), True)
 
         def async_2d(dst, pitch, value, width, height, stream, elem=elem):
-            run(addr(stream), _set_2d(dst, pitch, value, elem, width, height), False)
+            run(addr(stream), Memset(dst, pitch, value, elem, width, height), False)
 
         entry(f"cuMemsetD{bits}_v2")(sync_1d)
         entry(f"cuMemsetD{bits}Async")(async_1d)

@@ -43,6 +43,7 @@ class Stream:
         self.handle = 0
         self.last: Op | None = None
         self.error = 0  # a non-sticky asynchronous error, reported by the next synchronization
+        self.capture = None  # capture.StreamCapture while the stream is captured
         self._queue: collections.deque[Op] = collections.deque()
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None

@@ -1,10 +1,9 @@
-"""Entry points: streams, events, stream callbacks and (absent) stream capture."""
+"""Entry points: streams, events and stream callbacks; their part in stream capture
+(capture.py; the capture calls themselves are in capture_api.py)."""
 
 from __future__ import annotations
 
-import threading
-
-from . import context as ctxs
+from . import capture, context as ctxs
 from .api import entry
 from .cdata import addr, ffi, store, store_ptr
 from .errors import (CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_READY, CudaError)
@@ -14,6 +13,7 @@ from .stream import CU_STREAM_NON_BLOCKING, Op, Stream
 
 GREATEST_PRIORITY, LEAST_PRIORITY = -5, 0
 CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING, CU_EVENT_INTERPROCESS = 0x1, 0x2, 0x4
+CU_EVENT_WAIT_EXTERNAL = CU_EVENT_RECORD_EXTERNAL = 0x1  # in a capture: an event wait / record node
 
 
 def _create(pstream, flags: int, priority: int) -> None:
@@ -93,12 +93,15 @@ def cuStreamDestroy(h):
 
 @entry("cuStreamSynchronize")
 def cuStreamSynchronize(h):
-    _stream(h).synchronize()
+    s = _stream(h)
+    capture.check_not_capturing(s, "cuStreamSynchronize")
+    s.synchronize()
 
 
 @entry("cuStreamQuery")
 def cuStreamQuery(h):
     s = _stream(h)
+    capture.check_not_capturing(s, "cuStreamQuery")
     if not s.idle():
         raise CudaError(CUDA_ERROR_NOT_READY)
     s.raise_error()
@@ -108,8 +111,14 @@ def cuStreamQuery(h):
 def cuStreamWaitEvent(h, hevent, flags):
     s = _stream(h)
     ev = events.get(addr(hevent))
-    if flags & ~0x1:
+    if flags & ~CU_EVENT_WAIT_EXTERNAL:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"wait flags {flags:#x}")
+    if s.capture is not None and flags & CU_EVENT_WAIT_EXTERNAL:
+        from .graphs import EventWait
+        capture.record_node(s, EventWait(ev))
+        return
+    if capture.wait_event(s, ev):
+        return
     if ev.op is not None:
         s.ctx.submit(s, lambda: None, [ev.op])
 
@@ -132,38 +141,12 @@ def cuStreamAttachMemAsync(h, dptr, length, flags):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"attach flags {flags:#x}")
 
 
-@entry("cuStreamIsCapturing")
-def cuStreamIsCapturing(h, status):
-    require(status)
-    _stream(h)
-    store(status, 0)  # CU_STREAM_CAPTURE_STATUS_NONE: stream capture is not implemented
-
-
-@entry("cuStreamGetCaptureInfo_v3")
-def cuStreamGetCaptureInfo(h, status, pid, graph, deps, edges, ndeps):
-    require(status)
-    _stream(h)
-    store(status, 0)
-
-
-_capture_mode = threading.local()
-
-
-@entry("cuThreadExchangeStreamCaptureMode")
-def cuThreadExchangeStreamCaptureMode(mode):
-    require(mode)
-    if not 0 <= mode[0] <= 2:
-        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"capture mode {mode[0]}")
-    previous = getattr(_capture_mode, "mode", 0)
-    _capture_mode.mode = mode[0]
-    store(mode, previous)
-
-
 # ---- events ----
 class Event:
     def __init__(self, flags: int) -> None:
         self.flags = flags
         self.op: Op | None = None
+        self.captured = None  # (capture, its nodes) while last recorded in a stream capture
         self.handle = 0
 
     @property
@@ -191,19 +174,26 @@ def cuEventCreate(pevent, flags):
 def cuEventRecord(hevent, h):
     ev = events.get(addr(hevent))
     s = _stream(h)
-    ev.op = s.ctx.submit(s, lambda: None)
+    if not capture.record_event(s, ev):
+        ev.op = s.ctx.submit(s, lambda: None)
 
 
 @entry("cuEventRecordWithFlags")
 def cuEventRecordWithFlags(hevent, h, flags):
-    if flags & ~0x1:
+    if flags & ~CU_EVENT_RECORD_EXTERNAL:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"record flags {flags:#x}")
+    s = _stream(h)
+    if s.capture is not None and flags & CU_EVENT_RECORD_EXTERNAL:
+        from .graphs import EventRecord
+        capture.record_node(s, EventRecord(events.get(addr(hevent))))
+        return
     cuEventRecord(hevent, h)
 
 
 @entry("cuEventQuery")
 def cuEventQuery(hevent):
     ev = events.get(addr(hevent))
+    capture.check_event(ev, "cuEventQuery")
     if ev.op is not None and not ev.op.done.is_set():
         raise CudaError(CUDA_ERROR_NOT_READY)
 
@@ -211,6 +201,7 @@ def cuEventQuery(hevent):
 @entry("cuEventSynchronize")
 def cuEventSynchronize(hevent):
     ev = events.get(addr(hevent))
+    capture.check_event(ev, "cuEventSynchronize")
     if ev.op is not None:
         ev.op.done.wait()
 
