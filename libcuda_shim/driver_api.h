@@ -339,6 +339,33 @@ CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, void *location, int type
 CUresult cuMemGetMemPool(CUmemoryPool *pool, void *location, int type);
 CUresult cuMemSetMemPool(void *location, int type, CUmemoryPool pool);
 
+/* virtual memory management (zluda_py/driver/vmm.py) */
+typedef unsigned long long CUmemGenericAllocationHandle;
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const void *prop, int option);
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags);
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop, unsigned long long flags);
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags);
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count);
+CUresult cuMemGetAccess(unsigned long long *flags, const void *location, CUdeviceptr ptr);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
+CUresult cuMemGetAllocationPropertiesFromHandle(void *prop, CUmemGenericAllocationHandle handle);
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle, int handleType, unsigned long long flags);
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle, int shHandleType);
+CUresult cuMemMapArrayAsync(void *mapInfoList, unsigned int count, CUstream hStream);
+
+/* IPC (zluda_py/driver/ipc.py); the handles are passed by value */
+typedef struct { char reserved[64]; } CUipcMemHandle;
+typedef struct { char reserved[64]; } CUipcEventHandle;
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event);
+CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle);
+
 /* called by the C side of the private export tables */
 CUresult zluda_primary_ctx(CUcontext *pctx, CUdevice dev);
 CUresult zluda_integrity(unsigned int runtime_version, unsigned long long unix_seconds, unsigned char *out, unsigned long long thread_id, unsigned long long cudart_table, unsigned long long integrity_table, unsigned long long integrity_fn);

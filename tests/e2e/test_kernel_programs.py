@@ -8,13 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-LAUNCH_CODE = pytest.mark.xfail(strict=True, reason=(
-    "driver: cuLaunchKernel answers an oversized block with CUDA_ERROR_INVALID_VALUE, the code the driver "
-    "API documents and direct driver callers see; cudart 13 passes every CUresult through unchanged and "
-    "only the undocumented value 9 becomes cudaErrorInvalidConfiguration (measured: docs/driver.md), so on "
-    "NVIDIA's stack the driver hands cudart 9 on that path; how it tells cudart from other callers is not "
-    "known without NVIDIA hardware"))
-
 # id: (sources, nvcc arguments, program arguments, marks)
 PROGRAMS = {
     "blocks": (["e2e_blocks.cu"], [], [], ()),
@@ -27,13 +20,16 @@ PROGRAMS = {
     "host-threads": (["e2e_streams_threads.cu"], [], ["threads"], ()),
     "host-threads-per-thread-stream": (["e2e_streams_threads.cu"], ["--default-stream", "per-thread"], ["threads"], ()),
     "error-paths": (["e2e_streams_threads.cu"], [], ["errors"], ()),
-    "invalid-configuration-code": (["e2e_streams_threads.cu"], [], ["bad-launch"], (LAUNCH_CODE,)),
+    "invalid-configuration-code": (["e2e_streams_threads.cu"], [], ["bad-launch"], ()),
     "textures": (["e2e_textures.cu"], [], ["textures"], ()),
     "textures-image-filtering": (["e2e_textures.cu"], [], ["image"], ()),
     "surfaces": (["e2e_textures.cu"], [], ["surfaces"], ()),
     "graphs-captured": (["e2e_graphs.cu"], [], ["capture"], ()),
     "graphs-hand-built": (["e2e_graphs.cu"], [], ["manual"], ()),
     "graphs-capture-errors": (["e2e_graphs.cu"], [], ["errors"], ()),
+    "memory-pools": (["e2e_memory_api.cu"], [], ["pool"], ()),
+    "vmm-growing-buffer": (["e2e_memory_api.cu"], [], ["vmm"], ()),
+    "ipc-two-processes": (["e2e_memory_api.cu"], [], ["ipc"], ()),
     "rdc-two-files": (["e2e_rdc_main.cu", "e2e_rdc_lib.cu"], ["-rdc=true"], [], ()),
     "rdc-two-files-ptx-only": (["e2e_rdc_main.cu", "e2e_rdc_lib.cu"],
                                ["-rdc=true", "-gencode", "arch=compute_75,code=compute_75"], [], ()),

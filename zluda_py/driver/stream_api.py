@@ -174,8 +174,14 @@ def cuEventCreate(pevent, flags):
 def cuEventRecord(hevent, h):
     ev = events.get(addr(hevent))
     s = _stream(h)
-    if not capture.record_event(s, ev):
+    if capture.record_event(s, ev):
+        return
+    counters = getattr(ev, "counters", None)  # shared with other processes (ipc.py)
+    if counters is None:
         ev.op = s.ctx.submit(s, lambda: None)
+    else:
+        counters.bump(0)
+        ev.op = s.ctx.submit(s, lambda: counters.bump(1))
 
 
 @entry("cuEventRecordWithFlags")
