@@ -38,9 +38,11 @@ def test_supported_and_refused_families(rows):
     assert any(r["status"] == "yes" for r in _forms(rows, "mad").values())
     assert all(r["status"] == "yes" and r["how"] == ["target"] for r in _forms(rows, "ld").values()
                if "ld{" in r["form"] or r["form"].startswith("ld."))
-    for refused in ("tex", "tld4", "suld", "mma", "wmma.mma", "ldmatrix"):
+    for refused in ("sured", "mma", "wmma.mma", "ldmatrix"):
         found = _forms(rows, refused)
         assert found and all(r["status"] == "no" for r in found.values()), refused
+    for texture in ("tex", "tld4", "txq", "suld", "sust", "suq"):  # texture and surface objects (CPU target)
+        assert any(r["status"] in ("yes", "partial") and r["how"] == ["target"] for r in _forms(rows, texture).values())
     assert all(r["status"] == "yes" for r in _forms(rows, "bra").values())
 
 

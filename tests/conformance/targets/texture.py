@@ -1,0 +1,341 @@
+"""Textures and surfaces: tex (every geometry, .base/.level/.grad), tld4, txq, suld.b, sust.b and
+suq on texture and surface objects registered with the CPU target's runtime, checked lane by
+lane against models/texture.py (the programming guide's texture-fetching rules, exact
+fractions). Each lane reads its coordinates (and data) from a 64-byte row of `inp` and writes
+its results, zero-extended to 64 bits, to a 32-byte row of `out`.
+
+Textures sampled here have no mipmap levels, so .level and .grad sample level 0. The grammar
+lines with a separate sampler operand ([a, b, c]) share their modifiers with the unified
+[a, c] lines; the lowering refuses that operand form by name, so their instances use [a, c].
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from conformance.models import texture as model
+from conformance.target_forms import ABSENT, TargetForm
+from conformance.targets import Instance
+from zluda_py.compiler.cpu import texture as runtime
+from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED
+
+OPCODES = {"tex", "tld4", "txq", "suld", "sust", "suq"}
+WARP = 32
+MODES = ("wrap", "clamp", "mirror", "border")
+# geometry -> (width, height, depth, layers, cube)
+SHAPES = {"1d": (5, 0, 0, 0, False), "2d": (5, 4, 0, 0, False), "3d": (5, 4, 3, 0, False), "a1d": (5, 0, 0, 3, False),
+          "a2d": (5, 4, 0, 3, False), "cube": (4, 4, 0, 6, True), "acube": (4, 4, 0, 12, True),
+          "2dms": (5, 4, 0, 0, False), "a2dms": (5, 4, 0, 3, False)}
+COORDS = {"1d": 1, "2d": 2, "3d": 4, "a1d": 2, "a2d": 4, "cube": 4, "acube": 4, "2dms": 4, "a2dms": 4}
+GRADS = {"1d": 1, "a1d": 1, "2d": 2, "a2d": 2, "2dms": 2, "a2dms": 2, "3d": 4, "cube": 4, "acube": 4}
+REFUSED = {"2dms": "multisample textures", "a2dms": "multisample textures", "f16": "half-precision results",
+           "channel_data_type": "texel format queries", "channel_order": "texel format queries",
+           "num_samples": "multisample textures", "force_unnormalized_coords": "independent samplers",
+           "memory_layout": "surface layout queries", "p": "formatted surface stores"}
+
+
+def _rng(name: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def _vec(regs: list[str]) -> str:
+    return "{" + ", ".join(regs) + "}"
+
+
+def _entry(name: str, inst: str, dests: list[str]) -> str:
+    stores = []
+    for k, d in enumerate(dests):
+        if d.startswith("%rd"):
+            stores.append(f"st.global.u64 [%rd10+{8 * k}], {d};")
+        else:
+            stores += [f"cvt.u64.{'u16' if d.startswith('%h') else 'u32'} %rd11, {d};", f"st.global.u64 [%rd10+{8 * k}], %rd11;"]
+    body = ["ld.param.u64 %rd1, [obj];", "ld.param.u64 %rd2, [inp];", "ld.param.u64 %rd3, [outp];",
+            "mov.u32 %r0, %tid.x;", "mul.wide.u32 %rd4, %r0, 64;", "add.u64 %rd5, %rd2, %rd4;",
+            "ld.global.v4.b32 {%r1, %r2, %r3, %r4}, [%rd5];", "ld.global.v2.b64 {%rd6, %rd7}, [%rd5+16];",
+            "ld.global.v2.b64 {%rd8, %rd9}, [%rd5+32];", "ld.global.v4.b32 {%r12, %r13, %r14, %r15}, [%rd5+48];",
+            "mul.wide.u32 %rd4, %r0, 32;", "add.u64 %rd10, %rd3, %rd4;",
+            "mov.b32 %f1, %r1;", "mov.b32 %f2, %r2;", "mov.b32 %f3, %r3;", "mov.b32 %f4, %r4;",
+            "cvt.u16.u32 %h5, %r12;", "cvt.u16.u32 %h6, %r13;", "cvt.u16.u32 %h7, %r14;", "cvt.u16.u32 %h8, %r15;",
+            inst, *stores]
+    return (f".visible .entry {name}(.param .u64 obj, .param .u64 inp, .param .u64 outp)\n{{\n"
+            "  .reg .b16 %h<9>;\n  .reg .b32 %r<16>;\n  .reg .f32 %f<9>;\n  .reg .b64 %rd<12>;\n  .reg .pred %p<2>;\n  "
+            + "\n  ".join(body) + "\n  ret;\n}\n")
+
+
+def _launch(module, name: str, handle: int, inp: np.ndarray) -> np.ndarray:
+    out = np.zeros((WARP, 4), np.uint64)
+    module.launch(name, 1, WARP, [np.uint64(handle), inp, out])
+    return out
+
+
+# ================================================================ textures
+def _texture(geom: str, integer: bool, rng: np.random.Generator, mode: str, linear: bool, normalized: bool):
+    """(runtime handle, model texture, backing array): float32 RGBA texels, or int16 pairs read as integers."""
+    w, h, d, layers, cube = SHAPES[geom]
+    shape = (max(layers, 1), max(d, 1), max(h, 1), w)
+    if integer:
+        data = rng.integers(-30000, 30000, shape + (2,), dtype=np.int16)
+        image = runtime.Image(data.ctypes.data, 0x09, 2, w, h, d, layers, cubemap=cube)
+        sampler = runtime.Sampler((MODES.index(mode),) * 3, False, normalized, read_integer=True)
+        fill, border = (0, 1), (0, 0, 0, 0)
+    else:
+        data = (rng.integers(-400, 400, shape + (4,)) / 16.0).astype(np.float32)
+        border = (0.25, -0.5, 1.0, 2.0)
+        image = runtime.Image(data.ctypes.data, 0x20, 4, w, h, d, layers, cubemap=cube)
+        sampler = runtime.Sampler((MODES.index(mode),) * 3, linear, normalized, border=border)
+        fill = ()
+    texels = [[[[tuple(v.item() for v in data[l, z, y, x]) + fill for x in range(w)] for y in range(shape[2])]
+               for z in range(shape[1])] for l in range(shape[0])]
+    effective = mode if normalized or mode in ("clamp", "border") else "clamp"  # wrap/mirror need normalized
+    tex = {"texels": texels, "size": (w, max(h, 1), max(d, 1)), "mode": effective, "linear": linear,
+           "normalized": normalized, "border": border}
+    return runtime.register(image, sampler), tex, data
+
+
+def _lanes(geom: str, integer_coords: bool, normalized: bool, rng: np.random.Generator) -> np.ndarray:
+    """Per lane 4 coordinate words: [layer,] x[, y[, z]] as f32 or s32 bits."""
+    w, h, d, layers, cube = SHAPES[geom]
+    inp = np.zeros((WARP, 16), np.uint32)
+    first = 1 if layers and geom not in ("cube",) else 0
+    if first:
+        inp[:, 0] = rng.integers(-1, layers // (6 if cube else 1) + 1, WARP).astype(np.int32).view(np.uint32)
+    for axis, n in enumerate((w, h, d)[:3 if cube else COORDS[geom] - first]):
+        if cube:
+            values = rng.uniform(-2, 2, WARP).astype(np.float32)
+        elif integer_coords:
+            values = rng.integers(-2, max(n, 1) + 2, WARP).astype(np.int32)
+        else:
+            span = 1.0 if normalized else max(n, 1)
+            values = rng.uniform(-0.4 * span, 1.4 * span, WARP).astype(np.float32)
+        inp[:, first + axis] = values.view(np.uint32)
+    return inp
+
+
+def _expect_fetch(tex: dict, geom: str, row: np.ndarray, integer_coords: bool, comp: int | None) -> tuple:
+    w, h, d, layers, cube = SHAPES[geom]
+    first = 1 if layers and geom != "cube" else 0
+    # the array index is a .u32 (a negative one is a large index), clamped to the last layer
+    layer = min(int(row[0]), max(layers // (6 if cube else 1), 1) - 1) if first else 0
+    words = row[first:first + (3 if cube else COORDS[geom] - first)]
+    if cube:
+        face, s, t = model.cube(*(float(v) for v in words.view(np.float32)))
+        tex = dict(tex, mode="clamp", normalized=True)
+        coords, layer = [s, t], layer * 6 + face
+    elif integer_coords:
+        return model.texel(tex, layer, [int(v) for v in words.view(np.int32)][:len([n for n in (w, h, d) if n])])
+    else:
+        coords = [float(v) for v in words.view(np.float32)][:len([n for n in (w, h, d) if n])]
+    return model.gather(tex, layer, coords, comp) if comp is not None else model.fetch(tex, layer, coords)
+
+
+def _check_fetch(geom: str, integer: bool, integer_coords: bool, mode: str, linear: bool, normalized: bool,
+                 comp: int | None = None):
+    def check(module, name: str) -> None:
+        rng = _rng(name)
+        handle, tex, keep = _texture(geom, integer, rng, mode, linear, normalized)
+        try:
+            inp = _lanes(geom, integer_coords, normalized, rng)
+            out = _launch(module, name, handle, inp)
+        finally:
+            runtime.release(handle)
+        for lane in range(WARP):
+            want = _expect_fetch(tex, geom, inp[lane], integer_coords, comp)
+            got = out[lane]
+            for k in range(4):
+                if integer:
+                    assert got[k] == int(want[k]) & 0xFFFFFFFF, f"lane {lane} channel {k}: {got[k]:#x} != {want[k]}"
+                else:
+                    value = float(np.uint32(got[k]).view(np.float32))
+                    assert abs(value - want[k]) <= 1e-6 * max(1.0, abs(want[k])), f"lane {lane} channel {k}: {value} != {want[k]}"
+    return check
+
+
+def _tex_instances(tf: TargetForm) -> list[Instance]:
+    out = []
+    head = tf.form.slots[0].values
+    variant = next(iter(head)) if head <= {"base", "level", "grad"} else None
+    dtypes, ctypes = ("f32", "s32", "u32", "f16"), ("f32", "s32")
+    geoms = sorted(g for g in SHAPES if g in set().union(*(s.values for s in tf.form.slots)))
+    for k, geom in enumerate(geoms):
+        dtype = dtypes[k % 4]
+        ctype = "s32" if geom.endswith("dms") else "f32" if geom in ("cube", "acube") else ctypes[k // 2 % 2]
+        mods = ((variant,) if variant else ()) + (geom, "v4", dtype, ctype)
+        name = f"tex_{tf.syntax.count(',')}_{'_'.join(mods)}"
+        half = dtype == "f16"
+        dests = [f"%h{i}" for i in range(1, 5)] if half else [f"%r{i}" for i in range(5, 9)]
+        coord_regs = (["%r1"] + [f"%f{i}" for i in range(2, 5)]) if geom in ("a1d", "a2d", "acube") else \
+            [f"%f{i}" for i in range(1, 5)]
+        if ctype == "s32":
+            coord_regs = [f"%r{i}" for i in range(1, 5)]
+        coords = _vec(coord_regs[:COORDS[geom]])
+        extra = {"level": ", %f4" if ctype == "f32" else ", %r4",
+                 "grad": f", {_vec(['%f4'] * GRADS[geom])}, {_vec(['%f4'] * GRADS[geom])}"}.get(variant, "")
+        inst = f"tex.{'.'.join(mods)} {_vec(dests)}, [%rd1, {coords}]{extra};"
+        refused = next((f"unsupported: tex.*{why}" for m, why in REFUSED.items() if m in mods), None)
+        integer = dtype in ("s32", "u32")
+        mode = MODES[k % 4]
+        check = _check_fetch(geom, integer, ctype == "s32", mode, not integer and k % 3 != 1, k % 2 == 0)
+        out.append(Instance(mods, name, _entry(name, inst, dests), check, refused=refused))
+    return out
+
+
+def _tld4_instances(tf: TargetForm) -> list[Instance]:
+    out = []
+    geoms = sorted(tf.form.slots[1].values)
+    for k, comp in enumerate("rgba"):
+        for j, geom in enumerate(geoms):
+            dtype = ("f32", "s32", "u32")[(k + j) % 3]
+            mods = (comp, geom, "v4", dtype, "f32")
+            name = f"tld4_{len(geoms)}_{'_'.join(mods)}"
+            regs = (["%r1"] + [f"%f{i}" for i in range(2, 5)]) if geom in ("a2d", "acube") else [f"%f{i}" for i in range(1, 5)]
+            dests = [f"%r{i}" for i in range(5, 9)]
+            inst = f"tld4.{'.'.join(mods)} {_vec(dests)}, [%rd1, {_vec(regs[:COORDS[geom]])}];"
+            integer = dtype != "f32"
+            check = _check_fetch(geom, integer, False, MODES[(k + j) % 4], False, (k + j) % 2 == 0, "rgba".index(comp))
+            out.append(Instance(mods, name, _entry(name, inst, dests), check))
+    return out
+
+
+# ================================================================ queries
+def _query_check(opcode: str, what: str, level: bool):
+    def check(module, name: str) -> None:
+        rng = _rng(name)
+        data = np.zeros((3, 2, 4, 5, 4), np.float32)  # 3 layers of 5 x 4 x 2
+        image = runtime.Image(data.ctypes.data, 0x20, 4, 5, 4, 2, 3)
+        sampler = runtime.Sampler((0, 3, 2), True, True) if opcode == "txq" else None
+        handle = runtime.register(image, sampler)
+        inp = np.zeros((WARP, 16), np.uint32)
+        inp[:, 3] = rng.integers(0, 4, WARP)  # the level of txq.level
+        try:
+            out = _launch(module, name, handle, inp)
+        finally:
+            runtime.release(handle)
+        sizes = {"width": 5, "height": 4, "depth": 2}
+        for lane in range(WARP):
+            if what in sizes:
+                want = max(sizes[what] >> int(inp[lane, 3]), 1) if level else sizes[what]
+            else:
+                want = {"array_size": 3, "num_mipmap_levels": 1, "normalized_coords": 1, "filter_mode": 1,
+                        "addr_mode_0": 0, "addr_mode_1": 3, "addr_mode_2": 2}[what]
+            assert out[lane, 0] == want, f"lane {lane}: {out[lane, 0]} != {want}"
+    return check
+
+
+def _query_instances(tf: TargetForm) -> list[Instance]:
+    out = []
+    level = "level" in tf.form.slots[0].values
+    queries = tf.form.slots[1 if level else 0].values
+    for what in sorted(queries):
+        mods = (("level",) if level else ()) + (what, "b32")
+        name = f"{tf.opcode}_{'_'.join(mods)}"
+        inst = f"{tf.opcode}.{'.'.join(mods)} %r5, [%rd1]{', %r4' if level else ''};"
+        refused = f"unsupported: {tf.opcode}.*{REFUSED[what]}" if what in REFUSED else None
+        out.append(Instance(mods, name, _entry(name, inst, ["%r5"]), _query_check(tf.opcode, what, level),
+                            refused=refused))
+    return out
+
+
+# ================================================================ surfaces
+SURFACE = {"1d": (6, 0, 0, 0), "2d": (6, 3, 0, 0), "3d": (6, 3, 2, 0), "a1d": (6, 0, 0, 3), "a2d": (6, 3, 0, 3)}
+ELEMENT = 16  # bytes per element: four 32-bit channels
+
+
+def _surface_check(opcode: str, geom: str, count: int, bits: int, mode: str):
+    size = count * bits // 8
+
+    def check(module, name: str) -> None:
+        rng = _rng(name)
+        w, h, d, layers = SURFACE[geom]
+        row, slice_ = w * ELEMENT, w * ELEMENT * max(h, 1)
+        memory = rng.integers(0, 256, slice_ * max(d, 1) * max(layers, 1), dtype=np.uint8)
+        image = runtime.Image(memory.ctypes.data, 0x03, 4, w, h, d, layers)
+        inp = np.zeros((WARP, 16), np.uint32)
+        spatial = 1 + (h > 0) + (d > 0)
+        first = 1 if layers else 0
+        lim = (row - size + 1, max(h, 1), max(d, 1), max(layers, 1))
+        coords = np.zeros((WARP, 4), np.int64)  # x, y, z, layer
+        for axis in range(spatial):
+            coords[:, axis] = rng.integers(-2 * size if axis == 0 else -1, lim[axis] + (size if axis == 0 else 1), WARP)
+        if layers:
+            coords[:, 3] = rng.integers(-1, layers + 1, WARP)
+        if mode == "trap":  # the fault is checked below with one lane outside
+            coords = np.minimum(np.maximum(coords, 0), np.array(lim) - 1)
+        if first:
+            inp[:, 0] = coords[:, 3].astype(np.int32).view(np.uint32)
+        for axis in range(spatial):
+            inp[:, first + axis] = coords[:, axis].astype(np.int32).view(np.uint32)
+        data = rng.integers(0, 2**63, (WARP, 4), dtype=np.int64).view(np.uint64)
+        inp[:, 4:12] = data.view(np.uint32).reshape(WARP, 8)  # the 64-bit components
+        inp[:, 12:16] = (data & 0xFFFFFFFF).astype(np.uint32)  # the narrower ones (and their low halves)
+        before = bytearray(memory.tobytes())
+        handle = runtime.register(image, None)
+        try:
+            out = _launch(module, name, handle, inp)
+            if mode == "trap":
+                bad = inp.copy()
+                bad[7, first] = np.uint32(row)  # x past the row
+                try:
+                    _launch(module, name, handle, bad)
+                except Exception as err:  # noqa: BLE001 - a LaunchError carries the CUresult
+                    assert getattr(err, "cu_result", None) == CUDA_ERROR_LAUNCH_FAILED, err
+                else:
+                    raise AssertionError("a .trap access outside the surface did not fault")
+        finally:
+            runtime.release(handle)
+        expect = bytearray(before)
+        mask = (1 << bits) - 1
+        for lane in range(WARP):
+            at = model.surface_access(expect, row, slice_, slice_ * max(d, 1), (row, *lim[1:]),
+                                      [*(int(c) for c in coords[lane, :3]), int(coords[lane, 3]) & 0xFFFFFFFF], size, mode)
+            if opcode == "suld":
+                for k in range(count):
+                    want = 0 if at is None else int.from_bytes(before[at + k * bits // 8:at + (k + 1) * bits // 8], "little")
+                    assert int(out[lane, k]) == want, f"lane {lane} component {k}: {int(out[lane, k]):#x} != {want:#x}"
+            elif at is not None:
+                for k in range(count):
+                    chunk = (int(data[lane, k]) & mask).to_bytes(bits // 8, "little")
+                    expect[at + k * bits // 8:at + (k + 1) * bits // 8] = chunk
+        if opcode == "sust":
+            got = memory.tobytes()
+            assert got == bytes(expect), f"surface bytes differ at {next(i for i in range(len(got)) if got[i] != expect[i])}"
+    return check
+
+
+def _surface_instances(tf: TargetForm) -> list[Instance]:
+    out = []
+    slots = {i: s for i, s in enumerate(tf.form.slots)}
+    has_vec = any(s.values == {"v2", "v4"} for s in tf.form.slots)
+    cops = sorted(next(s.values for s in tf.form.slots if s.optional)) + [ABSENT]
+    head = "p" if "p" in slots[0].values else "b"
+    types = ("b8", "b16", "b32", "b64") if head == "b" else ("b32",)
+    for k, geom in enumerate(sorted(SURFACE)):
+        for j, dtype in enumerate(types):
+            vec = ("v2", "v4")[(k + j) % 2 and dtype != "b64"] if has_vec else None  # ptxas: at most 128 bits
+            mode = ("trap", "clamp", "zero")[(k + j) % 3]
+            cop = cops[(k + 2 * j) % len(cops)] if head == "b" else ABSENT
+            mods = (head, geom) + (() if cop == ABSENT else (cop,)) + ((vec,) if vec else ()) + (dtype, mode)
+            name = f"{tf.opcode}_{'_'.join(mods)}"
+            count = {"v2": 2, "v4": 4, None: 1}[vec]
+            bits = int(dtype[1:])
+            regs = [f"%rd{6 + i}" for i in range(count)] if bits == 64 else \
+                [f"%h{5 + i}" for i in range(count)] if bits < 32 else [f"%r{12 + i}" for i in range(count)]
+            coords = _vec([f"%r{i}" for i in range(1, 5)][:COORDS[geom]])
+            inst = (f"suld.{'.'.join(mods)} {_vec(regs)}, [%rd1, {coords}];" if tf.opcode == "suld"
+                    else f"sust.{'.'.join(mods)} [%rd1, {coords}], {_vec(regs)};")
+            refused = "unsupported: sust.*formatted surface stores" if head == "p" else None
+            dests = regs if tf.opcode == "suld" else []
+            out.append(Instance(mods, name, _entry(name, inst, dests),
+                                _surface_check(tf.opcode, geom, count, bits, mode), refused=refused))
+    return out
+
+
+def instances(tf: TargetForm) -> list[Instance]:
+    if tf.opcode == "tex":
+        return _tex_instances(tf)
+    if tf.opcode == "tld4":
+        return _tld4_instances(tf)
+    if tf.opcode in ("txq", "suq"):
+        return _query_instances(tf)
+    return _surface_instances(tf)
