@@ -10,7 +10,7 @@ gives throughput with the ratios zluda/POCL and zluda/C. It also reports the tim
 launch through cudart and cudaMemcpy bandwidth against memcpy.
 
     python bench/kernels.py [--rounds R] [--reps N] [--only K,K] [--impl zluda,pocl,c]
-                            [--threads 1,2] [--tiny]
+                            [--threads 1,2] [--tiny] [--only-kernels] [--tree DIR] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ KERNELS = [
     Kernel("scan", 1 << 24, 1024, "G elem/s", lambda n: n),
 ]
 BY_NAME = {k.name: k for k in KERNELS}
-IMPLS = ("zluda", "pocl", "c")
+IMPLS = ("zluda", "pocl", "c", "base")
+RATIO_NAMES = {"pocl": "POCL", "c": "C", "base": "base"}
 LAUNCHES, COPY_BYTES = 20000, 64 << 20
 
 
@@ -72,20 +73,26 @@ def c_program() -> Path:
     return _build("c", HERE / "c" / "suite.c", ["gcc", "-O3", "-march=native", "-fopenmp"], ("-lm",))
 
 
-def child(impl: str, threads: int, reps: int, specs: list[str]) -> dict[str, tuple[float, float]]:
-    """Run one implementation's program; {name: (best seconds, checksum or bytes)}."""
+def child(impl: str, threads: int, reps: int, specs: list[str], tree: str | None = None) -> dict[str, tuple[float, float]]:
+    """Run one implementation's program; {name: (best seconds, checksum or bytes)}. zluda-py
+    ("zluda", "base") runs from `tree` when given: a directory holding a copy of zluda_py/ with
+    its built _shim/ (to compare a compiler change with its parent in the same run)."""
     env = dict(os.environ)
     t = str(threads)
-    if impl == "zluda":
+    cwd = HERE.parent
+    if impl in ("zluda", "base"):
         env["ZLUDA_CPU_THREADS"] = t
+        if tree:  # `python -m` puts the working directory first on sys.path
+            cwd = Path(tree)
+            env["PYTHONPATH"] = str(cwd)
         cmd = [sys.executable, "-m", "zluda_py.cli", "run", "--", str(cuda_program())]
     elif impl == "pocl":
         env["POCL_CPU_MAX_CU_NUM"] = env["POCL_MAX_PTHREAD_COUNT"] = t
-        cmd = [sys.executable, __file__, "--opencl-child"]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--opencl-child"]
     else:
         env["OMP_NUM_THREADS"] = t
         cmd = [str(c_program())]
-    res = subprocess.run([*cmd, str(reps), *specs], env=env, capture_output=True, text=True)
+    res = subprocess.run([*cmd, str(reps), *specs], env=env, capture_output=True, text=True, cwd=cwd)
     if res.returncode != 0:
         raise RuntimeError(f"{impl} ({threads} threads) failed with {res.returncode}:\n{res.stderr[-3000:]}")
     out = {}
@@ -201,10 +208,10 @@ def opencl_child(reps: int, specs: list[str]) -> None:
 
 
 def checksum(values) -> float:
-    """The hosts' checksum: sum of value * (index % 7 + 1), in double."""
+    """The hosts' checksum: sum of |value| * (index % 7 + 1), in double."""
     import numpy as np
 
-    return float((values.astype(np.float64) * (np.arange(values.size) % 7 + 1)).sum())
+    return float((np.abs(values.astype(np.float64)) * (np.arange(values.size) % 7 + 1)).sum())
 
 
 # ---- the table ----
@@ -232,13 +239,13 @@ def measure(args: argparse.Namespace) -> None:
     for _ in range(args.rounds):
         for t in threads:
             for impl in args.impl:
-                runs[impl][t].append(child(impl, t, args.reps, specs))
+                runs[impl][t].append(child(impl, t, args.reps, specs, args.baseline if impl == "base" else args.tree))
         if "zluda" in args.impl and not args.only_kernels:
-            extra.append(child("zluda", 1, args.reps, [f"launch:{launches}", f"memcpy:{copy_bytes}"]))
+            extra.append(child("zluda", 1, args.reps, [f"launch:{launches}", f"memcpy:{copy_bytes}"], args.tree))
     print(f"python bench/kernels.py: {cores} cores, best of {args.reps} runs, {args.rounds} round(s); "
           "ranges are over rounds, ratios within a round")
     head = ["kernel", "size", "unit", "threads", *args.impl]
-    head += [f"zluda/{'POCL' if i == 'pocl' else 'C'}" for i in args.impl if i != "zluda" and "zluda" in args.impl]
+    head += [f"zluda/{RATIO_NAMES[i]}" for i in args.impl if i != "zluda" and "zluda" in args.impl]
     rows = []
     mismatches = []
     for k in kernels:
@@ -279,12 +286,19 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=10, help="timed runs per kernel (best is kept), after one more")
     p.add_argument("--only", type=lambda s: s.split(","), default=[k.name for k in KERNELS],
                    help="kernels, comma-separated (default: all)")
-    p.add_argument("--impl", type=lambda s: s.split(","), default=list(IMPLS), help="zluda,pocl,c")
+    p.add_argument("--impl", type=lambda s: s.split(","), default=None,
+                   help="zluda,pocl,c (default), and base with --baseline")
+    p.add_argument("--tree", help="run zluda-py from this directory (holding zluda_py/ with its _shim/), not this checkout")
+    p.add_argument("--baseline", help="likewise, a directory whose zluda-py runs as the implementation 'base'")
     p.add_argument("--threads", type=lambda s: [int(x) for x in s.split(",")], default=None,
                    help="thread counts (default: 1 and all cores)")
     p.add_argument("--tiny", action="store_true", help="tiny sizes (smoke test; timings meaningless)")
     p.add_argument("--only-kernels", action="store_true", help="skip the launch and memcpy measurements")
     args = p.parse_args(argv)
+    if args.impl is None:
+        args.impl = ["zluda", "pocl", "c"] + (["base"] if args.baseline else [])
+    if "base" in args.impl and not args.baseline:
+        p.error("--impl base needs --baseline DIR")
     bad = [k for k in args.only if k not in BY_NAME] + [i for i in args.impl if i not in IMPLS]
     if bad:
         p.error(f"unknown: {', '.join(bad)} (kernels: {', '.join(BY_NAME)}; implementations: {', '.join(IMPLS)})")

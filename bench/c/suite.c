@@ -120,7 +120,7 @@ static void time_kernel(const char* name, kernel_fn fn, int reps, size_t count, 
     fn();
     double sum = 0;
     for (size_t k = 0; k < count; k++)
-        sum += (is_uint ? (double)((unsigned*)out_)[k] : (double)((float*)out_)[k]) * (double)(k % 7 + 1);
+        sum += (is_uint ? (double)((unsigned*)out_)[k] : fabs((double)((float*)out_)[k])) * (double)(k % 7 + 1);
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         double t = omp_get_wtime();
