@@ -332,6 +332,25 @@ def build_ptxas(out_dir: Path) -> Path:
     return _build_c(PTXAS_NAME, ["ptxas.c", "ptx_cubin.c"], [f'-DZL_CUDA_RELEASE="{_cuda_release()}"'], out_dir)
 
 
+def api_names() -> str:
+    """`name implemented|stub` for every entry point cudart looks up (entry_points.txt: the
+    newest row decides) and every symbol cuda.h makes programs link against; read by
+    `zluda api coverage`."""
+    protos = exported_protos()
+    in_c = set(re.findall(r"^CUresult (cu\w+)\(", (HERE / "shim.c").read_text(), flags=re.M))
+    status = {name: symbol is not None for name, _, symbol, _ in entry_points()}
+    status.update({name: True for name in _c_entry_points()})
+    for name in nvidia_exports.listed_exports():
+        status.setdefault(name, name in protos or name in in_c)
+    return "".join(f"{name} {'implemented' if ok else 'stub'}\n" for name, ok in sorted(status.items()))
+
+
+def _c_entry_points() -> list[str]:
+    """The names entry_points.txt marks `(C)`: implemented in shim.c."""
+    return [line.split()[0] for line in (HERE / "entry_points.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#") and line.split()[2] == "(C)"]
+
+
 def build(out_dir: str | os.PathLike) -> Path:
     """Build libcuda.so.1 (and the libcuda.so link), the interposer and the ptxas stand-in into out_dir;
     returns libcuda.so.1's path."""
@@ -344,6 +363,7 @@ def build(out_dir: str | os.PathLike) -> Path:
     build_preload(out_dir)
     build_ptxas(out_dir)
     (out_dir / "exports.txt").write_text("\n".join(exported_protos()) + "\n")
+    (out_dir / "api_names.txt").write_text(api_names())
     link = out_dir / "libcuda.so"
     if link.is_symlink() or link.exists():
         link.unlink()

@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "ptx": "zluda_py.cli.ptx_cmd",
     "fatbin": "zluda_py.cli.fatbin_cmd",
     "cache": "zluda_py.cli.cache_cmd",
+    "api": "zluda_py.cli.api_cmd",
 }
 
 
