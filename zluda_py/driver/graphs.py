@@ -226,9 +226,11 @@ class Graph:
     def clone(self, register: bool = True) -> Graph:
         copy = Graph()
         mapping: dict[Node, Node] = {}
-        for n in self.nodes:
-            mapping[n] = copy.add(n.work, [mapping[d] for d in n.deps], n.edges, register)
+        for n in self.nodes:  # every node first: an edge may point to a node made after it
+            mapping[n] = copy.add(n.work, (), None, register)
             copy.origin[mapping[n]] = n
+        for n in self.nodes:
+            mapping[n].deps, mapping[n].edges = [mapping[d] for d in n.deps], list(n.edges)
         for obj, count in self.user_objects.items():
             obj.retain(count)
             copy.user_objects[obj] = count
