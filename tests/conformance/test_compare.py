@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 
 from conformance.floatvals import operand_sets
-from conformance.harness import PtxKernel, make_op, ptx_kernel
+from conformance.harness import PtxKernel, compile_module, make_op, ptx_kernel
 from conformance.models.compare import (BOOL, FLOAT_OPS, INT_OPS, UNSIGNED_OPS, operands, packed_cmp, scalar_cmp,
                                         set_true, slct_ref)
 from conformance.refs import FORMATS
 from conformance.values import check_bits, pairs, random_bits
-from zluda_py.compiler import compile as compile_ptx
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.semantics import SEMANTICS, supports
 from zluda_py.ptx import ast
@@ -139,7 +138,7 @@ class _NegatedC(PtxKernel):
         source = ptx_kernel(self.ops)
         self.source = source.replace(", %s0_2;", ", !%s0_2;")
         assert self.source.count("!%s0_2;") == 1, source
-        self.module = compile_ptx(self.source, target=target)
+        self.module = compile_module(self.source, target)
 
 
 @pytest.mark.parametrize("text,pred_out", [("setp.lt.and.s32", True), ("setp.ge.or.f16x2", True),

@@ -38,13 +38,7 @@ class Launch:
     acc_init: np.ndarray
 
 
-def build(seeds: list[int], arch: str | None) -> tuple[list[Launch], str | bytes]:
-    """The batch's launches and its image: PTX text, or a cubin when `arch` names ptxas's target."""
-    kernels = [generate(s) for s in seeds]
-    ptx = module_ptx(kernels)
-    launches = [Launch(k.seed, k.name, k.grid, k.block, k.inputs, k.acc_init) for k in kernels]
-    if arch is None:
-        return launches, ptx
+def _ptxas(ptx: str, arch: str) -> bytes:
     with tempfile.TemporaryDirectory() as d:
         src, cubin = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
         with open(src, "w") as f:
@@ -52,7 +46,31 @@ def build(seeds: list[int], arch: str | None) -> tuple[list[Launch], str | bytes
         ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
         subprocess.run([ptxas, f"-arch={arch}", src, "-o", cubin], check=True, capture_output=True)
         with open(cubin, "rb") as f:
-            return launches, f.read()
+            return f.read()
+
+
+def build(seeds: list[int], arch: str | None) -> tuple[list[tuple[list[Launch], str | bytes]], list[str]]:
+    """The batch as (launches, image) groups: one module of PTX text, or of a cubin when `arch`
+    names ptxas's target. When ptxas fails on the batch, each kernel is compiled alone, and one
+    it fails on is left out (the driver's JIT shares ptxas's code: a crash there would end the
+    recording); the notes say which."""
+    kernels = [generate(s) for s in seeds]
+    launches = [Launch(k.seed, k.name, k.grid, k.block, k.inputs, k.acc_init) for k in kernels]
+    if arch is None:
+        return [(launches, module_ptx(kernels))], []
+    try:
+        return [(launches, _ptxas(module_ptx(kernels), arch))], []
+    except subprocess.CalledProcessError:
+        pass
+    groups: list[tuple[list[Launch], str | bytes]] = []
+    notes = []
+    for k, ln in zip(kernels, launches):
+        try:
+            groups.append(([ln], _ptxas(k.ptx(), arch)))
+        except subprocess.CalledProcessError as e:
+            why = f"signal {-e.returncode}" if e.returncode < 0 else f"exit {e.returncode}: {e.stderr.decode(errors='replace').strip()[:200]}"
+            notes.append(f"seed {k.seed}: ptxas {arch} failed ({why}); not run")
+    return groups, notes
 
 
 def run_batch(drv: Driver, launches: list[Launch], image: str | bytes) -> list[tuple[int, str, int]]:
@@ -101,16 +119,21 @@ def main(argv: list[str] | None = None) -> int:
         f.write(f"# {info['name']}, compute capability {major}.{minor}, driver API {info['driver_api_version']}, "
                 f"{'ptxas ' + arch if arch else 'driver JIT'}\n")
         chunks = [seeds[i:i + args.batch] for i in range(0, len(seeds), args.batch)]
-        for launches, image in pool.map(build, chunks, [arch] * len(chunks)):
-            try:
-                results = run_batch(drv, launches, image)
-            except CudaError as e:
-                print(f"batch from seed {launches[0].seed}: {e}", file=sys.stderr)
-                continue
-            for seed, d, code in results:
-                f.write(f"{seed} {d}" + (f" {code}" if code else "") + "\n")
-                faults += code != 0
-            done += len(results)
+        for groups, notes in pool.map(build, chunks, [arch] * len(chunks)):
+            for note in notes:
+                f.write(f"# {note}\n")
+                print(note, file=sys.stderr)
+            for launches, image in groups:
+                try:
+                    results = run_batch(drv, launches, image)
+                except CudaError as e:
+                    print(f"kernels from seed {launches[0].seed}: {e}", file=sys.stderr)
+                    f.write(f"# kernels from seed {launches[0].seed}: {str(e)[:300]}\n")
+                    continue
+                for seed, d, code in results:
+                    f.write(f"{seed} {d}" + (f" {code}" if code else "") + "\n")
+                    faults += code != 0
+                done += len(results)
             f.flush()
             if args.budget and time.time() - start > args.budget:
                 print(f"budget of {args.budget:.0f} s spent", file=sys.stderr)

@@ -1,0 +1,23 @@
+"""Our driver against outputs recorded on NVIDIA hardware (tests/hardware/golden, recorded with
+tests/hardware/run_nvidia.sh): the same program must print the same lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+GOLDEN = Path(__file__).parents[1] / "hardware" / "golden"
+
+
+def test_launch_configuration_codes_match_nvidia(nvcc, run):
+    """What an invalid launch configuration gives each caller: cudart (<<<>>>, cudaLaunchKernel)
+    and the driver (cuLaunchKernel, from dlsym and from cuGetProcAddress, cuLaunchKernelEx).
+    On the H200 the driver answered cudart's cuLaunchKernel with CUDA_ERROR_INVALID_VALUE too
+    (the interposer's lines), so cudaGetLastError is cudaErrorInvalidValue."""
+    golden = [ln for ln in (GOLDEN / "launch_probe.txt").read_text().splitlines()
+              if ln.startswith(("runtime ", "driver "))]
+    cudart_saw = [ln for ln in (GOLDEN / "launch_probe.txt").read_text().splitlines() if ln.startswith("[interpose]")]
+    assert any("block (2048,1,1) shared 0 -> 1" in ln for ln in cudart_saw)  # the record holds what it claims
+    probe = Path(__file__).parents[1] / "hardware" / "launch_probe.cu"
+    r = run(nvcc([probe], [], ""))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == golden, r.stdout
