@@ -19,10 +19,14 @@ and is compiled once per session.
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pytest
 from llvmlite import binding as llvm
 from llvmlite import ir
 
@@ -234,6 +238,14 @@ def _op_body(j: int, op: Op) -> list[str]:
 EMULATED = ("gfx1100", "gfx950")  # AMDGPU targets the conformance suite runs on the ISA emulator
 
 
+def needs_sm100(op: Op) -> bool:
+    """Value forms that ptxas (CUDA 13.0) assembles only for .target sm_100 and newer: an older
+    GPU on the cuda target cannot run them."""
+    opcode, mods = split(op.text)
+    three_input_min_max = opcode in ("min", "max") and len(op.src_types) == 3
+    return three_input_min_max or ("tf32" in mods and "satfinite" in mods and "rna" not in mods)
+
+
 def compile_module(source: str, target: str) -> "CompiledModule | EmulatedModule | CudaModule":
     """`source` compiled for a PTX-running target: a CompiledModule, an EmulatedModule (the
     AMDGPU code object on the ISA emulator), or a module of a real CUDA driver (`cuda`: an NVIDIA
@@ -267,6 +279,19 @@ class PtxKernel:
 
 
 _KERNELS: dict[tuple, SemanticKernel | PtxKernel] = {}
+RECORD = os.environ.get("ZLUDA_HW_RECORD")  # a folder: the cuda target saves every launch there
+
+
+def _record(kernel: PtxKernel, inputs: list[list[np.ndarray]], outputs: list[list[np.ndarray]]) -> None:
+    """One .npz per launch (named by its content): the PTX, the instruction texts, the pytest
+    node, in{op}_{operand} and out{op}_{operand} arrays, for ground truth read off-line."""
+    arrays = {f"in{j}_{k}": a for j, ins in enumerate(inputs) for k, a in enumerate(ins)}
+    arrays |= {f"out{j}_{k}": a for j, outs in enumerate(outputs) for k, a in enumerate(outs)}
+    digest = hashlib.sha1(kernel.source.encode() + b"".join(a.tobytes() for a in arrays.values())).hexdigest()
+    Path(RECORD).mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(Path(RECORD) / f"{digest[:20]}.npz", ptx=np.array(kernel.source),
+                        ops=np.array([op.text for op in kernel.ops]),
+                        test=np.array(os.environ.get("PYTEST_CURRENT_TEST", "")), **arrays)
 
 
 class Runner:
@@ -275,6 +300,14 @@ class Runner:
     def __init__(self, target: str) -> None:
         self.target = target
 
+    def runs(self, text: str, srcs: list, pred_out: bool = False) -> bool:
+        """Whether this target can run the form (the cuda target's GPU may predate it)."""
+        if self.target != "cuda" or not needs_sm100(make_op(text, srcs, pred_out)):
+            return True
+        from hardware.cudadrv import driver
+
+        return driver().compute_capability() >= (10, 0)
+
     def run(self, text: str, srcs: list, pred_out: bool = False) -> list[np.ndarray]:
         """Outputs of one instruction over the input arrays (Imm entries are immediates)."""
         return self.run_many([(text, srcs, pred_out)])[0]
@@ -282,6 +315,8 @@ class Runner:
     def run_many(self, items: list[tuple[str, list, bool]]) -> list[list[np.ndarray]]:
         """Several instructions in one kernel (one compilation), each over its own inputs."""
         ops = [make_op(text, srcs, pred_out) for text, srcs, pred_out in items]
+        if not all(self.runs(*item) for item in items):
+            pytest.skip(f"{self.target}: this GPU predates sm_100, which {[op.text for op in ops]} need")
         key = (self.target, tuple((op.text, len(op.src_types), tuple(sorted(op.imms.items())), op.pred_out)
                                   for op in ops))
         kernel = _KERNELS.get(key)
@@ -291,7 +326,11 @@ class Runner:
             else:
                 kernel = PtxKernel(ops, self.target)
             _KERNELS[key] = kernel
-        return kernel.run([[np.asarray(s) for s in srcs if not isinstance(s, Imm)] for _, srcs, _ in items])
+        inputs = [[np.asarray(s) for s in srcs if not isinstance(s, Imm)] for _, srcs, _ in items]
+        outputs = kernel.run(inputs)
+        if RECORD and self.target == "cuda":
+            _record(kernel, inputs, outputs)
+        return outputs
 
     def batch(self, cases: dict, group: int = 24) -> dict:
         """{key: (text, srcs[, pred_out])} -> {key: outputs}, compiling `group` cases per kernel."""

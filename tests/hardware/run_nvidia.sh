@@ -2,8 +2,9 @@
 # Ground truth from an NVIDIA GPU, for CPU-only CI: run from the repository root on a machine
 # with NVIDIA's driver, nvcc, python3 with numpy, llvmlite and pytest(-xdist). Writes into
 # $OUT (default /tmp/nvidia-out): machine.txt, launch_probe.txt, fuzz.txt, conformance.txt,
-# conformance.xml, programs.txt. Each step has a time limit so that the whole run ends in about
-# six minutes; README.md says what becomes golden data and where.
+# conformance.xml, programs.txt, and recheck.txt with records/ (tests/hardware/recheck.txt).
+# Each step has a time limit so that the whole run ends in about eight minutes; README.md says
+# what becomes golden data and where.
 set -u
 OUT=${OUT:-/tmp/nvidia-out}
 B=/tmp/nvidia-build
@@ -60,6 +61,14 @@ timeout 150 python3 -m pytest -q -n 16 tests/conformance --target cuda -p no:cac
   --ignore=tests/conformance/test_emulated.py -o junit_family=xunit1 --junitxml="$OUT/conformance.xml" \
   > "$OUT/conformance.txt" 2>&1
 stamp "conformance: rc $? $(tail -1 "$OUT/conformance.txt")"
+
+# 4b. the tests in recheck.txt again, each launch's PTX, inputs and outputs saved in $OUT/records
+if [ -s tests/hardware/recheck.txt ]; then
+  mapfile -t ids < <(grep -v '^#' tests/hardware/recheck.txt | grep .)
+  ZLUDA_HW_RECORD="$OUT/records" timeout 120 python3 -m pytest -q -n 16 --target cuda -p no:cacheprovider \
+    "${ids[@]}" > "$OUT/recheck.txt" 2>&1
+  stamp "recheck: rc $? $(tail -1 "$OUT/recheck.txt"), $(ls "$OUT/records" 2>/dev/null | wc -l) records"
+fi
 
 # 5. run the programs
 wait $builds
