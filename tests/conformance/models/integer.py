@@ -96,11 +96,11 @@ def sad(t: str, x: int, y: int, z: int) -> int:
 
 
 def div_rem(op: str, t: str, x: int, y: int) -> int:
-    """Truncating division. PTX leaves x/0 machine-specific: pinned to all ones (-1 signed), and
-    x%0 = x; INT_MIN/-1 wraps to INT_MIN and INT_MIN%-1 is 0."""
+    """Truncating division. PTX leaves x/0 machine-specific: x/0 and x%0 are all ones (-1 signed),
+    measured on NVIDIA H200, driver 580.159.04; INT_MIN/-1 wraps to INT_MIN and INT_MIN%-1 is 0."""
     a, b = value(x, t), value(y, t)
     if b == 0:
-        r = -1 if op == "div" else a
+        r = -1
     else:
         q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
         r = q if op == "div" else a - q * b
@@ -253,7 +253,9 @@ def dot(op: str, ta: str, tb: str, x: int, y: int, z: int) -> int:
 # --------------------------------------------------------------------------- extended precision
 
 def carry_op(opcode: str, mode: str | None, t: str, srcs: list[int], cin: int = 0) -> tuple[int, int]:
-    """add/addc: a + b + CC; sub/subc: a - (b + CC), CC the borrow; mad/madc: (a*b).lo|.hi + c + CC.
+    """add/addc: a + b + CC; mad/madc: (a*b).lo|.hi + c + CC; sub: a - b, subc: a - b - (1 - CC),
+    CC out 1 when nothing is borrowed: CC stays a carry ("no borrow") in subtraction, as measured
+    on NVIDIA H200, driver 580.159.04 (PTX's text has CC as the borrow: a - (b + CC)).
     Returns (d, carry-out); the sums are unsigned, whatever the type's signedness."""
     n = bits_of(t)
     m = (1 << n) - 1
@@ -262,8 +264,8 @@ def carry_op(opcode: str, mode: str | None, t: str, srcs: list[int], cin: int = 
     elif opcode in ("add", "addc"):
         full = srcs[0] + srcs[1] + cin
     else:
-        full = srcs[0] - srcs[1] - cin
-        return full & m, int(full < 0)
+        full = srcs[0] - srcs[1] - (1 - cin if opcode == "subc" else 0)
+        return full & m, int(full >= 0)
     return full & m, int(full > m)
 
 

@@ -1,7 +1,9 @@
 """Extended-precision integer arithmetic through the carry flag CC (pseudo-type "cc", an i1).
 
-add.cc/addc set CC to the unsigned carry-out. sub.cc/subc treat CC as a borrow: subc computes
-a - (b + CC) and sets CC when that borrows, so sub.cc/subc chains form multi-word subtraction.
+add.cc/addc set CC to the unsigned carry-out. sub.cc/subc keep CC a carry too, as NVIDIA hardware
+does (measured on an H200; PTX's text calls it a borrow): they compute a + ~b + 1 (sub) or
+a + ~b + CC (subc) and set CC to that sum's carry-out, i.e. to "no borrow". Chains of
+sub.cc/subc form multi-word subtraction either way; mixing add.cc with subc is where it shows.
 mad.cc/madc add (a*b).lo or .hi plus c (plus CC) and set CC to that addition's carry-out.
 """
 
@@ -42,15 +44,13 @@ class Carry(Semantic):
             x, y, rest = p, srcs[2], srcs[3:]
         else:
             x, y, rest = srcs[0], srcs[1], srcs[2:]
-        wide = [L.zext(x, 2 * n), L.zext(y, 2 * n)] + [L.zext(cf, 2 * n) for cf in rest]
         if inst.opcode in ("sub", "subc"):
-            r = b.sub(wide[0], wide[1])
-            if rest:
-                r = b.sub(r, wide[2])
-        else:
-            r = b.add(wide[0], wide[1])
-            if rest:
-                r = b.add(r, wide[2])
+            y = b.not_(y)
+            rest = rest or [L.const(ir.IntType(1), 1)]
+        wide = [L.zext(x, 2 * n), L.zext(y, 2 * n)] + [L.zext(cf, 2 * n) for cf in rest]
+        r = b.add(wide[0], wide[1])
+        if rest:
+            r = b.add(r, wide[2])
         out = [L.resize(r, n, False)]
         if inst.has("cc"):
             out.append(L.resize(b.lshr(r, L.like(r, n)), 1, False))

@@ -1,8 +1,8 @@
 """Integer arithmetic: add sub mul mad mul24 mad24 sad div rem abs neg min max.
 
 Results PTX leaves machine-specific are pinned to what NVIDIA hardware returns and are listed
-in docs/semantics.md: x/0 is all ones (unsigned) or -1 (signed), x%0 is x, INT_MIN/-1 is
-INT_MIN and INT_MIN%-1 is 0.
+in docs/semantics.md: x/0 and x%0 are all ones (-1 signed), INT_MIN/-1 is INT_MIN and
+INT_MIN%-1 is 0.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from zluda_py.ptx import ast
 
 ARITH_TYPES = frozenset({"u16", "u32", "u64", "s16", "s32", "s64"})
 SIGNED_TYPES = frozenset({"s16", "s32", "s64"})
-PACKED_TYPES = frozenset({"u16x2", "s16x2"})  # add sub min max: each 16-bit half on its own
+PACKED_TYPES = frozenset({"u16x2", "s16x2"})  # add min max: each 16-bit half on its own
 
 
 def halfwise(L: Lanes, t: str, fn, srcs: list[ir.Value]) -> ir.Value:
@@ -44,6 +44,8 @@ def saturate_s32(L: Lanes, wide: ir.Value) -> ir.Value:
 class AddSub(Semantic):
     def operands(self, inst: ast.Instruction) -> OperandTypes:
         f = form(inst, {"sat"}, type_ok=_typed(ARITH_TYPES | PACKED_TYPES))
+        if inst.opcode == "sub" and f.type in PACKED_TYPES:  # PTX defines packed pairs for add only
+            raise unsupported(inst, "packed 16-bit pairs are add-only")
         if f.has("sat") and f.type != "s32":
             raise unsupported(inst, ".sat needs .s32")
         return OperandTypes([f.type], [f.type, f.type])
@@ -172,6 +174,7 @@ class DivRem(Semantic):
         b = L.b
         t = inst.types[-1]
         zero = b.icmp_unsigned("==", c, L.like(c, 0))
+        ones = L.like(a, -1)  # x/0 and x%0 alike (measured on NVIDIA H200)
         # Substitute safe divisors so LLVM sees no undefined division, then patch the results.
         if signed(t):
             n = width(t)
@@ -179,14 +182,10 @@ class DivRem(Semantic):
                               b.icmp_signed("==", c, L.like(c, -1)))
             safe = b.select(b.or_(zero, overflow), L.like(c, 1), c)
             if inst.opcode == "div":
-                q = b.sdiv(a, safe)  # INT_MIN / 1 == INT_MIN is already the overflow answer
-                return [b.select(zero, L.like(a, -1), q)]
-            r = b.srem(a, safe)
-            return [b.select(overflow, L.like(a, 0), b.select(zero, a, r))]
+                return [b.select(zero, ones, b.sdiv(a, safe))]  # INT_MIN / 1 is the overflow answer
+            return [b.select(zero, ones, b.select(overflow, L.like(a, 0), b.srem(a, safe)))]
         safe = b.select(zero, L.like(c, 1), c)
-        if inst.opcode == "div":
-            return [b.select(zero, L.like(a, -1), b.udiv(a, safe))]
-        return [b.select(zero, a, b.urem(a, safe))]
+        return [b.select(zero, ones, (b.udiv if inst.opcode == "div" else b.urem)(a, safe))]
 
 
 @register("integer", "abs", "neg")
