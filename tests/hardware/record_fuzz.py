@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tests.hardware.cudadrv import CudaError, Driver
-from zluda_py.fuzz.campaign import digest
+from zluda_py.fuzz.campaign import digest, load_digests
 from zluda_py.fuzz.generate import NOUT, generate, module_ptx
 
 
@@ -73,9 +73,10 @@ def build(seeds: list[int], arch: str | None) -> tuple[list[tuple[list[Launch], 
     return groups, notes
 
 
-def run_batch(drv: Driver, launches: list[Launch], image: str | bytes) -> list[tuple[int, str, int]]:
+def run_batch(drv: Driver, launches: list[Launch], image: str | bytes,
+              keep: dict[int, tuple[np.ndarray, np.ndarray]] | None = None) -> list[tuple[int, str, int]]:
     """(seed, digest, CUresult) per launch; a faulting kernel's context is reset and the batch's
-    module loaded again for the rest."""
+    module loaded again for the rest. `keep` receives every finished launch's buffers."""
     out: list[tuple[int, str, int]] = []
     module = drv.load(image)
     for ln in launches:
@@ -95,6 +96,8 @@ def run_batch(drv: Driver, launches: list[Launch], image: str | bytes) -> list[t
         for p in ptrs:
             drv.free(p)
         out.append((ln.seed, digest(False, res, acc), 0))
+        if keep is not None:
+            keep[ln.seed] = (res, acc)
     return out
 
 
@@ -106,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ptxas", action="store_true", help="compile batches with ptxas for this GPU (NVIDIA only)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--budget", type=float, default=0, help="stop after this many seconds (0: none)")
+    ap.add_argument("--expect", help="`seed digest` lines (zluda_py.fuzz --digests): the buffers of launches "
+                                     "whose digest differs are saved to OUT.npz (at most 300)")
     args = ap.parse_args(argv)
+    expected = load_digests(args.expect) if args.expect else {}
+    differ: dict[str, np.ndarray] = {}
     first, _, last = args.seeds.partition("-")
     seeds = list(range(int(first), int(last or first) + 1))
     drv = Driver()
@@ -124,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(f"# {note}\n")
                 print(note, file=sys.stderr)
             for launches, image in groups:
+                kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}
                 try:
-                    results = run_batch(drv, launches, image)
+                    results = run_batch(drv, launches, image, kept)
                 except CudaError as e:
                     print(f"kernels from seed {launches[0].seed}: {e}", file=sys.stderr)
                     f.write(f"# kernels from seed {launches[0].seed}: {str(e)[:300]}\n")
@@ -133,12 +141,18 @@ def main(argv: list[str] | None = None) -> int:
                 for seed, d, code in results:
                     f.write(f"{seed} {d}" + (f" {code}" if code else "") + "\n")
                     faults += code != 0
+                    if seed in expected and expected[seed] != d and len(differ) < 600:
+                        f.write(f"# seed {seed}: differs from the expected {expected[seed]}\n")
+                        if seed in kept:
+                            differ[f"{seed}_out"], differ[f"{seed}_acc"] = kept[seed]
                 done += len(results)
             f.flush()
             if args.budget and time.time() - start > args.budget:
                 print(f"budget of {args.budget:.0f} s spent", file=sys.stderr)
                 pool.shutdown(cancel_futures=True)
                 break
+    if differ:
+        np.savez_compressed(args.out + ".npz", **differ)
     print(f"{done} kernels recorded ({faults} faulted) in {time.time() - start:.1f} s on {info['name']}")
     return 0
 

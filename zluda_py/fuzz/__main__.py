@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
                          "(AMDGPU code objects on the ISA emulator); default cpu")
     ap.add_argument("--batch", type=int, default=25, help="kernels per compiled module")
     ap.add_argument("--digests", type=Path, help="append `seed digest` of each reference outcome to this file")
+    ap.add_argument("--golden", type=Path, help="outcome digests recorded on NVIDIA hardware "
+                    "(tests/hardware/golden/fuzz_digests.txt): the reference must agree")
     ap.add_argument("--minimize", type=Path, metavar="CASE", help="a kept case.json (or its directory)")
     args = ap.parse_args(argv)
     if args.minimize:
@@ -30,11 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.seeds:
         ap.error("--seeds A-B or --minimize CASE")
     first, _, last = args.seeds.partition("-")
-    from zluda_py.fuzz.campaign import campaign
+    from zluda_py.fuzz.campaign import campaign, load_digests
 
     targets = tuple(t for t in args.targets.split(",") if t)
     result = campaign(int(first), int(last or first), args.jobs, args.keep, args.opt, args.batch, targets=targets,
-                      digests=args.digests)
+                      digests=args.digests, golden=load_digests(args.golden) if args.golden else None)
     return 1 if result.failures else 0
 
 

@@ -50,6 +50,16 @@ def digest(fault: bool, out: np.ndarray, acc: np.ndarray) -> str:
     return h.hexdigest()[:16]
 
 
+def load_digests(path: Path | str) -> dict[int, str]:
+    """seed -> digest from `seed digest [CUresult]` lines ('#' lines are comments)."""
+    out: dict[int, str] = {}
+    for line in Path(path).read_text().splitlines():
+        if line and not line.startswith("#"):
+            seed, d = line.split()[:2]
+            out[int(seed)] = d
+    return out
+
+
 def run_reference(k: Kernel) -> Outcome:
     """The kernel on `zluda_py.reference` (imported here: the CPU-only paths work without it)."""
     from zluda_py.reference import ReferenceFault, Undefined, run
@@ -233,10 +243,12 @@ def _batch_job(args: tuple[list[int], int | None, str | None, tuple[str, ...]]) 
 
 def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuzz-failures"),
              opt: int | None = None, batch: int = 25, report: Callable[[str], None] = print,
-             targets: tuple[str, ...] = ("cpu",), digests: Path | None = None) -> BatchResult:
+             targets: tuple[str, ...] = ("cpu",), digests: Path | None = None,
+             golden: dict[int, str] | None = None) -> BatchResult:
     """Seeds first..last inclusive, in batches of `batch` kernels over `jobs` processes, each
     kernel compared with the reference on every target. `digests` receives a line
-    `seed digest` per kernel: the reference's outcome, for comparing with hardware records."""
+    `seed digest` per kernel: the reference's outcome, for comparing with hardware records;
+    `golden` (seed -> digest recorded on NVIDIA hardware) is compared with the reference."""
     unknown = set(targets) - set(TARGETS)
     if unknown:
         raise ValueError(f"unknown fuzz targets {sorted(unknown)}; known: {', '.join(TARGETS)}")
@@ -251,6 +263,9 @@ def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuz
         total.shapes.update(r.shapes)
         total.refused.update(r.refused)
         total.digests.update(r.digests)
+        for seed, d in sorted(r.digests.items()):
+            if golden is not None and seed in golden and golden[seed] != d:
+                r.failures.append(Failure(seed, f"reference outcome {d}, NVIDIA hardware {golden[seed]}", target="nvidia"))
         if digests is not None:
             with open(digests, "a") as f:
                 f.writelines(f"{s} {d}\n" for s, d in sorted(r.digests.items()))
