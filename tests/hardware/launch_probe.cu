@@ -10,6 +10,24 @@
 
 __global__ void k(int* p) { p[threadIdx.x] = 1; }
 
+// cudaFuncAttributes' constSizeBytes / sharedSizeBytes for kernels with and without them
+__constant__ float cvals[64];
+__constant__ int cother[10];
+__global__ void uses_const(float* p) { p[threadIdx.x] = cvals[threadIdx.x]; }
+__global__ void uses_shared(float* p) {
+    __shared__ float s[100];
+    s[threadIdx.x] = p[threadIdx.x];
+    __syncthreads();
+    p[threadIdx.x] = s[99 - threadIdx.x];
+}
+
+static void attrs(const char* name, const void* fn) {
+    cudaFuncAttributes a;
+    cudaError_t e = cudaFuncGetAttributes(&a, fn);
+    printf("attr %s: %d const %zu shared %zu maxThreads %d\n", name, (int)e, a.constSizeBytes, a.sharedSizeBytes,
+           a.maxThreadsPerBlock);
+}
+
 static void rt(const char* what) {
     cudaError_t e = cudaGetLastError();
     printf("runtime %s: %d %s\n", what, (int)e, cudaGetErrorName(e));
@@ -83,5 +101,8 @@ int main() {
     drv("cuLaunchKernel (module) block 2048", p_cuLaunchKernel(e, 1, 1, 1, 2048, 1, 1, 0, 0, 0, 0));
     drv("cuLaunchKernel (module) block 1024", p_cuLaunchKernel(e, 1, 1, 1, 1024, 1, 1, 0, 0, 0, 0));
     drv("cuCtxSynchronize", p_cuCtxSynchronize());
+    attrs("k", (const void*)k);
+    attrs("uses_const", (const void*)uses_const);
+    attrs("uses_shared", (const void*)uses_shared);
     return 0;
 }

@@ -2,7 +2,8 @@
 # Ground truth from an NVIDIA GPU, for CPU-only CI: run from the repository root on a machine
 # with NVIDIA's driver, nvcc, python3 with numpy, llvmlite and pytest(-xdist). Writes into
 # $OUT (default /tmp/nvidia-out): machine.txt, launch_probe.txt, fuzz.txt, conformance.txt,
-# conformance.xml, programs.txt, and recheck.txt with records/ (tests/hardware/recheck.txt).
+# conformance.xml, programs.txt, and recheck.txt with records/ (tests/hardware/recheck.txt), packed
+# at the end into all.tar.xz.NN parts.
 # Each step has a time limit so that the whole run ends in about eight minutes; README.md says
 # what becomes golden data and where.
 set -u
@@ -83,3 +84,8 @@ echo "$PROGRAMS" | while IFS='|' read -r name srcs args argv; do
   { echo "=== $name ($srcs $args; argv: $argv): rc $rc"; tail -c 3000 $B/run.out; echo "--- stderr"; tail -c 2000 $B/run.err; } >> "$OUT/programs.txt"
 done
 stamp "programs: $(grep -c '^===' "$OUT/programs.txt") run, $(grep -c ': rc 0$' "$OUT/programs.txt") exit 0"
+
+# 6. pack: the device tool brings back at most 8 files of 16 MiB, so everything travels as one
+# xz-compressed tar, split into 15 MiB parts (cat all.tar.xz.* | tar -xJ)
+mkdir -p $B/pack && mv "$OUT"/* $B/pack/ && tar -C $B/pack -cf - . | xz -T0 -6 | split -b 15m -d - "$OUT/all.tar.xz."
+stamp "packed: $(ls "$OUT" | wc -l) parts, $(du -sh "$OUT" | cut -f1)"
