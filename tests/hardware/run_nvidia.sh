@@ -53,8 +53,9 @@ echo "$PROGRAMS" | xargs -P 6 -I{} bash -c 'build "$@"' _ {} &
 builds=$!
 
 # 3. fuzz kernels (zluda_py.fuzz.generate) compiled by ptxas, their outcomes as digests
+# (with $EXPECT, a file of the reference's digests: the buffers of launches that differ are kept)
 timeout 170 python3 -m tests.hardware.record_fuzz --seeds 0-20299 --out "$OUT/fuzz.txt" --ptxas --budget 120 \
-  > "$OUT/fuzz_log.txt" 2>&1
+  ${EXPECT:+--expect "$EXPECT"} > "$OUT/fuzz_log.txt" 2>&1
 stamp "fuzz: rc $? $(tail -1 "$OUT/fuzz_log.txt")"
 
 # 4. the conformance suite's kernels on this GPU, against the suite's independent references
