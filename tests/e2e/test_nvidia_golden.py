@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 GOLDEN = Path(__file__).parents[1] / "hardware" / "golden"
 
 
@@ -21,3 +23,17 @@ def test_launch_configuration_codes_match_nvidia(nvcc, run):
     r = run(nvcc([probe], [], ""))
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.splitlines() == golden, r.stdout
+
+
+def test_texture_fetches_match_nvidia(nvcc, run):
+    """Every texture fetch and surface access of texture_probe.cu gives the bits the GPU gave:
+    address modes, filtering and its weights, layers, cube faces, tld4, boundary modes."""
+    recorded = GOLDEN / "texture_probe.txt"
+    if not recorded.exists():
+        pytest.skip("golden/texture_probe.txt not recorded yet: tests/hardware/run_nvidia.sh on an NVIDIA GPU writes it")
+    golden = [ln for ln in recorded.read_text().splitlines() if not ln.startswith("#")]
+    r = run(nvcc([Path(__file__).parents[1] / "hardware" / "texture_probe.cu"], [], ""))
+    assert r.returncode == 0, r.stderr[-3000:]
+    ours = r.stdout.splitlines()
+    differ = [f"nvidia {g}\nours   {o}" for g, o in zip(golden, ours) if g != o]
+    assert len(ours) == len(golden) and not differ, f"{len(differ)} of {len(golden)} lines differ:\n" + "\n".join(differ[:40])

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Ground truth from an NVIDIA GPU, for CPU-only CI: run from the repository root on a machine
 # with NVIDIA's driver, nvcc, python3 with numpy, llvmlite and pytest(-xdist). Writes into
-# $OUT (default /tmp/nvidia-out): machine.txt, launch_probe.txt, fuzz.txt, conformance.txt,
-# conformance.xml, programs.txt, and recheck.txt with records/ (tests/hardware/recheck.txt), packed
-# at the end into all.tar.xz.NN parts.
+# $OUT (default /tmp/nvidia-out): machine.txt, launch_probe.txt, texture_probe.txt, fuzz.txt,
+# conformance.txt, conformance.xml, programs.txt, and recheck.txt with records/
+# (tests/hardware/recheck.txt), packed at the end into all.tar.xz.NN parts.
 # Each step has a time limit so that the whole run ends in about eight minutes; README.md says
 # what becomes golden data and where.
 set -u
@@ -20,11 +20,23 @@ stamp() { echo "[$(($(date +%s) - start)) s] $*"; }
   uname -r; } > "$OUT/machine.txt" 2>&1
 stamp "machine: $(head -2 "$OUT/machine.txt" | tail -1)"
 
+# texture_probe.cu builds while the launch probe runs
+nvcc -o $B/texture_probe tests/hardware/texture_probe.cu > $B/build_texture_probe.log 2>&1 &
+texture_build=$!
+
 # 1. what each caller gets for an invalid launch configuration, and what cudart got from the driver
 gcc -shared -fPIC -o $B/interpose.so tests/hardware/interpose.c -ldl &&
   nvcc -o $B/launch_probe tests/hardware/launch_probe.cu &&
   LD_PRELOAD=$B/interpose.so timeout 60 $B/launch_probe > "$OUT/launch_probe.txt" 2>&1
 stamp "launch probe: rc $?"
+
+# 1b. texture and surface fetches in each geometry and mode, as the bits of each result
+if wait $texture_build; then
+  timeout 30 $B/texture_probe > "$OUT/texture_probe.txt" 2> "$OUT/texture_probe.err"
+  stamp "texture probe: rc $? $(wc -l < "$OUT/texture_probe.txt") lines"
+else
+  cp $B/build_texture_probe.log "$OUT/texture_probe.err"; stamp "texture probe: build failed"
+fi
 
 # 2. the project's CUDA programs, built in the background meanwhile (name|sources|nvcc args|argv)
 PROGRAMS="vector_add|vector_add.cu||
