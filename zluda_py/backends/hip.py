@@ -208,16 +208,15 @@ class HipModule:
     @classmethod
     def load(cls, code_object: bytes, metadata: dict) -> "HipModule":
         from zluda_py.compiler.amdgpu import codeobject
-        from zluda_py.compiler.cpu.runtime import GlobalInfo, KernelInfo, ParamInfo
+        from zluda_py.compiler.kernels import GlobalInfo, KernelInfo
 
         hip = Hip.get()
         m = cls(hip, hip.module_load(code_object), metadata)
         notes = codeobject.read(code_object).kernels
         for name, k in metadata["kernels"].items():
             md = notes[name]
-            m.kernels[name] = KernelInfo(name, [ParamInfo(**p) for p in k["params"]], k["param_size"],
-                                         md[".group_segment_fixed_size"], md[".private_segment_fixed_size"],
-                                         k["max_threads"], tuple(k["reqntid"]) if k["reqntid"] else None)
+            m.kernels[name] = KernelInfo.declared(name, k, md[".group_segment_fixed_size"],
+                                                  md[".private_segment_fixed_size"])
         for name, g in metadata["globals"].items():
             address, size = hip.module_global(m.handle, g["symbol"])
             m.globals[name] = GlobalInfo(address, size)

@@ -15,7 +15,8 @@ import os
 import threading
 import time
 
-from zluda_py.compiler.cpu.runtime import CompiledModule, KernelInfo, ParamInfo
+from zluda_py.compiler.cpu.runtime import CompiledModule
+from zluda_py.compiler.kernels import KernelInfo
 from zluda_py.compiler.parts import VARIABLES, parts
 
 from . import events
@@ -41,8 +42,7 @@ class LazyModule:
         self.globals = self._instance.globals
         self.kernels: dict[str, KernelInfo] = {}
         for k, d in variables.metadata["declared"]:
-            self.kernels[k] = KernelInfo(k, [ParamInfo(**p) for p in d["params"]], d["param_size"], 0, 0,
-                                         d["max_threads"], tuple(d["reqntid"]) if d["reqntid"] else None)
+            self.kernels[k] = KernelInfo.declared(k, d)
 
     def _built(self, names: list[str]) -> list[Built]:
         start = time.perf_counter()

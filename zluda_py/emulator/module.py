@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from zluda_py.compiler.errors import LaunchError
+from zluda_py.compiler.kernels import KernelInfo
 from zluda_py.emulator import loader
 from zluda_py.emulator.errors import MemoryFault, Trapped
 from zluda_py.emulator.launch import launch
@@ -37,19 +38,13 @@ class EmulatedModule:
         """Run `kernel`; arrays in `args` are device memory for the launch (passed by address),
         other arguments are scalars. A memory fault raises LaunchError 700, `trap` 719; an
         instruction the emulator lacks raises its EmulatorError."""
-        from zluda_py.compiler.cpu.runtime import _param_bytes
-
         info = self.metadata["kernels"][kernel]
-        if len(args) != len(info["params"]):
-            raise TypeError(f"{kernel} takes {len(info['params'])} arguments, got {len(args)}")
-        blob = bytearray(info["param_size"])
-        for p, a in zip(info["params"], args):
-            blob[p["offset"]:p["offset"] + p["size"]] = _param_bytes(a, p["size"])
+        blob = KernelInfo.declared(kernel, info).param_buffer(args)
         blocks = _blocks(a for a in args if isinstance(a, np.ndarray) and a.nbytes)
         for base, size in blocks:
             self.memory.add(base, size)
         try:
-            launch(self.image, info["symbol"].removesuffix(".kd"), grid, block, bytes(blob), self.memory,
+            launch(self.image, info["symbol"].removesuffix(".kd"), grid, block, blob, self.memory,
                    self.arch, shared_mem)
         except Trapped as exc:  # what the CPU target reports for `trap`
             raise LaunchError(LAUNCH_FAILED, f"{kernel}: unspecified launch failure (trap): {exc}") from exc

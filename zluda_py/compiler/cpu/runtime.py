@@ -23,6 +23,7 @@ from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
 from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_ILLEGAL_ADDRESS,
                                       CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_MISALIGNED_ADDRESS,
                                       LaunchError)
+from zluda_py.compiler.kernels import GlobalInfo, KernelInfo
 
 DEFAULT_STACK_SIZE = 1024  # bytes per thread, NVIDIA's default cudaLimitStackSize
 WORKER_THREAD_STACK = 64 << 20  # native recursion through .func calls runs on the worker's stack
@@ -31,31 +32,12 @@ _names = itertools.count()
 
 
 @dataclass
-class ParamInfo:
-    name: str
-    offset: int
-    size: int
-    align: int
+class CpuKernelInfo(KernelInfo):
+    """A kernel as the host runs it: its block runner and warp frames besides what every target knows."""
 
-
-@dataclass
-class KernelInfo:
-    name: str
-    params: list[ParamInfo]
-    param_size: int
-    static_shared: int
-    local_size: int
-    max_threads: int
-    reqntid: tuple[int, int, int] | None
     frame_bytes: int = field(repr=False, default=0)
     runner: int = field(repr=False, default=0)
     reserved_smem: bool = field(repr=False, default=False)  # reads %reserved_smem_offset_*
-
-
-@dataclass
-class GlobalInfo:
-    address: int
-    size: int
 
 
 _jit_lock = threading.Lock()
@@ -162,7 +144,7 @@ class CompiledModule:
         self.metadata = metadata
         self._name = f"zluda_module_{next(_names)}"
         self._parts: list[llvm.ResourceTracker] = []  # keeps every linked part alive
-        self.kernels: dict[str, KernelInfo] = {}
+        self.kernels: dict[str, CpuKernelInfo] = {}
         library = self._link(object_code, metadata, self._name)
         self.globals = {name: GlobalInfo(library[g["symbol"]], g["size"])
                         for name, g in metadata["globals"].items()}
@@ -172,7 +154,7 @@ class CompiledModule:
         """Link a kernel's part (its variables resolve to this instance's)."""
         self._link(object_code, metadata, f"{self._name}.{next(_names)}")
 
-    def kernel(self, name: str) -> KernelInfo:
+    def kernel(self, name: str) -> CpuKernelInfo:
         return self.kernels[name]
 
     def _link(self, object_code: bytes, metadata: dict, name: str) -> llvm.ResourceTracker:
@@ -191,10 +173,9 @@ class CompiledModule:
         self._parts.append(library)
         reserved_smem = bool(metadata.get("reserved_smem"))
         for kname, k in metadata["kernels"].items():
-            self.kernels[kname] = KernelInfo(
-                kname, [ParamInfo(**p) for p in k["params"]], k["param_size"], k["static_shared"], k["local_size"],
-                k["max_threads"], tuple(k["reqntid"]) if k["reqntid"] else None, k["frame_bytes"],
-                library[k["runner"]], reserved_smem)
+            self.kernels[kname] = CpuKernelInfo.declared(kname, k, k["static_shared"], k["local_size"],
+                                                         frame_bytes=k["frame_bytes"], runner=library[k["runner"]],
+                                                         reserved_smem=reserved_smem)
         return library
 
     # ------------------------------------------------------------------ launch
@@ -274,13 +255,9 @@ class CompiledModule:
         """launch_raw with numpy arrays (passed by address) and Python/numpy scalars."""
         info = self.kernels[kernel]
         grid, block = _dims(grid), _dims(block)
-        if len(args) != len(info.params):
-            raise TypeError(f"{kernel} takes {len(info.params)} arguments, got {len(args)}")
-        blob = bytearray(info.param_size)
-        for p, a in zip(info.params, args):
-            blob[p.offset:p.offset + p.size] = _param_bytes(a, p.size)
+        blob = info.param_buffer(args)
         with address_ranges.registered(*args):  # the arrays passed are the launch's device buffers
-            self.launch_raw(kernel, grid, block, bytes(blob), shared_mem)
+            self.launch_raw(kernel, grid, block, blob, shared_mem)
 
 
 def _dims(d) -> tuple[int, int, int]:
@@ -288,23 +265,6 @@ def _dims(d) -> tuple[int, int, int]:
         return (d, 1, 1)
     d = tuple(int(x) for x in d)
     return (d + (1, 1))[:3]
-
-
-def _param_bytes(a, size: int) -> bytes:
-    if isinstance(a, np.ndarray):
-        return a.ctypes.data.to_bytes(8, "little")[:size]
-    if isinstance(a, (bytes, bytearray)):
-        return bytes(a)
-    if isinstance(a, np.generic):
-        raw = a.tobytes()
-        if len(raw) != size:
-            raise TypeError(f"argument {a!r} is {len(raw)} bytes, the parameter {size}")
-        return raw
-    if isinstance(a, float):
-        return np.array(a, np.float32 if size == 4 else np.float64).tobytes()
-    if isinstance(a, (int, bool)):
-        return (int(a) & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
-    raise TypeError(f"cannot pass {type(a).__name__} as a kernel argument")
 
 
 def _fault(kernel: str, status: int, ctx: list[int], grid) -> LaunchError:
