@@ -22,7 +22,7 @@ def test_launch_configuration_codes_match_nvidia(nvcc, run):
     probe = Path(__file__).parents[1] / "hardware" / "launch_probe.cu"
     r = run(nvcc([probe], [], ""))
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.splitlines() == golden, r.stdout
+    assert [ln for ln in r.stdout.splitlines() if ln.startswith(("runtime ", "driver "))] == golden, r.stdout
 
 
 def test_texture_fetches_match_nvidia(nvcc, run):
