@@ -53,7 +53,15 @@ func_barrier|e2e_func_barrier.cu||
 static_free|e2e_static_free.cu||
 lazy_kernels|e2e_lazy_kernels.cu||
 runtime_api|e2e_runtime_api.cu||
-textures|e2e_textures.cu||
+textures|e2e_textures.cu||textures
+textures_image|e2e_textures.cu||image
+surfaces|e2e_textures.cu||surfaces
+graphs_captured|e2e_graphs.cu||capture
+graphs_manual|e2e_graphs.cu||manual
+graphs_errors|e2e_graphs.cu||errors
+memory_pools|e2e_memory_api.cu||pool
+vmm|e2e_memory_api.cu||vmm
+ipc|e2e_memory_api.cu||ipc
 thrust|e2e_thrust.cu|-std=c++17|"
 build() {
   IFS='|' read -r name srcs args argv <<< "$1"
