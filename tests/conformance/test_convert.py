@@ -62,13 +62,13 @@ def test_float_int(f2i, src, dst, mode):
     text, (a,) = cases[(src, dst, mode)]
     (d,) = outs[(src, dst, mode)]
     f = FORMATS[src]
-    check_bits(d, [f2i_ref(decode(int(x), f), dst, mode) for x in a.tolist()], [a], text)
+    check_bits(d, [f2i_ref(decode(int(x), f), dst, mode, f) for x in a.tolist()], [a], text)
 
 
 def test_float_int_ftz(run):
     (a,) = operand_sets(F32, 1, n=2000, seed=21)
     (d,) = run.run("cvt.rpi.ftz.s32.f32", [a])
-    check_bits(d, [f2i_ref(decode(flush(int(x), F32), F32), "s32", "rpi") for x in a.tolist()], [a], "ftz")
+    check_bits(d, [f2i_ref(decode(flush(int(x), F32), F32), "s32", "rpi", F32) for x in a.tolist()], [a], "ftz")
 
 
 I2F = [(s, d, "rn") for s in INTS for d in ("f16", "bf16", "f32", "f64") if not (d == "bf16" and s in BF16_8BIT)] + \

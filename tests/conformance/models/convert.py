@@ -3,12 +3,17 @@ with exact Python arithmetic (refs.py rounds exactly in every mode):
 
 * int -> int: sign- or zero-extend by the source type, truncate to the destination; .sat clamps
   the source value to the destination's range.
-* float -> int: round with .rni/.rzi/.rmi/.rpi, always saturating; NaN gives 0.
+* float -> int: round with .rni/.rzi/.rmi/.rpi, always saturating; NaN gives 0, except from
+  .f64 or into a 64-bit integer, where it gives 1 << (n - 1) (the PTX ISA's rule).
 * int -> float and float -> float: round once with the named mode (.rn when exact); .ftz
-  flushes f32 subnormal inputs and results to signed zero; .sat clamps to [0, 1] (NaN -> +0);
-  .relu makes negative results +0 (NaN stays NaN); .satfinite turns overflow and infinities
-  into the largest finite value of the same sign. NaN results are the destination's canonical
-  NaN (tf32: 0x7fffffff, fp8: 0x7f).
+  flushes f32 subnormal inputs (not those of cvt.f16.f32) and results to signed zero; .sat
+  clamps to [0, 1] (NaN -> +0); .relu makes negative results +0 (NaN stays NaN); .satfinite
+  turns overflow and infinities into the largest finite value of the same sign.
+* NaN results, which PTX leaves unspecified, as measured on NVIDIA H200, driver 580.159.04
+  (`nan_ref`): to or from .f64 the sign and top payload bits stay and the quiet bit is set;
+  bf16 -> f32 keeps the bits (without .ftz); plain cvt.f32.f32 / cvt.f64.f64 move them; otherwise the
+  destination's canonical NaN (tf32: 0x7fffe000, fp8: 0x7f), an .ftz f32 source made
+  canonical first.
 * float -> the same float type with integer rounding: round to an integral value, the sign of a
   zero result following the operand.
 * packed pairs: `cvt.f16x2.f32 d, a, b` puts a in the upper half; x2 sources convert per half.
@@ -70,9 +75,9 @@ def round_int(v: Fraction, mode: str) -> int:
     return round(v)  # Fraction rounds half to even
 
 
-def f2i_ref(x: Val, dst: str, mode: str) -> int:
+def f2i_ref(x: Val, dst: str, mode: str, src: Format) -> int:
     if x.kind == "nan":
-        r = 0
+        r = 1 << (nbits(dst) - 1) if src is F64 or nbits(dst) == 64 else 0
     elif x.kind == "inf":
         r = int_range(dst)[0 if x.neg else 1]
     else:
@@ -85,11 +90,25 @@ def i2f_ref(x: int, df: Format, mode: str, sat: bool = False) -> int:
     return saturate(r, df) if sat else r
 
 
+def nan_ref(x: int, sf: Format, df: Format, ftz: bool = False) -> int:
+    """The df NaN that cvt makes of sf NaN pattern x (measured on NVIDIA H200, driver 580.159.04)."""
+    if F64 not in (sf, df):
+        return x << 16 if (sf, df) == (BF16, F32) and not ftz else df.nan
+    sign = x >> (sf.total - 1)
+    payload = x & ((1 << sf.mbits) - 1)
+    payload = payload << (df.mbits - sf.mbits) if df.mbits > sf.mbits else payload >> (sf.mbits - df.mbits)
+    return sign << (df.total - 1) | df.inf | payload | 1 << (df.mbits - 1)
+
+
 def f2f_ref(x: int, sf: Format, df: Format, mode: str, ftz: bool = False, sat: bool = False, relu: bool = False,
             satfinite: bool = False) -> int:
-    if ftz and sf is F32:
+    if sf is df and sf in (F32, F64) and not (ftz or sat):
+        return x  # cvt.f32.f32 / cvt.f64.f64: a move
+    if ftz and sf is F32 and df is not F16:
         x = flush(x, sf)
-    r = encode(decode(x, sf), df, mode, satfinite=satfinite)
+        x = F32.nan if decode(x, sf).kind == "nan" else x
+    v = decode(x, sf)
+    r = nan_ref(x, sf, df, ftz) if v.kind == "nan" else encode(v, df, mode, satfinite=satfinite)
     if ftz and df is F32:
         r = flush(r, df)
     if sat:
@@ -105,14 +124,15 @@ def round_integral_ref(x: int, f: Format, mode: str, ftz: bool = False, sat: boo
     v = decode(x, f)
     if v.kind == "fin":
         v = fin(Fraction(round_int(v.v, mode)), v.neg)  # the sign of a zero result follows the operand
-    r = encode(v, f)
+    r = nan_ref(x, f, f) if v.kind == "nan" and f is F64 else encode(v, f)
     return saturate(r, f) if sat else r
 
 
 def tf32_ref(x: int, mode: str, satfinite: bool = False, relu: bool = False) -> int:
-    """tf32 in the upper 19 bits of a b32, the low 13 bits zero; NaN is 0x7fffffff."""
+    """tf32 in the upper 19 bits of a b32, the low 13 bits zero; NaN is 0x7fffe000 (measured on
+    NVIDIA H200, driver 580.159.04, for .rn and .rz)."""
     if decode(x, F32).kind == "nan":
-        return 0x7FFFFFFF
+        return 0x7FFFE000
     return f2f_ref(x, F32, TF32, mode, satfinite=satfinite, relu=relu) << 13
 
 
@@ -263,7 +283,7 @@ def model(opcode: str, mods: tuple[str, ...]) -> Case | None:
     if dst in INTS:
         a = _float_inputs(sf, seed)
         a = np.concatenate([a, np.array(_int_boundaries(sf, dst), a.dtype)])
-        return _unary(a, lambda x: f2i_ref(decode(flush(x, sf) if kw["ftz"] and sf is F32 else x, sf), dst, rnd))
+        return _unary(a, lambda x: f2i_ref(decode(flush(x, sf) if kw["ftz"] and sf is F32 else x, sf), dst, rnd, sf))
     df = FLOATS[dst]
     if rnd in INT_RND:
         a = _float_inputs(sf, seed)

@@ -1,10 +1,15 @@
 """cvt between every pair of integer and float types (f16 bf16 tf32 f32 f64 e4m3 e5m2 and their
 packed pairs), with rounding, .ftz, .sat, .relu, .satfinite; and cvt.pack.sat.
 
-* float -> int rounds with .rni/.rzi/.rmi/.rpi and always saturates; NaN gives 0.
+* float -> int rounds with .rni/.rzi/.rmi/.rpi and always saturates; NaN gives 0, or the
+  destination's sign bit alone (1 << (n - 1)) from .f64 or into a 64-bit integer, as PTX says.
 * int -> float and float narrowing round with .rn/.rz/.rm/.rp (.rna for tf32), exactly
   (`rounding.round_pack`). Float widening is exact.
-* Float NaN results are the destination's canonical NaN.
+* NaN results, as NVIDIA hardware gives them (docs/semantics.md): conversions to or from .f64
+  keep the sign and the top payload bits and set the quiet bit; bf16 -> f32 shifts the pattern
+  (not quieted); cvt.f32.f32 and cvt.f64.f64 without modifiers move the bits; the rest give the
+  destination's canonical NaN (tf32: 0x7fffe000), .ftz canonicalizing an f32 source first.
+  .ftz does not flush the f32 source of cvt.f16.f32.
 * int -> int truncates or extends by the source's signedness; .sat clamps to the destination.
 """
 
@@ -15,9 +20,9 @@ from llvmlite import ir
 from zluda_py.compiler.lanes import F32, I64, Lanes
 from zluda_py.compiler.semantics.base import (INT_TYPES, OperandTypes, Semantic, form, register, signed, types_of,
                                               unsupported, width)
-from zluda_py.compiler.semantics.floating import flush, is_nan_bits, relu, saturate
+from zluda_py.compiler.semantics.floating import canonical_nan, flush, relu, saturate
 from zluda_py.compiler.semantics.rounding import (BF16_FMT, E4M3_FMT, E5M2_FMT, F16_FMT, F32_FMT, F64_FMT, TF32_FMT,
-                                                  Fmt, narrow, round_pack, widen)
+                                                  Fmt, is_nan_f, narrow, round_pack, widen)
 from zluda_py.ptx import ast
 
 SCALAR_FMT = {"f16": F16_FMT, "bf16": BF16_FMT, "f32": F32_FMT, "f64": F64_FMT, "tf32": TF32_FMT}
@@ -49,12 +54,13 @@ def int_to_float(L: Lanes, v: ir.Value, t: str, fmt: Fmt, mode: str) -> ir.Value
     return L.resize(r, fmt.storage, False)
 
 
-def float_to_int(L: Lanes, x: ir.Value, t: str, mode: str) -> ir.Value:
-    """Round f32/f64 lanes to an integer (mode rni rzi rmi rpi), saturating; NaN -> 0."""
+def float_to_int(L: Lanes, x: ir.Value, t: str, mode: str, nan: int = 0) -> ir.Value:
+    """Round f32/f64 lanes to an integer (mode rni rzi rmi rpi), saturating; NaN -> `nan`."""
     name = {"rni": "roundeven", "rzi": "trunc", "rmi": "floor", "rpi": "ceil"}[mode]
     r = L.intrinsic(name, x.type, [x])
     out = L.retype(x, ir.IntType(width(t)))
-    return L.intrinsic("fptosi.sat" if signed(t) else "fptoui.sat", out, [r], overload=[out, x.type])
+    r = L.intrinsic("fptosi.sat" if signed(t) else "fptoui.sat", out, [r], overload=[out, x.type])
+    return L.b.select(is_nan_f(L, x), L.like(r, nan), r) if nan else r
 
 
 def round_integral(L: Lanes, x: ir.Value, mode: str) -> ir.Value:
@@ -63,20 +69,36 @@ def round_integral(L: Lanes, x: ir.Value, mode: str) -> ir.Value:
 
 
 def _f_in(L: Lanes, v: ir.Value, fmt: Fmt, ftz: bool) -> ir.Value:
-    """Source float bits -> f64 lanes (after the .ftz flush of f32 sources)."""
+    """Source float bits -> f64 lanes (after the .ftz flush of f32 sources, which also makes a
+    NaN canonical)."""
     if ftz and fmt is F32_FMT:
-        v = flush(L, v, fmt)
+        v = canonical_nan(L, flush(L, v, fmt), fmt)
     return widen(L, v, fmt)
 
 
-def _f_out(L: Lanes, inst: ast.Instruction, x: ir.Value, fmt: Fmt, mode: str) -> ir.Value:
-    """f64 lanes -> destination bits with rounding and the output modifiers."""
+def _payload_nan(L: Lanes, x: ir.Value, fmt: Fmt) -> ir.Value:
+    """The `fmt` NaN an f64 conversion makes of NaN lanes x (f64): x's sign and top payload
+    bits, quieted."""
+    b = L.b
+    bits = b.bitcast(x, L.retype(x, I64))
+    c = lambda v: L.like(bits, v)  # noqa: E731
+    sign = b.shl(b.lshr(bits, c(63)), c(fmt.total - 1))
+    payload = b.lshr(b.and_(bits, c((1 << 52) - 1)), c(52 - fmt.mbits))
+    r = b.or_(b.or_(sign, payload), c(fmt.inf_bits | 1 << (fmt.mbits - 1)))
+    return L.resize(r, fmt.storage, False)
+
+
+def _f_out(L: Lanes, inst: ast.Instruction, x: ir.Value, fmt: Fmt, mode: str,
+           nan: ir.Value | None = None) -> ir.Value:
+    """f64 lanes -> destination bits with rounding and the output modifiers; a NaN becomes
+    `nan` (default: the canonical NaN)."""
     b = L.b
     if fmt is F64_FMT:
-        bits = b.bitcast(x, L.retype(x, I64))
-        r = b.select(is_nan_bits(L, bits, fmt), L.like(bits, fmt.nan), bits)
+        r = b.bitcast(x, L.retype(x, I64))
     else:
         r = narrow(L, x, fmt, mode, satfinite=inst.has("satfinite"))
+    if nan is not None or fmt is F64_FMT:
+        r = b.select(is_nan_f(L, x), L.like(r, fmt.nan) if nan is None else nan, r)
     if inst.has("ftz") and fmt is F32_FMT:
         r = flush(L, r, fmt)
     if inst.has("sat"):
@@ -204,18 +226,27 @@ class Cvt(Semantic):
         if kd == "float" and ks == "int":
             r = int_to_float(L, srcs[0], src, SCALAR_FMT[dst], mode)
             return [saturate(L, r, SCALAR_FMT[dst]) if inst.has("sat") else r]
-        sfmt = SCALAR_FMT[src]
+        sfmt, ftz = SCALAR_FMT[src], inst.has("ftz")
         if kd == "int":
-            x = _f_in(L, srcs[0], sfmt, inst.has("ftz"))
+            x = _f_in(L, srcs[0], sfmt, ftz)
             if sfmt is F32_FMT:  # the f32 intrinsics avoid an extra conversion
                 x = L.b.fptrunc(x, L.retype(x, F32))
-            return [float_to_int(L, x, dst, rnd)]
-        x = _f_in(L, srcs[0], sfmt, inst.has("ftz"))
+            wide_nan = src == "f64" or width(dst) == 64
+            return [float_to_int(L, x, dst, rnd, 1 << (width(dst) - 1) if wide_nan else 0)]
+        if dst == src and src in ("f32", "f64") and rnd is None and not (ftz or inst.has("sat")):
+            return [srcs[0]]  # a move: even a signaling NaN passes unchanged
+        dfmt = SCALAR_FMT[dst]
+        x = _f_in(L, srcs[0], sfmt, ftz and dst != "f16")
+        nan = None
+        if "f64" in (dst, src):
+            nan = _payload_nan(L, x, dfmt)
+        elif (src, dst) == ("bf16", "f32") and not ftz:
+            nan = L.b.shl(L.zext(srcs[0], 32), L.like(L.zext(srcs[0], 32), 16))
         if rnd in INT_RND:
             x = round_integral(L, x, rnd)
         elif _widening(src, dst):
             mode = "rn"
-        return [_f_out(L, inst, x, SCALAR_FMT[dst], mode)]
+        return [_f_out(L, inst, x, dfmt, mode, nan)]
 
     @staticmethod
     def _int_int(L: Lanes, inst: ast.Instruction, v: ir.Value, dst: str, src: str) -> ir.Value:

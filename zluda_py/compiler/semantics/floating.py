@@ -397,7 +397,8 @@ FMIN_TYPES = frozenset({"f32", "f64", "f16", "f16x2", "bf16", "bf16x2"})
 
 
 def _minmax(L: Lanes, is_max: bool, fmt: Fmt, a: ir.Value, c: ir.Value, nan_mode: bool, xorsign: bool) -> ir.Value:
-    """min/max on bits: -0 < +0; one NaN operand yields the other (.NaN: the canonical NaN)."""
+    """min/max on bits: -0 < +0; one NaN operand yields the other (.NaN: the canonical NaN); two
+    give the canonical NaN, on f64 a quieted (as NVIDIA hardware does)."""
     b = L.b
     sign_mask = c_like(L, a, 1 << (fmt.total - 1))
     if xorsign:
@@ -415,7 +416,8 @@ def _minmax(L: Lanes, is_max: bool, fmt: Fmt, a: ir.Value, c: ir.Value, nan_mode
     if nan_mode:
         r = b.select(b.or_(na, nc), nan, r)
     else:
-        r = b.select(na, b.select(nc, nan, c), b.select(nc, a, r))
+        both = b.or_(a, c_like(L, a, 1 << (fmt.mbits - 1))) if fmt is F64_FMT else nan
+        r = b.select(na, b.select(nc, both, c), b.select(nc, a, r))
     if xorsign:
         r = b.select(is_nan_bits(L, r, fmt), r, b.or_(r, sgn))
     return r
@@ -465,7 +467,8 @@ class FMinMax(Semantic):
 
 @register("float", "abs", "neg")
 class FAbsNeg(Semantic):
-    """Sign-bit operations (NaN payloads pass through); .ftz flushes subnormal inputs first."""
+    """Sign-bit operations; .ftz flushes subnormal inputs first. A NaN (PTX: an unspecified NaN)
+    comes out as NVIDIA hardware gives it: the canonical NaN, on f64 the operand quieted."""
 
     def operands(self, inst: ast.Instruction) -> OperandTypes:
         f = form(inst, {"ftz"}, type_ok=lambda t: t in FLOATS)
@@ -480,7 +483,9 @@ class FAbsNeg(Semantic):
             if inst.has("ftz"):
                 a = flush(L, a, fmt)
             sign = c_like(L, a, 1 << (fmt.total - 1))
-            return L.b.xor(a, sign) if inst.opcode == "neg" else L.b.and_(a, L.b.not_(sign))
+            r = L.b.xor(a, sign) if inst.opcode == "neg" else L.b.and_(a, L.b.not_(sign))
+            nan = L.b.or_(a, c_like(L, a, 1 << (fmt.mbits - 1))) if fmt is F64_FMT else c_like(L, a, fmt.nan)
+            return L.b.select(is_nan_bits(L, a, fmt), nan, r)
 
         return [per_element(L, t, one, srcs)]
 
@@ -525,7 +530,8 @@ class Testp(Semantic):
             "infinite": lambda: cmp("==", mag, c_like(L, a, fmt.inf_bits)),
             "number": lambda: cmp("<=", mag, c_like(L, a, fmt.inf_bits)),
             "notanumber": lambda: cmp(">", mag, c_like(L, a, fmt.inf_bits)),
-            "normal": lambda: b.and_(cmp("!=", exp, c_like(L, a, 0)), cmp("!=", exp, c_like(L, a, top))),
+            "normal": lambda: b.and_(cmp("!=", exp, c_like(L, a, top)),  # PTX counts zeros as normal
+                                     b.or_(cmp("!=", exp, c_like(L, a, 0)), cmp("==", mag, c_like(L, a, 0)))),
             "subnormal": lambda: b.and_(cmp("==", exp, c_like(L, a, 0)), cmp("!=", mag, c_like(L, a, 0))),
         }[test]()
         return [r]

@@ -57,7 +57,7 @@ F64_FMT = Fmt("f64", 11, 52, nan=0x7FFFFFFFFFFFFFFF, storage=64)
 F32_FMT = Fmt("f32", 8, 23, nan=0x7FFFFFFF, storage=32)
 F16_FMT = Fmt("f16", 5, 10, nan=0x7FFF, storage=16)
 BF16_FMT = Fmt("bf16", 8, 7, nan=0x7FFF, storage=16)
-TF32_FMT = Fmt("tf32", 8, 10, nan=0x7FFFFFFF, storage=32, shift=13)
+TF32_FMT = Fmt("tf32", 8, 10, nan=0x7FFFE000, storage=32, shift=13)  # the low 13 bits stay clear
 E4M3_FMT = Fmt("e4m3", 4, 3, has_inf=False, nan=0x7F, storage=8)
 E5M2_FMT = Fmt("e5m2", 5, 2, nan=0x7F, storage=8)
 FMTS = {f.name: f for f in (F64_FMT, F32_FMT, F16_FMT, BF16_FMT, TF32_FMT, E4M3_FMT, E5M2_FMT)}
