@@ -198,6 +198,7 @@ class CompiledModule:
         stack_size = (max(stack_size, info.local_size) + 15) // 16 * 16
         param_buf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
         stop = np.zeros(1, np.int32)
+        stop_at = stop.ctypes.data
         output: list[bytes] = []
         workers = worker_count()
         chunks = nblocks if grid_workspace else min(nblocks, workers * 4)
@@ -209,35 +210,38 @@ class CompiledModule:
         smem_window = (smem_total + 15) // 16 * 16 + RESERVED_SMEM if info.reserved_smem else smem_total
         ranges = address_ranges.RANGES.table()  # stays alive (and unchanged) until the launch returns
 
-        def run(i: int) -> tuple[int, list[int]]:
+        params_at, ranges_at = ctypes.addressof(param_buf), ranges.ctypes.data
+        runner = self._runner(info)
+
+        def run(i: int) -> tuple[int, list[int] | None]:
             first, count = bounds[i], bounds[i + 1] - bounds[i]
-            ctx = np.zeros(Ctx.SLOTS, np.int64)
-            arena = np.zeros(max(smem_window, 16) + 64, np.uint8)  # zeros: the reserved region starts cleared
-            stacks = np.empty(max(threads * stack_size, 16), np.uint8)
-            frames = np.empty(nwarps * info.frame_bytes, np.uint8)
-            bars = np.zeros(NBARRIERS * BAR_SLOTS, np.int64)
-            ctx[Ctx.PARAMS] = ctypes.addressof(param_buf)
+            s = _scratch(max(smem_window, 16) + 64, max(threads * stack_size, 16), nwarps * info.frame_bytes)
+            ctx = s.ctx
+            ctx.fill(0)
+            s.arena[:smem_window + 64] = 0  # the reserved region starts cleared
+            s.bars.fill(0)
+            ctx[Ctx.PARAMS] = params_at
             ctx[Ctx.GRID_X:Ctx.GRID_Z + 1] = grid
             ctx[Ctx.BLOCK_X:Ctx.BLOCK_Z + 1] = block
-            ctx[Ctx.SHARED] = (arena.ctypes.data + 63) // 64 * 64
+            ctx[Ctx.SHARED] = (s.at["arena"] + 63) // 64 * 64
             ctx[Ctx.DYN_SMEM] = shared_mem
             ctx[Ctx.TOTAL_SMEM] = smem_total
             ctx[Ctx.SHARED_WINDOW] = smem_window
-            ctx[Ctx.STACK] = stacks.ctypes.data
+            ctx[Ctx.STACK] = s.at["stacks"]
             ctx[Ctx.STACK_SIZE] = stack_size
-            ctx[Ctx.FRAMES] = frames.ctypes.data
-            ctx[Ctx.STOP] = stop.ctypes.data
+            ctx[Ctx.FRAMES] = s.at["frames"]
+            ctx[Ctx.STOP] = stop_at
             ctx[Ctx.FIRST], ctx[Ctx.COUNT] = first, count
             ctx[Ctx.SMID], ctx[Ctx.NSMID] = i % workers, workers
-            ctx[Ctx.BARRIERS] = bars.ctypes.data
+            ctx[Ctx.BARRIERS] = s.at["bars"]
             ctx[Ctx.GRID_WORKSPACE] = grid_workspace
-            ctx[Ctx.RANGES], ctx[Ctx.NRANGES], ctx[Ctx.PARAM_SIZE] = ranges.ctypes.data, len(ranges), len(params)
-            SINKS.attach(ctx.ctypes.data, output)
+            ctx[Ctx.RANGES], ctx[Ctx.NRANGES], ctx[Ctx.PARAM_SIZE] = ranges_at, len(ranges), len(params)
+            SINKS.attach(s.at["ctx"], output)
             try:
-                status = RUNNER(info.runner)(ctx.ctypes.data)
+                status = runner(s.at["ctx"]) or int(ctx[Ctx.STATUS])
             finally:
-                SINKS.detach(ctx.ctypes.data)
-            return (status or int(ctx[Ctx.STATUS])), [int(x) for x in ctx]
+                SINKS.detach(s.at["ctx"])
+            return status, (ctx.tolist() if status else None)  # the record names a fault
 
         if chunks == 1:
             results = [run(0)]
@@ -251,6 +255,13 @@ class CompiledModule:
             if status and status != ABORTED:
                 raise _fault(kernel, status, ctx, grid)
 
+    def _runner(self, info: KernelInfo):
+        """The kernel's block runner as a ctypes function (made once: building one costs a launch microseconds)."""
+        runners = self.__dict__.setdefault("_runners", {})
+        if info.runner not in runners:
+            runners[info.runner] = RUNNER(info.runner)
+        return runners[info.runner]
+
     def launch(self, kernel: str, grid, block, args, shared_mem: int = 0) -> None:
         """launch_raw with numpy arrays (passed by address) and Python/numpy scalars."""
         info = self.kernels[kernel]
@@ -258,6 +269,37 @@ class CompiledModule:
         blob = info.param_buffer(args)
         with address_ranges.registered(*args):  # the arrays passed are the launch's device buffers
             self.launch_raw(kernel, grid, block, blob, shared_mem)
+
+
+class _Scratch(threading.local):
+    """A worker thread's launch buffers (launch record, shared arena, stacks, warp frames,
+    barrier slots), kept across launches and grown when a launch needs more: allocating them
+    per launch was a large part of a small launch's time. `at` holds their addresses."""
+
+    def __init__(self) -> None:
+        self.ctx = np.zeros(Ctx.SLOTS, np.int64)
+        self.bars = np.zeros(NBARRIERS * BAR_SLOTS, np.int64)
+        self.arena = self.stacks = self.frames = np.empty(0, np.uint8)
+        self.at = {"ctx": self.ctx.ctypes.data, "bars": self.bars.ctypes.data}
+        self.grow(0, 0, 0)
+
+    def grow(self, arena: int, stacks: int, frames: int) -> None:
+        for name, size in (("arena", arena), ("stacks", stacks), ("frames", frames)):
+            if getattr(self, name).size < size or name not in self.at:
+                buf = np.empty(max(size, 64), np.uint8)
+                setattr(self, name, buf)
+                self.at[name] = buf.ctypes.data
+
+
+_scratch_local = _Scratch()
+SCRATCH_KEPT = 16 << 20  # bytes of buffers a worker keeps between launches; larger ones are per launch
+
+
+def _scratch(arena: int, stacks: int, frames: int) -> _Scratch:
+    s = _scratch_local if arena + stacks + frames <= SCRATCH_KEPT else _Scratch()
+    if s.arena.size < arena or s.stacks.size < stacks or s.frames.size < frames:
+        s.grow(arena, stacks, frames)
+    return s
 
 
 def _dims(d) -> tuple[int, int, int]:
