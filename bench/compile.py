@@ -6,7 +6,7 @@
 
 Corpus: every tests/cuda/*.cu that `nvcc -ptx -arch=sm_80` compiles alone (Thrust is
 tests/cuda/e2e_thrust.cu) and bench/cuda/*.cu (barrier-heavy kernels). Each kernel is compiled
-as the lazy loader builds it (`pipeline.lower_part`: the kernel and what it calls; a module
+as the lazy loader builds it (`CpuTarget.lower_part`: the kernel and what it calls; a module
 `parts.whole_reason` keeps whole is one row, against ptxas on all of it), then
 optimised and code-generated at the level the pipeline picks. "ours" is this process's CPU
 time for lower + optimise + codegen; "ptxas" is the CPU time (user + sys) of
@@ -29,7 +29,8 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from zluda_py.compiler import pipeline
+from zluda_py.compiler.cpu import target as cpu_target
+from zluda_py.compiler.cpu.target import CPU
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.linker import link
 from zluda_py.compiler.parts import whole_reason
@@ -71,15 +72,15 @@ def ours(module, kernel: str | None) -> dict:
     """Lower (one kernel's part, or with None the whole module), optimise, generate code."""
     clock = time.process_time
     t0 = clock()
-    text = pipeline.lower_part(module, kernel)[0] if kernel else pipeline.lower(module)[0]
+    text = (CPU.lower_part(module, kernel) if kernel else CPU.lower(module)).text
     t1 = clock()
     mod = llvm.parse_assembly(text)
     mod.verify()
     lines = text.count("\n")
-    level = pipeline.opt_level(lines)
-    pipeline.optimise(mod, level)
+    level = cpu_target.opt_level(lines)
+    cpu_target.optimise(mod, level)
     t2 = clock()
-    pipeline.generate(mod, level)
+    cpu_target.machine_code(mod, level)
     t3 = clock()
     return {"lower": t1 - t0, "opt": t2 - t1, "codegen": t3 - t2, "total": t3 - t0, "lines": lines, "level": level}
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import llvmlite.binding as llvm
 
 from zluda_py.compiler import pipeline
-from zluda_py.compiler.cpu.runtime import target_machine
+from zluda_py.compiler.cpu import target as cpu_target
+from zluda_py.compiler.cpu.runtime import target_machine, worker_count
 from zluda_py.compiler.linker import link
 from zluda_py.ptx import parse
 
@@ -80,7 +81,7 @@ def main() -> None:
     mod.verify()
     t3 = clock()
     lines = ir_text.count("\n")
-    level = a.opt if a.opt is not None else pipeline.opt_level(lines)
+    level = a.opt if a.opt is not None else cpu_target.opt_level(lines)
     tuning = llvm.PipelineTuningOptions(speed_level=level)
     tuning.loop_vectorization = tuning.slp_vectorization = level == 3
     pb = llvm.create_pass_builder(target_machine(level), tuning)
@@ -99,13 +100,13 @@ def parallel(text: str) -> None:
     times = {}
     for mode in ("split", "whole"):
         if mode == "whole":
-            pipeline.SPLIT_IR_LINES = 1 << 62
+            cpu_target.SPLIT_IR_LINES = 1 << 62
         start = time.perf_counter()
         _, obj, metadata = pipeline.compile_object(text)
         times[mode] = time.perf_counter() - start
         parts = len(metadata.get("objects", [obj]))
         print(f"{mode}: {times[mode]:.1f} s wall, {parts} object(s), {len(obj) / 1e6:.1f} MB", flush=True)
-    print(f"whole / split: {times['whole'] / times['split']:.2f}x with {pipeline.worker_count()} workers")
+    print(f"whole / split: {times['whole'] / times['split']:.2f}x with {worker_count()} workers")
 
 
 if __name__ == "__main__":

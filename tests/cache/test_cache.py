@@ -12,6 +12,8 @@ import zluda_py.compiler.pipeline as pipeline
 from zluda_py import cache
 from zluda_py.cache import events, key
 from zluda_py.cache.settings import DB_NAME, DEFAULT_MAXSIZE, from_environment
+from zluda_py.compiler.cpu.target import CPU
+from zluda_py.compiler.target import TargetUnavailable, get
 
 from .conftest import add_kernel_ptx, check_adds
 
@@ -40,24 +42,24 @@ def test_miss_then_hit_loads_without_compiling(cache_dir, monkeypatch):
     no_compiler(monkeypatch)
     check_adds(cache.compile_cached(ptx), 5)
     assert events.counts[events.HIT] == 1
-    assert keys(cache_dir) == {cache.cache_key([ptx], "cpu")}
+    assert keys(cache_dir) == {cache.cache_key([ptx], CPU)}
 
 
 def test_key_covers_ptx_order_target_and_compiler(cache_dir, monkeypatch):
     a, b = add_kernel_ptx(1), add_kernel_ptx(2)
     k = cache.cache_key
-    assert len({k([a], "cpu"), k([b], "cpu"), k([a, b], "cpu"), k([b, a], "cpu"), k([a + b], "cpu")}) == 5
-    plain = k([a], "cpu")
+    assert len({k([a], CPU), k([b], CPU), k([a, b], CPU), k([b, a], CPU), k([a + b], CPU)}) == 5
+    plain = k([a], CPU)
     with monkeypatch.context() as m:
         m.setattr(key, "compiler_identity", lambda: "zluda-py 99 llvm 1 src 0")
-        other_compiler = k([a], "cpu")
+        other_compiler = k([a], CPU)
     with monkeypatch.context() as m:
         m.setattr(key, "target_description", lambda t: "aarch64-unknown-linux-gnu neoverse-v2 +sve")
-        other_cpu = k([a], "cpu")
+        other_cpu = k([a], CPU)
     assert len({plain, other_compiler, other_cpu}) == 3
-    with pytest.raises(cache.TargetUnavailable, match="unknown target"):
-        k([a], "sm_86")
-    gfx90a, gfx942 = k([a], "gfx90a"), k([a], "gfx942")
+    with pytest.raises(TargetUnavailable, match="unknown target"):
+        get("sm_86")
+    gfx90a, gfx942 = k([a], get("gfx90a")), k([a], get("gfx942"))
     assert len({plain, gfx90a, gfx942}) == 3
 
 
@@ -106,9 +108,9 @@ def _loaded_objects(monkeypatch) -> list[bytes]:
     seen: list[bytes] = []
     real = pipeline.load
 
-    def spy(object_code, metadata):
+    def spy(object_code, metadata, *target):
         seen.append(object_code)
-        return real(object_code, metadata)
+        return real(object_code, metadata, *target)
     monkeypatch.setattr(pipeline, "load", spy)
     monkeypatch.setattr("zluda_py.compiler.load", spy)
     return seen
@@ -186,7 +188,7 @@ def test_size_limit_evicts_least_recently_used(cache_dir, monkeypatch):
     cache.compile_cached(ptxs[0])  # a hit: entry 0 becomes the most recently used
     assert events.counts[events.HIT] == 1
     cache.compile_cached(ptxs[2])  # over the limit: entry 1, least recently used, goes
-    k = [cache.cache_key([p], "cpu") for p in ptxs]
+    k = [cache.cache_key([p], CPU) for p in ptxs]
     assert keys(cache_dir) == {k[0], k[2]}
     assert events.counts[events.EVICTED] == 1
     with db(cache_dir) as conn:

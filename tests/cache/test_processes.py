@@ -130,7 +130,8 @@ def test_prewarmed_cache_on_read_only_file_system_serves_hits(tmp_path):
 _HOLDER = """
 import sys, time
 from zluda_py.cache import from_environment, store_for, cache_key
-with store_for(from_environment()).compiling(cache_key([sys.argv[1]], "cpu")):
+from zluda_py.compiler.cpu.target import CPU
+with store_for(from_environment()).compiling(cache_key([sys.argv[1]], CPU)):
     print("holding", flush=True)
     time.sleep(600)
 """

@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 from zluda_py.compiler import pipeline
+from zluda_py.compiler.cpu import target as cpu_target
 from zluda_py.compiler.cpu.runtime import object_files
 from zluda_py.compiler.cpu.split import split
+from zluda_py.compiler.cpu.target import CPU
+from zluda_py.ptx import parse
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 MODULE = HEAD + r"""
@@ -80,7 +83,7 @@ MODULE = HEAD + r"""
 
 @pytest.fixture
 def always_split(monkeypatch):
-    monkeypatch.setattr(pipeline, "SPLIT_IR_LINES", 0)
+    monkeypatch.setattr(cpu_target, "SPLIT_IR_LINES", 0)
 
 
 def test_split_kernels_share_the_modules_variables(always_split, capfd):
@@ -114,8 +117,8 @@ def test_each_load_of_a_split_module_has_its_own_variables(always_split):
 
 def test_a_function_whose_address_is_taken_keeps_the_module_whole(always_split):
     taken = MODULE.replace("  mov.u32 %r2, 1;\n", "  mov.u32 %r2, 1;\n  .reg .u64 %fp;\n  mov.u64 %fp, pick;\n")
-    ir_module, _, metadata = pipeline._lower(pipeline._parse(taken))
-    assert split(ir_module, [k["runner"] for k in metadata["kernels"].values()]) is None
+    lowered = CPU.lower(parse(taken))
+    assert split(lowered.module, [k["runner"] for k in lowered.metadata["kernels"].values()]) is None
     _, _, metadata = pipeline.compile_object(taken)
     assert "objects" not in metadata
 
@@ -141,8 +144,8 @@ def test_dump_writes_each_part_as_an_object_file(always_split, tmp_path):
     from zluda_py.cache.settings import Settings
     from zluda_py.cli.compile_cmd import Job, _dump
 
-    built = build([MODULE], "cpu", Settings(tmp_path / "cache", 1 << 30, True))
-    _dump(Job("m.ptx", 0, "cpu", [MODULE], ["m"]), str(tmp_path / "dump"), [(None, built)])  # the whole module
+    built = build([MODULE], CPU, Settings(tmp_path / "cache", 1 << 30, True))
+    _dump(Job("m.ptx", 0, CPU, [MODULE], ["m"]), str(tmp_path / "dump"), [(None, built)])  # the whole module
     parts = sorted((tmp_path / "dump").glob("*.part*.o"))
     assert len(parts) == len(built.metadata["objects"]) == 4
     assert all(p.read_bytes()[:4] == b"\x7fELF" for p in parts)

@@ -260,8 +260,9 @@ def compile_module(source: str, target: str) -> "CompiledModule | EmulatedModule
 
         return EmulatedModule.from_ptx(source, target)
     from zluda_py.compiler import compile as compile_ptx
+    from zluda_py.compiler.target import get
 
-    return compile_ptx(source, target=target)
+    return compile_ptx(source, target=get(target))
 
 
 class PtxKernel:

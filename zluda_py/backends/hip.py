@@ -303,13 +303,14 @@ def load(ptx_texts: list[str], name: str = "") -> HipModule:
     Whole and at load whatever CUDA_MODULE_LOADING says: AMDGPU code objects are not built
     per kernel yet."""
     from ..cache.compile import build_once
-    from ..cache.key import TargetUnavailable
+    from ..compiler.target import TargetUnavailable, get
 
     gfx = device_gfx(0)
     try:
-        built = build_once(ptx_texts, gfx, name)
+        target = get(gfx)
     except TargetUnavailable as e:
         raise NoBinaryForGpu(f"the GPU's target {gfx} cannot be compiled for: {e}") from e
+    built = build_once(ptx_texts, target, name)
     module = HipModule.load(built.object_code, built.metadata)
     for g in module.globals.values():  # module variables are device memory the driver can name
         if g.size and memory.find(g.address) is None:

@@ -4,9 +4,8 @@
 `build` gives the object code and metadata without loading them (zluda-compile)."""
 
 from .compile import Built, build, compile_cached
-from .key import AMDGPU_TARGETS, TARGETS, TargetUnavailable, cache_key
+from .key import cache_key
 from .settings import Settings, from_environment
 from .store import Store, store_for
 
-__all__ = ["Built", "build", "compile_cached", "AMDGPU_TARGETS", "TARGETS", "TargetUnavailable", "cache_key",
-           "Settings", "from_environment", "Store", "store_for"]
+__all__ = ["Built", "build", "compile_cached", "cache_key", "Settings", "from_environment", "Store", "store_for"]

@@ -8,8 +8,11 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
+from zluda_py.compiler.cpu.target import CPU
+from zluda_py.compiler.target import Target
+
 from . import events, progress
-from .key import TargetUnavailable, build_id, cache_key
+from .key import build_id, cache_key
 from .settings import Settings, from_environment
 from .store import store_for
 
@@ -32,7 +35,7 @@ def _label(metadata: dict) -> str:
     return names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "")
 
 
-def _what(name: str, part: str | None, target: str) -> str:
+def _what(name: str, part: str | None, target: Target) -> str:
     """What a compile is building, for progress lines: "kernel K of module M for cpu"."""
     from zluda_py.compiler.parts import VARIABLES
 
@@ -42,13 +45,13 @@ def _what(name: str, part: str | None, target: str) -> str:
     return f"{'the variables' if part == VARIABLES else f'kernel {part}'} of {module} for {target}"
 
 
-def build(ptx: list[str], target: str = "cpu", settings: Settings | None = None, name: str = "") -> Built:
+def build(ptx: list[str], target: Target = CPU, settings: Settings | None = None, name: str = "") -> Built:
     """The object code and metadata for PTX text(s) (linked in order), from the cache or
-    compiled now and stored. Raises the compiler's errors, and TargetUnavailable."""
+    compiled now and stored. Raises the compiler's errors."""
     return _build(ptx, [None], target, settings, name)[0]
 
 
-def build_parts(ptx: list[str], parts: list[str], target: str = "cpu", settings: Settings | None = None,
+def build_parts(ptx: list[str], parts: list[str], target: Target = CPU, settings: Settings | None = None,
                 name: str = "", module=None) -> list[Built]:
     """`build` for parts of a module (compiler/parts.py), each its own cache entry; the missing
     ones are compiled together (their code generation in parallel). `module`: the linked AST,
@@ -56,7 +59,7 @@ def build_parts(ptx: list[str], parts: list[str], target: str = "cpu", settings:
     return _build(ptx, parts, target, settings, name, module)
 
 
-def _build(ptx: list[str], parts: list, target: str, settings: Settings | None, name: str,
+def _build(ptx: list[str], parts: list, target: Target, settings: Settings | None, name: str,
            module=None) -> list[Built]:
     settings = settings or from_environment()
     for problem in settings.problems:
@@ -93,7 +96,7 @@ def _build(ptx: list[str], parts: list, target: str, settings: Settings | None, 
     return [out[key] for key in keys]
 
 
-def _compile(ptx: list[str], target: str, todo: list[tuple[str, str | None]], module) -> list[Built]:
+def _compile(ptx: list[str], target: Target, todo: list[tuple[str, str | None]], module) -> list[Built]:
     from zluda_py.compiler.pipeline import compile_object, compile_parts
 
     start = time.perf_counter()
@@ -128,7 +131,7 @@ def linked(ptx: list[str]):
     return module
 
 
-def known(ptx: list[str], target: str, part: str | None) -> bool:
+def known(ptx: list[str], target: Target, part: str | None) -> bool:
     """Whether the entry is built in this process or stored in the cache (nothing is compiled)."""
     if (target, part, *ptx) in _built_once:
         return True
@@ -140,14 +143,14 @@ _built_once: dict[tuple, Built] = {}
 _built_once_lock = threading.Lock()
 
 
-def build_once(ptx: list[str], target: str = "cpu", name: str = "") -> Built:
+def build_once(ptx: list[str], target: Target = CPU, name: str = "") -> Built:
     """`build`, remembered for the life of the process. The driver instantiates a module anew
     for every cuModuleLoad* (each load has its own variables, as on NVIDIA's driver); this
     keeps repeated loads of one image from consulting the cache each time."""
     return parts_once(ptx, [None], target, name)[0]
 
 
-def parts_once(ptx: list[str], parts: list, target: str = "cpu", name: str = "", module=None) -> list[Built]:
+def parts_once(ptx: list[str], parts: list, target: Target = CPU, name: str = "", module=None) -> list[Built]:
     """`build_parts` (`build` for [None]), each part remembered for the life of the process."""
     with _built_once_lock:
         missing = [part for part in parts if (target, part, *ptx) not in _built_once]
@@ -159,21 +162,18 @@ def parts_once(ptx: list[str], parts: list, target: str = "cpu", name: str = "",
         return [_built_once[(target, part, *ptx)] for part in parts]
 
 
-def compile_cached(ptx: "str | list[str]", target: str = "cpu", once: bool = False, name: str = ""):
+def compile_cached(ptx: "str | list[str]", target: Target = CPU, once: bool = False, name: str = ""):
     """zluda_py.compiler.compile, through the persistent cache: a hit is loaded without
     running LLVM at all. Each call loads a new instance of the module; `once` looks the
     code up only the first time in this process (`build_once`)."""
-    from zluda_py.compiler import compile, load
+    from zluda_py.compiler.pipeline import compile, load
 
     texts = ptx if isinstance(ptx, list) else [ptx]
     if not all(isinstance(t, str) for t in texts):
         return compile(ptx, target)  # ASTs have no stable text to key on
     start = time.perf_counter()
-    try:
-        built = (build_once if once else build)(texts, target, name=name)
-    except TargetUnavailable:
-        return compile(ptx, target)  # the compiler reports the target in its own words
-    module = load(built.object_code, built.metadata)
+    built = (build_once if once else build)(texts, target, name=name)
+    module = load(built.object_code, built.metadata, target)
     events.record(events.LOADED, f"{built.key[:16]} {'from the cache' if built.cached else 'compiled'} "
                                  f"in {time.perf_counter() - start:.4f} s")
     return module

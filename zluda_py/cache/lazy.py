@@ -16,6 +16,7 @@ import threading
 import time
 
 from zluda_py.compiler.cpu.runtime import CompiledModule
+from zluda_py.compiler.cpu.target import CPU
 from zluda_py.compiler.kernels import KernelInfo
 from zluda_py.compiler.parts import VARIABLES, parts
 
@@ -46,7 +47,7 @@ class LazyModule:
 
     def _built(self, names: list[str]) -> list[Built]:
         start = time.perf_counter()
-        built = parts_once(self._ptx, names, "cpu", self._name)
+        built = parts_once(self._ptx, names, CPU, self._name)
         for b in built:
             events.record(events.LOADED, f"{b.key[:16]} {'from the cache' if b.cached else 'compiled'} "
                                          f"in {time.perf_counter() - start:.4f} s")
@@ -81,8 +82,8 @@ def load(ptx: list[str], name: str = ""):
     under EAGER), or, for a module that must stay whole, a CompiledModule. The PTX is parsed
     and checked unless its variables' part is built or cached already: that part exists only
     for a module built per kernel, and holds what its kernels declare."""
-    if not known(ptx, "cpu", VARIABLES) and parts(linked(ptx)) is None:
-        return compile_cached(ptx if len(ptx) > 1 else ptx[0], target="cpu", once=True, name=name)
+    if not known(ptx, CPU, VARIABLES) and parts(linked(ptx)) is None:
+        return compile_cached(ptx if len(ptx) > 1 else ptx[0], CPU, once=True, name=name)
     lazy = LazyModule(ptx, name)
     if eager():
         lazy.build(list(lazy.kernels))

@@ -6,8 +6,9 @@ import argparse
 import sys
 import time
 
-from zluda_py.cache import TargetUnavailable, from_environment, store_for
+from zluda_py.cache import from_environment, store_for
 from zluda_py.cache.key import build_id
+from zluda_py.compiler.cpu.target import CPU
 
 
 def _store(args: argparse.Namespace):
@@ -18,11 +19,8 @@ def _store(args: argparse.Namespace):
     return settings, store_for(settings)
 
 
-def _current_build() -> str | None:
-    try:
-        return build_id("cpu")
-    except TargetUnavailable:
-        return None
+def _current_build() -> str:
+    return build_id(CPU)
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -63,8 +61,7 @@ def _clear(args: argparse.Namespace) -> int:
         return 0
     keep = None
     if args.stale:
-        current = _current_build()
-        keep = {current} if current else set()
+        keep = {_current_build()}
     rebuilds = store.rebuilds
     n = store.clear(keep)
     if not store.usable or not store.writable:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zluda_py.cache import AMDGPU_TARGETS, TARGETS, TargetUnavailable
+from zluda_py.compiler.target import Target, TargetUnavailable, get, names
 
 _CANDIDATE_SUFFIXES = (".ptx", ".fatbin", ".cubin")
 
@@ -27,7 +27,7 @@ _CANDIDATE_SUFFIXES = (".ptx", ".fatbin", ".cubin")
 class Job:
     file: str
     image: int
-    target: str
+    target: Target
     texts: list[str]
     names: list[str]
 
@@ -105,7 +105,7 @@ def _images(path: str, sm: int) -> list:
     return image_results_from_file(path, sm)
 
 
-def find_jobs(paths: list[str], targets: list[str], sm: int, summary: Summary) -> list[Job]:
+def find_jobs(paths: list[str], targets: list[Target], sm: int, summary: Summary) -> list[Job]:
     from zluda_py.fatbin import CUDA_ERROR_NO_BINARY_FOR_GPU, FatbinError
 
     jobs = []
@@ -150,11 +150,11 @@ def _builds(job: Job, cache_dir: str | None) -> list:
 
     settings = from_environment(cache_dir)
     name = ", ".join(job.names)
-    if job.target == "cpu":
+    if job.target.per_kernel:
         module = linked(job.texts)
         parts = parts_of(module)
         if parts is not None:
-            return list(zip(parts, build_parts(job.texts, parts, "cpu", settings, name, module)))
+            return list(zip(parts, build_parts(job.texts, parts, job.target, settings, name, module)))
     return [(None, build(job.texts, job.target, settings, name))]
 
 
@@ -177,14 +177,10 @@ def _dump(job: Job, dump_dir: str, builds: list) -> None:
         label = "" if part is None else ".variables" if part == VARIABLES else f".{part}"
         stem = f"{Path(job.file).name}.image{job.image}.{job.target}{label}.{built.key[:12]}"
         (out / f"{stem}.ll").write_text(ir_text)
-        if job.target == "cpu":  # one object file, or one per part of a module split per kernel
-            from zluda_py.compiler.cpu.runtime import object_files
-
-            objects = object_files(built.object_code, built.metadata)
-            for i, obj in enumerate(objects):
-                (out / (f"{stem}.o" if len(objects) == 1 else f"{stem}.part{i}.o")).write_bytes(obj)
-        else:  # an AMDGPU code object, already linked by ld.lld
-            (out / f"{stem}.hsaco").write_bytes(built.object_code)
+        objects = job.target.objects(built.object_code, built.metadata)  # several: a module split per kernel
+        suffix = job.target.object_suffix
+        for i, obj in enumerate(objects):
+            (out / (f"{stem}.{suffix}" if len(objects) == 1 else f"{stem}.part{i}.{suffix}")).write_bytes(obj)
         (out / f"{stem}.json").write_text(json.dumps(built.metadata, indent=1, sort_keys=True))
 
 
@@ -264,7 +260,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zluda-compile", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories to search")
-    p.add_argument("--target", choices=(*TARGETS, "all"), default="cpu", help="what to compile for (default: cpu)")
+    p.add_argument("--target", choices=(*names(), "all"), default="cpu", help="what to compile for (default: cpu)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes (default: one per CPU)")
     p.add_argument("--cache", metavar="DIR", help="the cache directory (default: CUDA_CACHE_PATH, "
@@ -274,29 +270,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _available_targets(wanted: list[str], summary: Summary) -> list[str]:
-    from zluda_py.cache.key import target_description
-
+def _available_targets(wanted: list[str], summary: Summary) -> list[Target]:
     ok = []
-    for t in wanted:
+    for name in wanted:
         try:
-            target_description(t)
-            if t in AMDGPU_TARGETS:
-                _require_lld(t)
-            ok.append(t)
+            target = get(name)
+            target.check()
+            ok.append(target)
         except TargetUnavailable as e:
-            summary.unavailable[t] = str(e).split(": ", 1)[-1]
+            summary.unavailable[name] = str(e).split(": ", 1)[-1]
     return ok
-
-
-def _require_lld(target: str) -> None:
-    """AMDGPU code objects are linked by ld.lld: a missing linker makes the target unavailable."""
-    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
-
-    try:
-        find_lld()
-    except LinkerError as e:
-        raise TargetUnavailable(f"{target}: no ld.lld ({e})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("ZLUDA_PROGRESS", "0")  # the bar or per-module lines report progress here
     start = time.perf_counter()
     summary = Summary()
-    targets = _available_targets(["cpu", *AMDGPU_TARGETS] if args.target == "all" else [args.target], summary)
+    targets = _available_targets(list(names()) if args.target == "all" else [args.target], summary)
     major, minor = compute_capability()
     jobs = find_jobs(args.paths, targets, major * 10 + minor, summary) if targets else []
     progress = Progress(len(jobs))

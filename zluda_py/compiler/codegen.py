@@ -23,19 +23,15 @@ import msgpack
 
 from zluda_py.compiler.errors import CodegenError
 
-# (LLVM IR text, target: "cpu" or a gfx name, optimisation level)
+# (LLVM IR text, the target's name, optimisation level): names cross to the children
 Job = tuple[str, str, int]
 
 
 def emit(ir_text: str, target: str, level: int) -> bytes:
     """One object, in this process."""
-    if target == "cpu":
-        from zluda_py.compiler.pipeline import emit_object
+    from zluda_py.compiler.target import get
 
-        return emit_object(ir_text, level)
-    from zluda_py.compiler.amdgpu.codegen import emit_object as emit_amdgpu
-
-    return emit_amdgpu(ir_text, target)
+    return get(target).emit(ir_text, level)
 
 
 def _shares(jobs: list[Job], n: int) -> list[list[int]]:

@@ -24,8 +24,9 @@ __all__ = ["EmulatorError", "Memory", "launch", "run_ptx", "compile_ptx"]
 def compile_ptx(ptx: str, arch: str) -> tuple[bytes, dict]:
     """(code object, metadata) from our AMDGPU pipeline, cached per text and arch."""
     from zluda_py.compiler import pipeline
+    from zluda_py.compiler.target import get
 
-    _, code_object, metadata = pipeline.compile_object(ptx, arch)
+    _, code_object, metadata = pipeline.compile_object(ptx, get(arch))
     return code_object, metadata
 
 

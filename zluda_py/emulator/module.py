@@ -29,8 +29,9 @@ class EmulatedModule:
     def from_ptx(cls, ptx: str, arch: str) -> "EmulatedModule":
         """`ptx` through our AMDGPU pipeline for `arch` (LLVM O3, as the HIP backend builds it)."""
         from zluda_py.compiler import pipeline
+        from zluda_py.compiler.target import get
 
-        _, code_object, metadata = pipeline.compile_object(ptx, arch)
+        _, code_object, metadata = pipeline.compile_object(ptx, get(arch))
         return cls(code_object, metadata, arch)
 
     def launch(self, kernel: str, grid: "int | Sequence[int]", block: "int | Sequence[int]", args: Sequence,

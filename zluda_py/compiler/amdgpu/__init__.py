@@ -11,8 +11,7 @@ from zluda_py.compiler.amdgpu.module import ModuleLowering
 from zluda_py.compiler.amdgpu.targets import TARGETS, GfxTarget, target
 from zluda_py.ptx import ast
 
-__all__ = ["compile_code_object", "compile_code_objects", "compile_object", "lower", "lower_many", "TARGETS", "GfxTarget",
-           "CodegenError"]
+__all__ = ["compile_code_object", "compile_code_objects", "lower", "lower_many", "TARGETS", "GfxTarget", "CodegenError"]
 
 
 def lower(module: ast.Module, gfx: str) -> tuple[str, dict]:
@@ -48,11 +47,3 @@ def compile_code_objects(module: ast.Module, gfxs: list[str], isolate: bool = Tr
 def compile_code_object(module: ast.Module, gfx: str, isolate: bool = True) -> tuple[bytes, dict]:
     """The linked code object (ET_DYN, code object v5) for one target, and its metadata."""
     return compile_code_objects(module, [gfx], isolate)[gfx]
-
-
-def compile_object(module: ast.Module, gfx: str, isolate: bool = True) -> tuple[str, bytes, dict]:
-    """(LLVM IR text, linked code object, metadata): the shape of the pipeline's `compile_object`."""
-    from zluda_py.compiler.amdgpu_link import link
-
-    text, metadata = lower(module, gfx)
-    return text, link(emit_objects([(text, gfx)], isolate)), metadata
