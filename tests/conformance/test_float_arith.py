@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conformance.floatvals import operand_sets
-from conformance.models.floating import arith_ref
+from conformance.models.floating import arith_ref, check_approx
 from conformance.refs import FORMATS
 from conformance.values import check_bits
 
@@ -77,7 +77,10 @@ def test_default_rounding_is_rn(run, op):
 
 
 def test_div_full_f32(run):
-    run_and_check(run, "div.full.f32", "div", "f32", "rn")
+    """div.full.f32 is within 2 ulp, not correctly rounded (NVIDIA's results differ from .rn)."""
+    cols = operand_sets(FORMATS["f32"], 2, n=2500, seed=len("div.full.f32"))
+    (d,) = run.run("div.full.f32", cols)
+    check_approx("div.full.f32", cols, d)
 
 
 PACKED = [("add.rn.f16x2", "add", "f16", {}), ("sub.f16x2", "sub", "f16", {}), ("mul.rn.bf16x2", "mul", "bf16", {}),

@@ -51,6 +51,12 @@ def flush(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
     return b.select(sub, b.and_(bits, c_like(L, bits, sign_mask)), bits)
 
 
+def upper_word(L: Lanes, bits: ir.Value) -> ir.Value:
+    """f64 bits with the lower 32 zeroed: rcp/rsqrt .approx.ftz.f64 read only the upper word of
+    their operand and write only that of their result (PTX; NVIDIA's H200 truncates there)."""
+    return L.b.and_(bits, c_like(L, bits, 0xFFFFFFFF00000000))
+
+
 def is_nan_bits(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
     mag = L.b.and_(bits, c_like(L, bits, (1 << (fmt.total - 1)) - 1))
     if not fmt.has_inf:  # e4m3: only S.1111.111 is NaN
@@ -363,8 +369,8 @@ class DivRcpSqrt(Semantic):
     """IEEE forms (.rn .rz .rm .rp), .full (within 2 ulp: computed exactly) and .approx.
 
     div.approx.f32 is a * RN(1/b), as PTX defines it, with 1/b flushed (PTX gives 0 for
-    2^126 < |b| < 2^128); rcp/sqrt .approx are computed correctly rounded, which is within
-    their documented bounds.
+    2^126 < |b| < 2^128); rcp/sqrt .approx.f32 are computed correctly rounded, which is within
+    their documented bounds; rcp.approx.ftz.f64 is 1/a of a's upper word, truncated to one.
     """
 
     def operands(self, inst: ast.Instruction) -> OperandTypes:
@@ -390,6 +396,9 @@ class DivRcpSqrt(Semantic):
             # 2^126 < |b| < 2^128, where 1/b is subnormal.
             r = flush(L, arith(L, "rcp", t, "rn", ftz, [srcs[1]]), FMT[t])
             return [arith(L, "mul", t, "rn", ftz, [srcs[0], r])]
+        if t == "f64" and inst.has("approx"):
+            x = flush(L, upper_word(L, srcs[0]), F64_FMT)
+            return [flush(L, upper_word(L, arith(L, "rcp", t, "rn", False, [x])), F64_FMT)]
         return [arith(L, inst.opcode, t, mode, ftz, srcs)]
 
 

@@ -4,7 +4,7 @@ They are computed in f64 (`Lanes.math`: LLVM's math intrinsics) and rounded once
 type, so on the CPU the results are within a fraction of an ulp, well inside PTX's documented
 error bounds. AMDGPU has no f64 transcendentals and computes them from its f32 hardware
 functions instead (amdgpu/mathlib.py), also inside the bounds. .ftz flushes subnormal inputs
-and results.
+and results; rsqrt.approx.ftz.f64 works on the operand's upper word alone, as PTX defines it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from zluda_py.compiler.lanes import Lanes
 from zluda_py.compiler.semantics.base import OperandTypes, Semantic, form, register, unsupported
-from zluda_py.compiler.semantics.floating import FMT, canonical_nan, flush, per_element
+from zluda_py.compiler.semantics.floating import FMT, canonical_nan, flush, per_element, upper_word
 from zluda_py.compiler.semantics.rounding import F64_FMT, narrow, widen
 from zluda_py.ptx import ast
 
@@ -38,11 +38,12 @@ class Approx(Semantic):
         t = inst.types[-1]
         fmt = FMT[t]
         ftz = inst.has("ftz")
+        upper = ftz and fmt is F64_FMT
 
         def one(a: ir.Value) -> ir.Value:
             b = L.b
             if ftz:
-                a = flush(L, a, fmt)
+                a = flush(L, upper_word(L, a) if upper else a, fmt)
             x = widen(L, a, fmt)
             if inst.opcode == "rsqrt":
                 y = b.fdiv(L.like(x, 1.0), L.intrinsic("sqrt", x.type, [x]))
@@ -53,6 +54,8 @@ class Approx(Semantic):
             else:
                 r = narrow(L, y, fmt, "rn")
             r = canonical_nan(L, r, fmt)
+            if upper:
+                r = upper_word(L, r)
             return flush(L, r, fmt) if ftz else r
 
         return [per_element(L, t, one, srcs)]
