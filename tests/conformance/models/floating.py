@@ -379,7 +379,7 @@ def model(opcode: str, mods: tuple[str, ...]) -> Case | None:
             return _bits_case(text, srcs, t, lambda x, y, z: minmax3_ref(opcode, x, y, z, nan_mode, True, ftz))
         srcs = _inputs(text, e, 2, packed)
         return _bits_case(text, srcs, t, lambda x, y: minmax_ref(opcode, x, y, e, nan_mode, xorsign, ftz))
-    if opcode in ("abs", "neg"):  # PTX: a NaN input gives an unspecified NaN
+    if opcode in ("abs", "neg"):  # a NaN input: the NaN NVIDIA hardware gives (absneg_ref)
         srcs = _inputs(text, e, 1, packed)
         return _bits_case(text, srcs, t, lambda x: absneg_ref(opcode, x, f, ftz))
     if opcode in ("copysign", "testp"):
