@@ -176,9 +176,9 @@ ERROR_TEXT_ENTRIES = {"cuGetErrorName": 1, "cuGetErrorString": 0}
 
 
 def errors_c() -> str:
-    """zl_error_text(code, name): zluda_py/driver/errors.py's names and descriptions in C, and
+    """zl_error_text(code, name): zluda_py/curesult.py's names and descriptions in C, and
     zl_error_answer, cuGetErrorName/String's answer from them."""
-    spec = importlib.util.spec_from_file_location("zl_errors", HERE.parent / "zluda_py" / "driver" / "errors.py")
+    spec = importlib.util.spec_from_file_location("zl_errors", HERE.parent / "zluda_py" / "curesult.py")
     errors = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(errors)
     cases = "\n".join(f"    case {c}: return name ? {_c_string(errors.error_name(c))} : {_c_string(errors.error_string(c))};"

@@ -1,6 +1,6 @@
-"""C-level helpers for the driver: reading and writing through the pointers the shim passes,
-the structs the driver decodes itself, and libc's memory functions (called with the GIL
-released)."""
+"""C-level helpers for the driver and the backends: reading and writing through the pointers the
+shim passes, the structs the driver decodes itself, and libc's memory functions (called with
+the GIL released)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """CUresult codes: names and descriptions for cuGetErrorName/String, and the exception the
-driver raises to return one."""
+driver raises to return one. Below the backends and the driver (both name codes); the shim's
+build reads this file alone."""
 
 from __future__ import annotations
 

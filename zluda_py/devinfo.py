@@ -1,8 +1,9 @@
 """Devices as CUDA sees them: name, UUID, PCI ids, memory and every device attribute.
 
-`Device` is the CPU device; the backend in use lists the devices (`devices()`), and the HIP
-backend's GPUs (backends/hip.py) answer with their own properties where HIP has them and with
-these values where it has none.
+`Device` is the CPU device; the backend in use lists the devices (`devices()` of the backend,
+driver/device.py looks them up by ordinal), and the HIP backend's GPUs (backends/hip.py) answer
+with their own properties where HIP has them and with these values where it has none. Below
+the backends and the driver, which both describe devices.
 
 Values follow an sm_86 GPU where a limit is architectural (block and grid sizes, shared
 memory, registers) and the host machine where it is physical (core count, memory, clock).
@@ -17,7 +18,7 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
-from .errors import CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_VALUE, CudaError
+from .curesult import CUDA_ERROR_INVALID_VALUE, CudaError
 
 # CUdevice_attribute numbers (cuda.h) for the attributes whose values we compute below
 _ATTRIBUTE_NUMBERS = {
@@ -227,13 +228,6 @@ class Device:
 _DEVICES = [Device(0)]
 
 
-def devices() -> list[Device]:
-    """The backend's devices (the CPU backend: `cpu_devices()`)."""
-    from .. import backends
-
-    return backends.select().devices()
-
-
 def cpu_devices() -> list[Device]:
     """Visible devices (CUDA_VISIBLE_DEVICES may hide the one CPU device)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -243,9 +237,3 @@ def cpu_devices() -> list[Device]:
         return []
     return _DEVICES
 
-
-def get(ordinal: int) -> Device:
-    devs = devices()
-    if not 0 <= ordinal < len(devs):
-        raise CudaError(CUDA_ERROR_INVALID_DEVICE, f"device {ordinal} (there are {len(devs)})")
-    return devs[ordinal]

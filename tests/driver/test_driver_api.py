@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zluda_py.driver import errors
+from zluda_py import curesult as errors
 
 c_void_p, byref, c_int, c_size_t, c_ulonglong = ctypes.c_void_p, ctypes.byref, ctypes.c_int, ctypes.c_size_t, ctypes.c_ulonglong
 

@@ -4,7 +4,7 @@
 The driver reaches its backend only through `select()`. A backend module provides:
   * `available() -> bool`: whether it can run here (a ROCm device for hip); optionally
     `unavailable_reason() -> str`, which says why not;
-  * `devices() -> list`: the devices CUDA sees (`driver.device.Device`'s interface: name,
+  * `devices() -> list`: the devices CUDA sees (`devinfo.Device`'s interface: name,
     uuid, total_mem, sm, attribute(number), pci_bus_id);
   * `memory`: the allocation tracker (`tracking.Memory`'s interface: allocate/register/
     release/find/overlapping/owned_by), which also moves the bytes:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..compiler.cpu import texture as textures  # noqa: F401  (the driver's texture and surface objects)
 from ..compiler.cpu.bounds import register_memory, unregister_memory
-from ..driver.cdata import ffi, memmove, memset
+from ..cdata import ffi, memmove, memset
 from . import tracking
 from .regions import Regions
 from .tracking import Allocation
@@ -68,7 +68,7 @@ def load(ptx_texts: list[str], name: str = ""):
 
 
 def devices() -> list:
-    from ..driver.device import cpu_devices
+    from ..devinfo import cpu_devices
 
     return cpu_devices()
 

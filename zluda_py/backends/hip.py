@@ -23,7 +23,7 @@ import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ..driver.device import Device
+from ..devinfo import Device
 from . import tracking
 from .hip_runtime import HIP_ERROR_INVALID_VALUE, HIP_ERROR_OUT_OF_MEMORY, Hip, HipError, HipUnavailable, gfx_names
 from .tracking import Allocation

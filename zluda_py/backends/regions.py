@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..compiler.cpu.bounds import register_region, unregister_region
-from ..driver.cdata import addr, ffi, libc
+from ..cdata import addr, ffi, libc
 
 GRANULE = 2 << 20
 SMALL = 1 << 20

@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("CUDA_CACHE_DISABLE", "").strip() == "1" and args.cache is None:
         print("zluda-compile: CUDA_CACHE_DISABLE=1: there is no cache to fill", file=sys.stderr)
         return 2
-    from zluda_py.driver.device import compute_capability
+    from zluda_py.devinfo import compute_capability
 
     os.environ.setdefault("ZLUDA_PROGRESS", "0")  # the bar or per-module lines report progress here
     start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""PTX -> native code. `compile(ptx, target="cpu")` returns a loaded `CompiledModule`."""
+"""PTX -> native code. `compile(ptx, target=CPU)` returns a loaded `CompiledModule` (targets: `compiler.target`)."""
 
 from zluda_py.compiler.cpu.bounds import register_memory, unregister_memory
 from zluda_py.compiler.cpu.runtime import CompiledModule

@@ -17,8 +17,9 @@ import time
 import traceback
 from typing import Callable
 
-from . import errors, trace
-from .errors import CudaError
+from .. import curesult as errors
+from ..curesult import CudaError
+from . import trace
 
 _ENTRIES: dict[str, tuple[Callable[..., int | None], bool]] = {}
 _state = threading.local()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from . import capture, context as ctxs
 from .api import entry
-from .cdata import addr, ffi, store, store_ptr
-from .errors import CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_INVALID_VALUE, CudaError
+from ..cdata import addr, ffi, store, store_ptr
+from ..curesult import CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_INVALID_VALUE, CudaError
 from .graphs import Node, _deps, _edges, graphs
 from .init_device import require
 from .stream import Stream

@@ -9,8 +9,9 @@ import threading
 from typing import Callable
 
 from . import api, device as devices
-from .cdata import addr
-from .errors import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
+from .. import devinfo
+from ..cdata import addr
+from ..curesult import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
                      CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_UNSUPPORTED_LIMIT, CudaError)
 from .handles import HandleTable
 from .stream import Op, Stream
@@ -27,7 +28,7 @@ _refused: set[int] = set()  # devices whose refusal was printed
 
 
 class Context:
-    def __init__(self, dev: devices.Device, flags: int, primary: bool) -> None:
+    def __init__(self, dev: devinfo.Device, flags: int, primary: bool) -> None:
         if dev.refusal:  # a device the backend describes but cannot run work on: say so (once)
             message = f"device {dev.ordinal} ({dev.name}): {dev.refusal}"
             if dev.ordinal not in _refused:
@@ -139,7 +140,7 @@ class _CStack:
 
 
 def _void(h: int):
-    from .cdata import ffi
+    from ..cdata import ffi
     return ffi.cast("void *", h)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from . import capture, context as ctxs, device as devices
 from .api import entry
-from .cdata import addr, store, store_ptr
-from .errors import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CudaError)
+from ..cdata import addr, store, store_ptr
+from ..curesult import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE, CudaError)
 from .init_device import require
 
 CU_CTX_FLAGS_MASK = 0x3F | 0x80  # sched flags, map host, lmem resize, coredump, sync memops

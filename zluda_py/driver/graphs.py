@@ -16,8 +16,8 @@ from typing import Callable, Iterable
 
 from . import context as ctxs, device as devices
 from .api import entry
-from .cdata import addr, ffi, read_bytes, store, store_ptr
-from .errors import (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED,
+from ..cdata import addr, ffi, read_bytes, store, store_ptr
+from ..curesult import (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED,
                      CudaError)
 from .handles import HandleTable
 from .init_device import require

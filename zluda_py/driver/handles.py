@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 from typing import Generic, TypeVar
 
-from .cdata import addr, ffi
-from .errors import CudaError
+from ..cdata import addr, ffi
+from ..curesult import CudaError
 
 T = TypeVar("T")
 

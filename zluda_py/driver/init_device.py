@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 
 from . import api, device as devices
-from .. import backends
+from .. import backends, devinfo
 from ..ptx import versions
 from .api import entry
-from .cdata import cstr, ffi, store
-from .errors import (CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NO_DEVICE, CudaError,
+from ..cdata import cstr, ffi, store
+from ..curesult import (CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NO_DEVICE, CudaError,
                      error_name, error_string)
 
 # The CUDA release of the newest PTX ISA we accept: NVRTC, cudart and CuPy warn or refuse when
@@ -38,7 +38,7 @@ def require(*pointers) -> None:
 def cuInit(flags):
     if flags != 0:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"cuInit flags must be 0, got {flags}")
-    devices.compute_capability()  # reject a malformed ZLUDA_COMPUTE_CAPABILITY up front
+    devinfo.compute_capability()  # reject a malformed ZLUDA_COMPUTE_CAPABILITY up front
     try:
         backends.select()
     except backends.BackendUnavailable as e:
@@ -140,8 +140,8 @@ def cuDeviceGetProperties(prop, dev):
 def cuDeviceComputeCapability(major, minor, dev):
     require(major, minor)
     devices.get(dev)
-    store(major, devices.compute_capability()[0])
-    store(minor, devices.compute_capability()[1])
+    store(major, devinfo.compute_capability()[0])
+    store(minor, devinfo.compute_capability()[1])
 
 
 @entry("cuDeviceGetPCIBusId")

@@ -124,7 +124,7 @@ def answer(driver_version: int, runtime_version: int, pid: int, thread_id: int, 
 def _entry_point() -> None:
     from . import device as devices
     from .api import entry
-    from .cdata import ffi
+    from ..cdata import ffi
     from .init_device import DRIVER_VERSION
 
     @entry("zluda_integrity")

@@ -18,8 +18,8 @@ import time
 
 from . import context as ctxs
 from .api import entry
-from .cdata import addr, ffi, libc, store
-from .errors import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
+from ..cdata import addr, ffi, libc, store
+from ..curesult import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
                      CUDA_ERROR_MAP_FAILED, CudaError)
 from .init_device import require
 from .memory import _memory

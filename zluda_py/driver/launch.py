@@ -10,11 +10,11 @@ import os
 
 from . import context as ctxs, device as devices
 from .api import entry
-from .cdata import addr, ffi, read_bytes, store
-from .errors import (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_INVALID_VALUE, CudaError)
+from ..cdata import addr, ffi, read_bytes, store
+from ..curesult import (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_INVALID_VALUE, CudaError)
 from .init_device import require
 from .module import Function, function_of
-from .. import backends
+from .. import backends, devinfo
 
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
@@ -53,7 +53,7 @@ def _params(fn: Function, kernel_params, extra) -> bytes:
 def check_config(fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:
     if 0 in grid or 0 in block:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"grid {grid} / block {block} has a zero dimension")
-    if any(b > m for b, m in zip(block, devices.MAX_BLOCK_DIM)) or any(g > m for g, m in zip(grid, devices.MAX_GRID_DIM)):
+    if any(b > m for b, m in zip(block, devinfo.MAX_BLOCK_DIM)) or any(g > m for g, m in zip(grid, devinfo.MAX_GRID_DIM)):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"grid {grid} / block {block} exceeds the device limits")
     threads = block[0] * block[1] * block[2]
     if threads > fn.info.max_threads:
@@ -65,7 +65,7 @@ def check_config(fn: Function, grid: tuple[int, int, int], block: tuple[int, int
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{shared} bytes of dynamic shared memory, {fn.name} allows {fn.max_dynamic_shared}")
 
 
-def coresident_blocks(fn: Function, block_size: int, dynamic_shared: int, device: devices.Device) -> int:
+def coresident_blocks(fn: Function, block_size: int, dynamic_shared: int, device: devinfo.Device) -> int:
     """How many blocks of this kernel can run at once: what a cooperative grid may hold, as
     cuOccupancyMaxActiveBlocksPerMultiprocessor x MULTIPROCESSOR_COUNT tells programs."""
     return max_active_blocks(fn, block_size, dynamic_shared) * device.cores  # cores = MULTIPROCESSOR_COUNT
@@ -166,8 +166,8 @@ def max_active_blocks(fn: Function, block_size: int, dynamic_shared: int) -> int
     """Blocks of this size one multiprocessor holds, by sm_86's limits."""
     if block_size <= 0 or block_size > fn.info.max_threads:
         return 0
-    warps = -(-block_size // devices.WARP_SIZE)
-    by_threads = 1536 // (warps * devices.WARP_SIZE)
+    warps = -(-block_size // devinfo.WARP_SIZE)
+    by_threads = 1536 // (warps * devinfo.WARP_SIZE)
     shared = fn.info.static_shared + dynamic_shared + 1024
     by_shared = (100 * 1024) // shared
     return max(0, min(16, by_threads, by_shared))
@@ -190,7 +190,7 @@ def _potential_block_size(min_grid, block_size, f, smem_fn, dynamic_shared, limi
     size_of = ffi.cast("size_t (*)(int)", smem_fn) if smem_fn != ffi.NULL else None
     best, best_blocks = 0, 0
     top = min(limit or fn.info.max_threads, fn.info.max_threads)
-    for size in range(devices.WARP_SIZE, top + 1, devices.WARP_SIZE):
+    for size in range(devinfo.WARP_SIZE, top + 1, devinfo.WARP_SIZE):
         shared = size_of(size) if size_of else dynamic_shared
         occupancy = max_active_blocks(fn, size, shared) * size
         if occupancy >= best_blocks:
@@ -217,4 +217,4 @@ def cuOccupancyAvailableDynamicSMemPerBlock(psize, f, num_blocks, block_size):
     if num_blocks <= 0:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{num_blocks} blocks")
     per_block = (100 * 1024) // num_blocks - 1024 - fn.info.static_shared
-    store(psize, max(0, min(per_block, devices.SHARED_MEMORY_PER_BLOCK_OPTIN - fn.info.static_shared)))
+    store(psize, max(0, min(per_block, devinfo.SHARED_MEMORY_PER_BLOCK_OPTIN - fn.info.static_shared)))

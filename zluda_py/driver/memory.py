@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from . import capture, context as ctxs, textures, trace
 from .api import entry
-from .cdata import addr, ffi, store, store_ptr
-from .errors import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+from ..cdata import addr, ffi, store, store_ptr
+from ..curesult import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
                      CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
 from .init_device import require
 from .. import backends, hostmem

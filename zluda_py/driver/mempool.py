@@ -13,8 +13,8 @@ import threading
 
 from . import capture, context as ctxs, device as devices
 from .api import entry
-from .cdata import addr, ffi, read_bytes, store, store_ptr
-from .errors import (CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
+from ..cdata import addr, ffi, read_bytes, store, store_ptr
+from ..curesult import (CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
 from .graphs import MemAlloc, MemFree, _graph_memory
 from .handles import HandleTable
 from .init_device import require

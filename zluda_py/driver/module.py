@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from . import context as ctxs, device as devices, trace
 from .api import entry
-from .device import SHARED_MEMORY_PER_BLOCK_OPTIN, compute_capability
-from .cdata import addr, cstr, ffi, read_bytes, store, store_ptr
-from .errors import (CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_IMAGE,
+from ..cdata import addr, cstr, ffi, read_bytes, store, store_ptr
+from ..devinfo import SHARED_MEMORY_PER_BLOCK_OPTIN, compute_capability
+from ..curesult import (CUDA_ERROR_FILE_NOT_FOUND, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_IMAGE,
                      CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CudaError)
 from .handles import HandleTable
 from .init_device import require

@@ -9,7 +9,7 @@ import os
 from typing import Callable
 
 from . import api, context
-from .errors import CUDA_ERROR_UNKNOWN
+from ..curesult import CUDA_ERROR_UNKNOWN
 
 
 def install(ffi, lib, extern_prefix: str) -> None:

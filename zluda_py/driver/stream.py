@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Callable
 
-from .errors import CUDA_ERROR_LAUNCH_FAILED, CudaError
+from ..curesult import CUDA_ERROR_LAUNCH_FAILED, CudaError
 
 CU_STREAM_NON_BLOCKING = 0x1
 # errors that corrupt the context: every later call in it returns them

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from . import capture, context as ctxs
 from .api import entry
-from .cdata import addr, ffi, store, store_ptr
-from .errors import (CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_READY, CudaError)
+from ..cdata import addr, ffi, store, store_ptr
+from ..curesult import (CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_READY, CudaError)
 from .handles import HandleTable
 from .init_device import require
 from .stream import CU_STREAM_NON_BLOCKING, Op, Stream

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from . import context as ctxs, memory
 from .api import entry
-from .cdata import addr, ffi, store, store_ptr
-from .errors import CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CudaError
+from ..cdata import addr, ffi, store, store_ptr
+from ..curesult import CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CudaError
 from .handles import HandleTable
 from .init_device import require
 from .. import backends

@@ -25,7 +25,7 @@ def _out():
 
 
 def _fmt(arg) -> str:
-    from .cdata import ffi
+    from ..cdata import ffi
 
     if isinstance(arg, ffi.CData):
         kind = ffi.typeof(arg).kind
@@ -38,7 +38,7 @@ def _fmt(arg) -> str:
 
 
 def call(name: str, args: tuple, rc: int, seconds: float) -> None:
-    from .errors import error_name
+    from ..curesult import error_name
 
     line = f"{threading.get_native_id()} {name}({', '.join(_fmt(a) for a in args)}) -> {error_name(rc) or rc} [{seconds * 1e6:.1f} us]\n"
     with _lock:

@@ -15,8 +15,8 @@ import threading
 
 from . import context as ctxs, device as devices
 from .api import entry
-from .cdata import addr, ffi, libc, store
-from .errors import (CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
+from ..cdata import addr, ffi, libc, store
+from ..curesult import (CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
 from .handles import HandleTable
 from .init_device import require
 from .memory import _memory
