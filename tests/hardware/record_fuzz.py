@@ -3,9 +3,13 @@
 
 On an NVIDIA machine this is ground truth for the reference executor and the CPU target:
     python -m tests.hardware.record_fuzz --seeds 0-20299 --out golden.txt --ptxas
-(`--ptxas`: batches are compiled by ptxas in parallel processes and loaded as cubins, which is
-much faster than the driver's serial JIT; the compiler is NVIDIA's either way). Under
-`zluda run` it checks our own driver end to end against the reference (tests/hardware).
+(`--ptxas`: each batch is compiled by ptxas for the GPU and loaded as a cubin, which is much
+faster than the driver's JIT; the compiler is NVIDIA's either way). Under `zluda run` it checks
+our own driver end to end against the reference (tests/hardware).
+
+Each batch runs in a child process with a time limit, several at once: a kernel that hangs the
+GPU or crashes the compiler ends only its child. A batch that does not finish is run again one
+kernel per child, so the record names the kernel (`# seed N: ...`) and keeps the others.
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from tests.hardware.cudadrv import CudaError, Driver
 from zluda_py.fuzz.campaign import digest, load_digests
 from zluda_py.fuzz.generate import NOUT, generate, module_ptx
+
+BATCH_SECONDS = 45    # a child running one batch: ptxas, module load, launches (about 6 s on an H200 host)
+KERNEL_SECONDS = 15   # a child running one kernel
 
 
 @dataclass
@@ -49,45 +56,28 @@ def _ptxas(ptx: str, arch: str) -> bytes:
             return f.read()
 
 
-def build(seeds: list[int], arch: str | None) -> tuple[list[tuple[list[Launch], str | bytes]], list[str]]:
-    """The batch as (launches, image) groups: one module of PTX text, or of a cubin when `arch`
-    names ptxas's target. When ptxas fails on the batch, each kernel is compiled alone, and one
-    it fails on is left out (the driver's JIT shares ptxas's code: a crash there would end the
-    recording); the notes say which."""
+def run_seeds(seeds: list[int], ptxas: bool, expected: dict[int, str], out: Path) -> None:
+    """The child's work: compile the seeds' kernels as one module, run each, and write
+    `seed digest [CUresult]` lines to `out` (and the buffers of launches that differ from
+    `expected` to out.npz)."""
+    from tests.hardware.cudadrv import Driver
+
+    drv = Driver()
+    major, minor = drv.compute_capability()
     kernels = [generate(s) for s in seeds]
-    launches = [Launch(k.seed, k.name, k.grid, k.block, k.inputs, k.acc_init) for k in kernels]
-    if arch is None:
-        return [(launches, module_ptx(kernels))], []
-    try:
-        return [(launches, _ptxas(module_ptx(kernels), arch))], []
-    except subprocess.CalledProcessError:
-        pass
-    groups: list[tuple[list[Launch], str | bytes]] = []
-    notes = []
-    for k, ln in zip(kernels, launches):
-        try:
-            groups.append(([ln], _ptxas(k.ptx(), arch)))
-        except subprocess.CalledProcessError as e:
-            why = f"signal {-e.returncode}" if e.returncode < 0 else f"exit {e.returncode}: {e.stderr.decode(errors='replace').strip()[:200]}"
-            notes.append(f"seed {k.seed}: ptxas {arch} failed ({why}); not run")
-    return groups, notes
-
-
-def run_batch(drv: Driver, launches: list[Launch], image: str | bytes,
-              keep: dict[int, tuple[np.ndarray, np.ndarray]] | None = None) -> list[tuple[int, str, int]]:
-    """(seed, digest, CUresult) per launch; a faulting kernel's context is reset and the batch's
-    module loaded again for the rest. `keep` receives every finished launch's buffers."""
-    out: list[tuple[int, str, int]] = []
+    ptx = module_ptx(kernels)
+    image = _ptxas(ptx, f"sm_{major}{minor}") if ptxas else ptx
     module = drv.load(image)
-    for ln in launches:
-        res = np.zeros(ln.grid * ln.block * NOUT, np.uint32)
-        acc = ln.acc_init.copy()
-        ptrs = [drv.alloc(a.nbytes) for a in (ln.inputs, res, acc)]
-        for p, a in zip(ptrs, (ln.inputs, res, acc)):
+    lines, differ = [], {}
+    for k in kernels:
+        res = np.zeros(k.grid * k.block * NOUT, np.uint32)
+        acc = k.acc_init.copy()
+        ptrs = [drv.alloc(a.nbytes) for a in (k.inputs, res, acc)]
+        for p, a in zip(ptrs, (k.inputs, res, acc)):
             drv.to_device(p, a)
-        code = module.launch_status(ln.name, (ln.grid, 1, 1), (ln.block, 1, 1), [ctypes.c_uint64(p) for p in ptrs])
-        if code:
-            out.append((ln.seed, digest(True, res, acc), code))
+        code = module.launch_status(k.name, (k.grid, 1, 1), (k.block, 1, 1), [ctypes.c_uint64(p) for p in ptrs])
+        if code:  # a sticky error: the next kernels need a fresh context and module
+            lines.append(f"{k.seed} {digest(True, res, acc)} {code}")
             drv.reset()
             module = drv.load(image)
             continue
@@ -95,9 +85,42 @@ def run_batch(drv: Driver, launches: list[Launch], image: str | bytes,
         drv.to_host(acc, ptrs[2])
         for p in ptrs:
             drv.free(p)
-        out.append((ln.seed, digest(False, res, acc), 0))
-        if keep is not None:
-            keep[ln.seed] = (res, acc)
+        d = digest(False, res, acc)
+        lines.append(f"{k.seed} {d}")
+        if k.seed in expected and expected[k.seed] != d:
+            differ[f"{k.seed}_out"], differ[f"{k.seed}_acc"] = res, acc
+    out.write_text("".join(ln + "\n" for ln in lines))
+    if differ:
+        np.savez_compressed(str(out) + ".npz", **differ)
+
+
+def _child(seeds: list[int], args: argparse.Namespace, tmp: Path, limit: float) -> tuple[list[str], str | None]:
+    """Lines of a child's record of `seeds`, and why it did not finish (None when it did)."""
+    out = tmp / f"{seeds[0]}-{seeds[-1]}.txt"
+    cmd = [sys.executable, "-m", "tests.hardware.record_fuzz", "--child", "--seeds", f"{seeds[0]}-{seeds[-1]}",
+           "--out", str(out)] + (["--ptxas"] if args.ptxas else []) + (["--expect", args.expect] if args.expect else [])
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return [], f"no result in {limit:.0f} s (a hang)"
+    if r.returncode != 0:
+        tail = (r.stderr.strip().splitlines() or ["?"])[-1][:200]
+        return [], f"child {'killed by signal ' + str(-r.returncode) if r.returncode < 0 else 'exit ' + str(r.returncode)}: {tail}"
+    return out.read_text().splitlines(), None
+
+
+def _record(seeds: list[int], args: argparse.Namespace, tmp: Path) -> list[str]:
+    """A batch's lines; a batch that fails runs again kernel by kernel, and a kernel that fails
+    alone gets a `# seed N: why` line."""
+    lines, why = _child(seeds, args, tmp, BATCH_SECONDS)
+    if why is None:
+        return lines
+    if len(seeds) == 1:
+        return [f"# seed {seeds[0]}: {why}"]
+    out = [f"# seeds {seeds[0]}-{seeds[-1]}: {why}; again one by one"]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for s, (one, why) in zip(seeds, pool.map(lambda s: _child([s], args, tmp, KERNEL_SECONDS), seeds)):
+            out += one if why is None else [f"# seed {s}: {why}"]
     return out
 
 
@@ -105,55 +128,51 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", required=True, help="A-B inclusive")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--batch", type=int, default=50)
+    ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--ptxas", action="store_true", help="compile batches with ptxas for this GPU (NVIDIA only)")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--budget", type=float, default=0, help="stop after this many seconds (0: none)")
+    ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1), help="children at once")
+    ap.add_argument("--budget", type=float, default=0, help="start no batch after this many seconds (0: none)")
     ap.add_argument("--expect", help="`seed digest` lines (zluda_py.fuzz --digests): the buffers of launches "
-                                     "whose digest differs are saved to OUT.npz (at most 300)")
+                                     "whose digest differs are saved to OUT.npz")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    expected = load_digests(args.expect) if args.expect else {}
-    differ: dict[str, np.ndarray] = {}
     first, _, last = args.seeds.partition("-")
     seeds = list(range(int(first), int(last or first) + 1))
-    drv = Driver()
-    info = drv.describe()
+    if args.child:
+        run_seeds(seeds, args.ptxas, load_digests(args.expect) if args.expect else {}, Path(args.out))
+        return 0
+    from tests.hardware.cudadrv import Driver
+
+    info = Driver().describe()
     major, minor = info["compute_capability"]
-    arch = f"sm_{major}{minor}" if args.ptxas else None
     start = time.time()
-    done = faults = 0
-    with open(args.out, "w") as f, ProcessPoolExecutor(args.jobs) as pool:
-        f.write(f"# {info['name']}, compute capability {major}.{minor}, driver API {info['driver_api_version']}, "
-                f"{'ptxas ' + arch if arch else 'driver JIT'}\n")
-        chunks = [seeds[i:i + args.batch] for i in range(0, len(seeds), args.batch)]
-        for groups, notes in pool.map(build, chunks, [arch] * len(chunks)):
-            for note in notes:
-                f.write(f"# {note}\n")
-                print(note, file=sys.stderr)
-            for launches, image in groups:
-                kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-                try:
-                    results = run_batch(drv, launches, image, kept)
-                except CudaError as e:
-                    print(f"kernels from seed {launches[0].seed}: {e}", file=sys.stderr)
-                    f.write(f"# kernels from seed {launches[0].seed}: {str(e)[:300]}\n")
-                    continue
-                for seed, d, code in results:
-                    f.write(f"{seed} {d}" + (f" {code}" if code else "") + "\n")
-                    faults += code != 0
-                    if seed in expected and expected[seed] != d and len(differ) < 600:
-                        f.write(f"# seed {seed}: differs from the expected {expected[seed]}\n")
-                        if seed in kept:
-                            differ[f"{seed}_out"], differ[f"{seed}_acc"] = kept[seed]
-                done += len(results)
-            f.flush()
+    chunks = [seeds[i:i + args.batch] for i in range(0, len(seeds), args.batch)]
+    with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(args.jobs) as pool:
+        tmp = Path(d)
+
+        def job(chunk: list[int]) -> list[str]:
             if args.budget and time.time() - start > args.budget:
-                print(f"budget of {args.budget:.0f} s spent", file=sys.stderr)
-                pool.shutdown(cancel_futures=True)
-                break
+                return [f"# seeds {chunk[0]}-{chunk[-1]}: not run (budget of {args.budget:.0f} s spent)"]
+            return _record(chunk, args, tmp)
+
+        lines = [ln for chunk_lines in pool.map(job, chunks) for ln in chunk_lines]
+        differ = {}
+        for npz in tmp.glob("*.npz"):
+            with np.load(npz) as z:
+                differ.update({k: z[k] for k in z.files})
+    notes = [ln for ln in lines if ln.startswith("#")]
+    records = [ln for ln in lines if not ln.startswith("#")]
+    with open(args.out, "w") as f:
+        f.write(f"# {info['name']}, compute capability {major}.{minor}, driver API {info['driver_api_version']}, "
+                f"{'ptxas sm_%d%d' % (major, minor) if args.ptxas else 'driver JIT'}\n")
+        f.writelines(ln + "\n" for ln in notes + records)
     if differ:
         np.savez_compressed(args.out + ".npz", **differ)
-    print(f"{done} kernels recorded ({faults} faulted) in {time.time() - start:.1f} s on {info['name']}")
+    faults = sum(len(ln.split()) > 2 for ln in records)
+    print(f"{len(records)} kernels recorded ({faults} faulted, {len(notes)} notes, {len(differ) // 2} differ from "
+          f"--expect) in {time.time() - start:.1f} s on {info['name']}")
+    for ln in notes:
+        print(ln)
     return 0
 
 

@@ -38,6 +38,10 @@ else
   cp $B/build_texture_probe.log "$OUT/texture_probe.err"; stamp "texture probe: build failed"
 fi
 
+# 1c. driver behaviours the documentation leaves open (memory pool limits, IPC in one process)
+nvcc -o $B/api_probe tests/hardware/api_probe.cu && timeout 30 $B/api_probe > "$OUT/api_probe.txt" 2>&1
+stamp "api probe: rc $?"
+
 # 2. the project's CUDA programs, built in the background meanwhile (name|sources|nvcc args|argv)
 PROGRAMS="vector_add|vector_add.cu||
 blocks|e2e_blocks.cu||
@@ -74,7 +78,7 @@ builds=$!
 
 # 3. fuzz kernels (zluda_py.fuzz.generate) compiled by ptxas, their outcomes as digests
 # (with $EXPECT, a file of the reference's digests: the buffers of launches that differ are kept)
-timeout 170 python3 -m tests.hardware.record_fuzz --seeds 0-20299 --out "$OUT/fuzz.txt" --ptxas --budget 120 \
+timeout 230 python3 -m tests.hardware.record_fuzz --seeds 0-20299 --out "$OUT/fuzz.txt" --ptxas --budget 110 --jobs 14 \
   ${EXPECT:+--expect "$EXPECT"} > "$OUT/fuzz_log.txt" 2>&1
 stamp "fuzz: rc $? $(tail -1 "$OUT/fuzz_log.txt")"
 
