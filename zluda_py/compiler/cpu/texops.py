@@ -18,7 +18,8 @@ from zluda_py.ptx import ast
 
 I32, I64 = V.I32, V.I64
 HOST_TEXTURE = 6  # zluda_host kind: a texture or surface request
-# what the host answers: a .trap surface access out of bounds, a handle that is no live object
+# what the host answers: 700 for a .trap surface access out of bounds (as the H200 does) or a
+# handle that is no live object, 719 when the host call itself failed (hostcalls.py)
 FAULTS = (CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_ILLEGAL_ADDRESS)
 TEXTURE_OPCODES = ("tex", "tld4", "txq", "suld", "sust", "suq")
 _REFUSED_QUERIES = {"channel_data_type": "texel format queries", "channel_order": "texel format queries",

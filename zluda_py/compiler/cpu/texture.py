@@ -6,11 +6,13 @@ receive. Generated code (cpu/texops.py) fills a request record with the lanes' h
 operands and calls `zluda_host(HOST_TEXTURE, ctx, request, mask, form)`; `run` answers it by
 filling the results, or returns the CUresult that stops the launch.
 
-Sampling follows the CUDA programming guide's texture-fetching appendix: normalized
-coordinates are scaled by the size; point sampling takes texel floor(x); linear filtering
-takes xb = x - 0.5, i = floor(xb) and the weight frac(xb) rounded to 8 fractional bits, and
-blends the 2, 4 or 8 neighbouring texels. Address modes act on texel indices (wrap and mirror
-need normalized coordinates; otherwise they clamp), border texels read the border colour.
+Sampling follows the CUDA programming guide's texture-fetching appendix, with the fixed-point
+details measured on an NVIDIA H200 (docs/semantics.md): normalized coordinates are truncated
+to COORD_BITS fractional bits and scaled by the size; point sampling takes texel floor(x);
+linear filtering holds x - 0.5 with 8 fractional bits (lower texel and weight), rounds the
+corner weights' products to 1/256 and blends the 2, 4 or 8 neighbouring texels. Address modes
+act on texel indices (wrap and mirror need normalized coordinates; otherwise they clamp),
+border texels read the border colour.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED
+from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS
 
 WARP = 32
 ARG_SLOTS = 8  # per lane: 4 coordinates, then data (sust) or the level (txq.level)
@@ -169,20 +171,55 @@ def _texels(image: Image, sampler: Sampler, idx: list[np.ndarray], layer: np.nda
     return out
 
 
-def _weight(xb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(floor(xb), the upper texel's weight frac(xb) with 8 fractional bits, to nearest)."""
-    i = np.floor(xb)
-    return i.astype(np.int64), np.floor((xb - i) * 256.0 + 0.5) / 256.0
+# Measured on NVIDIA H200 (tests/hardware/golden/texture_probe.txt): a normalized coordinate is
+# truncated (toward -inf) to fixed point before it is scaled by the size, so 0.2f * 5 reads
+# texel 0; the probe fits 19 to 24 fractional bits, 24 keeps 8 weight bits on 2^16 texels.
+COORD_BITS = 24
+WEIGHT_ONE = 256  # filtering weights are integers in units of 1/256
 
 
-def _footprint(image: Image, sampler: Sampler, xs: list[np.ndarray], normalized: bool):
-    """Per axis the lower texel index and the weight of the upper one, for linear filtering."""
-    sizes = (image.width, image.height, image.depth)
+def _round(v: np.ndarray) -> np.ndarray:
+    return np.floor(v + 0.5).astype(np.int64)  # to nearest, ties up
+
+
+def _texel_space(image: Image, xs: list[np.ndarray], normalized: bool) -> list[np.ndarray]:
+    """Coordinates in texel units (float64, exact)."""
+    if not normalized:
+        return [x.astype(np.float64) for x in xs]
+    sizes = (image.width, max(image.height, 1), image.depth)
+    scale = float(1 << COORD_BITS)
+    return [np.floor(x.astype(np.float64) * scale) / scale * sizes[axis] for axis, x in enumerate(xs)]
+
+
+def _footprint(image: Image, xs: list[np.ndarray], normalized: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per axis the lower texel of linear filtering and the upper one's weight (of WEIGHT_ONE):
+    x - 0.5 held with 8 fractional bits, so a weight that rounds up to 1 moves the footprint
+    (tld4's too) up a texel."""
     out = []
-    for axis, x in enumerate(xs):
-        u = (x * np.float32(sizes[axis])).astype(np.float32) if normalized else x
-        out.append(_weight((u - np.float32(0.5)).astype(np.float32).astype(np.float64)))
+    for u in _texel_space(image, xs, normalized):
+        fixed = _round((u - 0.5) * WEIGHT_ONE)
+        out.append((fixed // WEIGHT_ONE, fixed % WEIGHT_ONE))
     return out
+
+
+def _corner_weights(alphas: list[np.ndarray]) -> dict[int, np.ndarray]:
+    """Footprint corner (bit k: the upper texel on axis k) -> weight in 1/256. Measured on NVIDIA
+    H200: the product of the x weight and the last axis's is rounded once and the plane's other
+    weights are its differences, so each axis's weights sum exactly; in 3-D each of those
+    corners is then split by the y weight, rounded per corner (the y weights may miss by 1)."""
+    if len(alphas) == 1:
+        return {0: WEIGHT_ONE - alphas[0], 1: alphas[0]}
+    last = len(alphas) - 1
+    a, b = alphas[0], alphas[last]
+    both = _round(a * b / WEIGHT_ONE)
+    plane = {0: WEIGHT_ONE - a - b + both, 1: a - both, 1 << last: b - both, 1 | 1 << last: both}
+    if len(alphas) == 2:
+        return plane
+    weights = {}
+    for corner, w in plane.items():
+        upper = _round(w * alphas[1] / WEIGHT_ONE)
+        weights[corner | 2], weights[corner] = upper, w - upper
+    return weights
 
 
 def _modes(sampler: Sampler, normalized: bool, image: Image) -> list[int]:
@@ -201,20 +238,17 @@ def sample(image: Image, sampler: Sampler, xs: list[np.ndarray], layer: np.ndarr
     if integer_coords:
         return _texels(image, sampler, [x.astype(np.int64) for x in xs], layer, modes)
     if not (sampler.linear and float_result(image, sampler)):
-        sizes = (image.width, image.height, image.depth)
-        idx = [np.floor((x * np.float32(sizes[a])).astype(np.float32) if normalized else x).astype(np.int64)
-               for a, x in enumerate(xs)]
+        idx = [np.floor(u).astype(np.int64) for u in _texel_space(image, xs, normalized)]
         return _texels(image, sampler, idx, layer, modes)
-    lows = _footprint(image, sampler, xs, normalized)
+    if image.height == 0 and not image.linear_memory:
+        xs = [xs[0], np.zeros_like(xs[0])]  # measured on NVIDIA H200: 1-D filters as 2-D at y = 0, half border
+    lows = _footprint(image, xs, normalized)
     total = np.zeros((len(layer), 4))
-    for corner in range(1 << len(xs)):
-        weight = np.ones(len(layer))
-        idx = []
-        for axis, (i, a) in enumerate(lows):
-            up = corner >> axis & 1
-            weight = weight * (a if up else 1.0 - a)
-            idx.append(i + up)
-        total += weight[:, None] * _texels(image, sampler, idx, layer, modes)
+    for corner, weight in _corner_weights([alpha for _, alpha in lows]).items():
+        idx = [i + (corner >> axis & 1) for axis, (i, _) in enumerate(lows)]
+        total += (weight / WEIGHT_ONE)[:, None] * _texels(image, sampler, idx, layer, modes)
+    if FORMATS[image.format] == np.uint8:
+        total = _round(total * 65535) / 65535  # measured on NVIDIA H200: 8-bit unorm blends to 16-bit unorm
     return total
 
 
@@ -224,17 +258,18 @@ def gather(image: Image, sampler: Sampler, xs: list[np.ndarray], layer: np.ndarr
     (i, j+1), (i+1, j+1), (i+1, j), (i, j)."""
     normalized = sampler.normalized if normalized is None else normalized
     modes = _modes(sampler, normalized, image) if modes is None else modes
-    (i, _), (j, _) = _footprint(image, sampler, xs, normalized)
+    (i, _), (j, _) = _footprint(image, xs, normalized)
     corners = ((0, 1), (1, 1), (1, 0), (0, 0))
     return np.stack([_texels(image, sampler, [i + dx, j + dy], layer, modes)[:, comp] for dx, dy in corners], axis=1)
 
 
 def cube_face(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(face, s, t): the face of the major axis and normalized coordinates on it (the guide's
-    cubemap table)."""
+    cubemap table); on ties z wins over y, y over x (measured on NVIDIA H200)."""
     ax, ay, az = np.abs(x), np.abs(y), np.abs(z)
-    on_x = (ax >= ay) & (ax >= az)
-    on_y = ~on_x & (ay >= az)
+    on_z = (az >= ax) & (az >= ay)
+    on_y = ~on_z & (ay >= ax)
+    on_x = ~on_z & ~on_y
     face = np.where(on_x, np.where(x >= 0, 0, 1), np.where(on_y, np.where(y >= 0, 2, 3), np.where(z >= 0, 4, 5)))
     sc = np.where(on_x, np.where(x >= 0, -z, z), np.where(on_y, x, np.where(z >= 0, x, -x)))
     tc = np.where(on_x, -y, np.where(on_y, np.where(y >= 0, z, -z), -y))
@@ -318,7 +353,7 @@ def _surface(opcode: str, mods: tuple[str, ...], image: Image, args: np.ndarray,
         inside &= (x >= 0) & (x < limits[axis])
     mode = mods[-1]
     if mode == "trap" and not inside.all():
-        return CUDA_ERROR_LAUNCH_FAILED
+        return CUDA_ERROR_ILLEGAL_ADDRESS  # what the H200 reports
     xs = [np.clip(x, 0, max(limits[axis] - 1, 0)) for axis, x in enumerate(xs)]
     layer = np.clip(layer, 0, max(image.layers - 1, 0))
     offset = layer * image.layer_stride
