@@ -255,7 +255,7 @@ class CompiledModule:
             if status and status != ABORTED:
                 raise _fault(kernel, status, ctx, grid)
 
-    def _runner(self, info: KernelInfo):
+    def _runner(self, info: CpuKernelInfo):
         """The kernel's block runner as a ctypes function (made once: building one costs a launch microseconds)."""
         runners = self.__dict__.setdefault("_runners", {})
         if info.runner not in runners:
