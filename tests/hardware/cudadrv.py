@@ -6,10 +6,12 @@ faulting kernel by resetting the primary context."""
 from __future__ import annotations
 
 import ctypes
+import time
 from typing import Any, Sequence
 
 import numpy as np
 
+CUDA_ERROR_NOT_READY = 600
 CU_JIT_ERROR_LOG_BUFFER = 5
 CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
@@ -111,13 +113,19 @@ class Module:
         return f
 
     def launch_status(self, name: str, grid: Sequence[int], block: Sequence[int], params: list[Any],
-                      shared_mem: int = 0) -> int:
-        """Launch and synchronize; the first non-zero CUresult (0 when the kernel finished)."""
+                      shared_mem: int = 0, limit: float | None = None) -> int:
+        """Launch and wait; the first non-zero CUresult (0 when the kernel finished), or
+        CUDA_ERROR_NOT_READY when it still runs after `limit` seconds (a hung kernel)."""
         lib = self.driver.lib
         ptrs = (ctypes.c_void_p * max(len(params), 1))(*[ctypes.cast(ctypes.byref(p), ctypes.c_void_p) for p in params])
         code = lib.cuLaunchKernel(self.function(name), *map(ctypes.c_uint, grid), *map(ctypes.c_uint, block),
                                   ctypes.c_uint(shared_mem), None, ptrs, None)
-        return code or lib.cuCtxSynchronize()
+        if code or limit is None:
+            return code or lib.cuCtxSynchronize()
+        deadline = time.monotonic() + limit
+        while (code := lib.cuStreamQuery(None)) == CUDA_ERROR_NOT_READY and time.monotonic() < deadline:
+            time.sleep(0.0002)
+        return code
 
     def launch(self, name: str, grid: Sequence[int], block: Sequence[int], args: list[Any], shared_mem: int = 0) -> None:
         """Like the CPU target's CompiledModule.launch: numpy arrays are copied to the device and

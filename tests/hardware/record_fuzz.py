@@ -7,9 +7,9 @@ On an NVIDIA machine this is ground truth for the reference executor and the CPU
 faster than the driver's JIT; the compiler is NVIDIA's either way). Under `zluda run` it checks
 our own driver end to end against the reference (tests/hardware).
 
-Each batch runs in a child process with a time limit, several at once: a kernel that hangs the
-GPU or crashes the compiler ends only its child. A batch that does not finish is run again one
-kernel per child, so the record names the kernel (`# seed N: ...`) and keeps the others.
+Each batch runs in a child process, several at once, and lines are written as batches finish.
+A kernel still running after HANG_SECONDS ends its child, as does a crash: the record names the
+kernel (`# seed N: ...`) and a new child goes on with the rest of the batch.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -56,72 +57,109 @@ def _ptxas(ptx: str, arch: str) -> bytes:
             return f.read()
 
 
-def run_seeds(seeds: list[int], ptxas: bool, expected: dict[int, str], out: Path) -> None:
+HANG_SECONDS = 2      # a fuzz kernel runs for microseconds: one still running after this hangs
+HUNG = 3              # a child's exit status after it met a hung kernel
+
+
+def _image(kernels: list, arch: str | None, out) -> str | bytes:
+    """The kernels' module as PTX, or as a cubin from ptxas; a kernel ptxas fails on (a crash:
+    ptxas 13.0 on seed 224 for sm_90) is left out of the module, with a note."""
+    if arch is None:
+        return module_ptx(kernels)
+    try:
+        return _ptxas(module_ptx(kernels), arch)
+    except subprocess.CalledProcessError:
+        pass
+    ok = []
+    for k in kernels:
+        try:
+            _ptxas(k.ptx(), arch)
+            ok.append(k)
+        except subprocess.CalledProcessError as e:
+            why = f"signal {-e.returncode}" if e.returncode < 0 else f"exit {e.returncode}"
+            out.write(f"# seed {k.seed}: ptxas {arch} failed ({why}); not run\n")
+    kernels[:] = ok
+    return _ptxas(module_ptx(ok), arch)
+
+
+def run_seeds(seeds: list[int], ptxas: bool, expected: dict[int, str], path: Path) -> int:
     """The child's work: compile the seeds' kernels as one module, run each, and write
-    `seed digest [CUresult]` lines to `out` (and the buffers of launches that differ from
-    `expected` to out.npz)."""
-    from tests.hardware.cudadrv import Driver
+    `seed digest [CUresult]` lines to `path` as they finish (and the buffers of launches that
+    differ from `expected` to path.npz). Returns HUNG at a kernel that does not finish."""
+    from tests.hardware.cudadrv import CUDA_ERROR_NOT_READY, Driver
 
     drv = Driver()
     major, minor = drv.compute_capability()
     kernels = [generate(s) for s in seeds]
-    ptx = module_ptx(kernels)
-    image = _ptxas(ptx, f"sm_{major}{minor}") if ptxas else ptx
-    module = drv.load(image)
-    lines, differ = [], {}
-    for k in kernels:
-        res = np.zeros(k.grid * k.block * NOUT, np.uint32)
-        acc = k.acc_init.copy()
-        ptrs = [drv.alloc(a.nbytes) for a in (k.inputs, res, acc)]
-        for p, a in zip(ptrs, (k.inputs, res, acc)):
-            drv.to_device(p, a)
-        code = module.launch_status(k.name, (k.grid, 1, 1), (k.block, 1, 1), [ctypes.c_uint64(p) for p in ptrs])
-        if code:  # a sticky error: the next kernels need a fresh context and module
-            lines.append(f"{k.seed} {digest(True, res, acc)} {code}")
-            drv.reset()
-            module = drv.load(image)
-            continue
-        drv.to_host(res, ptrs[1])
-        drv.to_host(acc, ptrs[2])
-        for p in ptrs:
-            drv.free(p)
-        d = digest(False, res, acc)
-        lines.append(f"{k.seed} {d}")
-        if k.seed in expected and expected[k.seed] != d:
-            differ[f"{k.seed}_out"], differ[f"{k.seed}_acc"] = res, acc
-    out.write_text("".join(ln + "\n" for ln in lines))
+    differ: dict[str, np.ndarray] = {}
+    status = 0
+    with open(path, "w", buffering=1) as out:
+        image = _image(kernels, f"sm_{major}{minor}" if ptxas else None, out)
+        module = drv.load(image)
+        for k in kernels:
+            res = np.zeros(k.grid * k.block * NOUT, np.uint32)
+            acc = k.acc_init.copy()
+            ptrs = [drv.alloc(a.nbytes) for a in (k.inputs, res, acc)]
+            for p, a in zip(ptrs, (k.inputs, res, acc)):
+                drv.to_device(p, a)
+            code = module.launch_status(k.name, (k.grid, 1, 1), (k.block, 1, 1), [ctypes.c_uint64(p) for p in ptrs],
+                                        limit=HANG_SECONDS)
+            if code == CUDA_ERROR_NOT_READY:
+                out.write(f"# seed {k.seed}: hang (still running after {HANG_SECONDS} s)\n")
+                status = HUNG
+                break
+            if code:  # a sticky error: the next kernels need a fresh context and module
+                out.write(f"{k.seed} {digest(True, res, acc)} {code}\n")
+                drv.reset()
+                module = drv.load(image)
+                continue
+            drv.to_host(res, ptrs[1])
+            drv.to_host(acc, ptrs[2])
+            for p in ptrs:
+                drv.free(p)
+            d = digest(False, res, acc)
+            out.write(f"{k.seed} {d}\n")
+            if k.seed in expected and expected[k.seed] != d:
+                differ[f"{k.seed}_out"], differ[f"{k.seed}_acc"] = res, acc
     if differ:
-        np.savez_compressed(str(out) + ".npz", **differ)
+        np.savez_compressed(str(path) + ".npz", **differ)
+    return status
 
 
 def _child(seeds: list[int], args: argparse.Namespace, tmp: Path, limit: float) -> tuple[list[str], str | None]:
-    """Lines of a child's record of `seeds`, and why it did not finish (None when it did)."""
+    """The lines a child recorded of `seeds`, and why it stopped early (None when it did not)."""
     out = tmp / f"{seeds[0]}-{seeds[-1]}.txt"
     cmd = [sys.executable, "-m", "tests.hardware.record_fuzz", "--child", "--seeds", f"{seeds[0]}-{seeds[-1]}",
            "--out", str(out)] + (["--ptxas"] if args.ptxas else []) + (["--expect", args.expect] if args.expect else [])
+    why = None
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+        if r.returncode == HUNG:
+            why = "hang"
+        elif r.returncode != 0:
+            tail = (r.stderr.strip().splitlines() or ["?"])[-1][:200]
+            why = f"child {'killed by signal ' + str(-r.returncode) if r.returncode < 0 else 'exit ' + str(r.returncode)}: {tail}"
     except subprocess.TimeoutExpired:
-        return [], f"no result in {limit:.0f} s (a hang)"
-    if r.returncode != 0:
-        tail = (r.stderr.strip().splitlines() or ["?"])[-1][:200]
-        return [], f"child {'killed by signal ' + str(-r.returncode) if r.returncode < 0 else 'exit ' + str(r.returncode)}: {tail}"
-    return out.read_text().splitlines(), None
+        why = f"no result in {limit:.0f} s"
+    return (out.read_text().splitlines() if out.exists() else []), why
 
 
-def _record(seeds: list[int], args: argparse.Namespace, tmp: Path) -> list[str]:
-    """A batch's lines; a batch that fails runs again kernel by kernel, and a kernel that fails
-    alone gets a `# seed N: why` line."""
-    lines, why = _child(seeds, args, tmp, BATCH_SECONDS)
-    if why is None:
-        return lines
-    if len(seeds) == 1:
-        return [f"# seed {seeds[0]}: {why}"]
-    out = [f"# seeds {seeds[0]}-{seeds[-1]}: {why}; again one by one"]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        for s, (one, why) in zip(seeds, pool.map(lambda s: _child([s], args, tmp, KERNEL_SECONDS), seeds)):
-            out += one if why is None else [f"# seed {s}: {why}"]
-    return out
+def _record(seeds: list[int], args: argparse.Namespace, tmp: Path, report) -> None:
+    """Record a batch; after a hang or a crash a new child goes on after the kernel it stopped at
+    (a crash without a note is put down to the first kernel it did not record)."""
+    rest = seeds
+    while rest:
+        lines, why = _child(rest, args, tmp, BATCH_SECONDS)
+        report(lines)
+        done = {int(ln.split()[2 if ln.startswith("# seed ") else 0].rstrip(":")) for ln in lines
+                if not ln.startswith("#") or ln.startswith("# seed ")}
+        remaining = [s for s in rest if s not in done]
+        if why is None or not remaining:
+            return
+        if why != "hang":
+            report([f"# seed {remaining[0]}: {why}"])
+            remaining = remaining[1:]
+        rest = remaining
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,40 +177,47 @@ def main(argv: list[str] | None = None) -> int:
     first, _, last = args.seeds.partition("-")
     seeds = list(range(int(first), int(last or first) + 1))
     if args.child:
-        run_seeds(seeds, args.ptxas, load_digests(args.expect) if args.expect else {}, Path(args.out))
-        return 0
+        return run_seeds(seeds, args.ptxas, load_digests(args.expect) if args.expect else {}, Path(args.out))
     from tests.hardware.cudadrv import Driver
 
     info = Driver().describe()
     major, minor = info["compute_capability"]
     start = time.time()
     chunks = [seeds[i:i + args.batch] for i in range(0, len(seeds), args.batch)]
-    with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(args.jobs) as pool:
+    with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(args.jobs) as pool, open(args.out, "w") as f:
         tmp = Path(d)
+        f.write(f"# {info['name']}, compute capability {major}.{minor}, driver API {info['driver_api_version']}, "
+                f"{'ptxas sm_%d%d' % (major, minor) if args.ptxas else 'driver JIT'}\n")
+        lock = threading.Lock()
+        counts = {"kernels": 0, "faults": 0, "notes": 0}
 
-        def job(chunk: list[int]) -> list[str]:
+        def report(lines: list[str]) -> None:  # written as batches finish: a cut-off run keeps them
+            with lock:
+                f.writelines(ln + "\n" for ln in lines)
+                f.flush()
+                for ln in lines:
+                    if ln.startswith("#"):
+                        counts["notes"] += 1
+                        print(ln, flush=True)
+                    else:
+                        counts["kernels"] += 1
+                        counts["faults"] += len(ln.split()) > 2
+
+        def job(chunk: list[int]) -> None:
             if args.budget and time.time() - start > args.budget:
-                return [f"# seeds {chunk[0]}-{chunk[-1]}: not run (budget of {args.budget:.0f} s spent)"]
-            return _record(chunk, args, tmp)
+                report([f"# seeds {chunk[0]}-{chunk[-1]}: not run (budget of {args.budget:.0f} s spent)"])
+            else:
+                _record(chunk, args, tmp, report)
 
-        lines = [ln for chunk_lines in pool.map(job, chunks) for ln in chunk_lines]
+        list(pool.map(job, chunks))
         differ = {}
         for npz in tmp.glob("*.npz"):
             with np.load(npz) as z:
                 differ.update({k: z[k] for k in z.files})
-    notes = [ln for ln in lines if ln.startswith("#")]
-    records = [ln for ln in lines if not ln.startswith("#")]
-    with open(args.out, "w") as f:
-        f.write(f"# {info['name']}, compute capability {major}.{minor}, driver API {info['driver_api_version']}, "
-                f"{'ptxas sm_%d%d' % (major, minor) if args.ptxas else 'driver JIT'}\n")
-        f.writelines(ln + "\n" for ln in notes + records)
     if differ:
         np.savez_compressed(args.out + ".npz", **differ)
-    faults = sum(len(ln.split()) > 2 for ln in records)
-    print(f"{len(records)} kernels recorded ({faults} faulted, {len(notes)} notes, {len(differ) // 2} differ from "
-          f"--expect) in {time.time() - start:.1f} s on {info['name']}")
-    for ln in notes:
-        print(ln)
+    print(f"{counts['kernels']} kernels recorded ({counts['faults']} faulted, {counts['notes']} notes, "
+          f"{len(differ) // 2} differ from --expect) in {time.time() - start:.1f} s on {info['name']}")
     return 0
 
 
