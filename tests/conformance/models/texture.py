@@ -1,5 +1,6 @@
 """Texture fetching and surface access, one lane at a time, written from the CUDA programming
-guide's texture-fetching appendix and the PTX manual's tex/tld4/suld/sust pages (independent of
+guide's texture-fetching appendix, the PTX manual's tex/tld4/suld/sust pages and what an NVIDIA
+H200 returned where they leave the fixed-point details open (independent of
 zluda_py/compiler/cpu/texture.py: scalar Python with exact fractions, no numpy sampling).
 
 A texture here is a dict: `texels[layer][z][y][x]` -> tuple of channel values (already
@@ -41,53 +42,84 @@ def texel(tex: dict, layer: int, idx: list[int]) -> tuple:
     return tex["texels"][layer][z][y][x]
 
 
+# Measured on NVIDIA H200 (tests/hardware/golden/texture_probe.txt), where the guide only says
+# "fixed point": normalized coordinates keep 24 fractional bits (rounded toward -inf) before
+# they are scaled; x - 0.5 is held with 8 fractional bits (ties up); the corner weights of
+# bilinear filtering round the product of the two weights once and take the others as
+# differences; trilinear splits that x-z plane's corners by the y weight, each rounded.
+COORD_BITS = 24
+
+
+def _half_up(q: Fraction) -> int:
+    return math.floor(q + Fraction(1, 2))
+
+
+def _texel_coords(tex: dict, coords: list[float]) -> list[Fraction]:
+    if not tex["normalized"]:
+        return [Fraction(c) for c in coords]
+    return [Fraction(math.floor(Fraction(c) * 2**COORD_BITS), 2**COORD_BITS) * n for c, n in zip(coords, tex["size"])]
+
+
+def _linear_footprint(tex: dict, coords: list[float]) -> list[tuple[int, int]]:
+    """Per axis (lower texel, upper texel's weight in 1/256)."""
+    return [divmod(_half_up((s - Fraction(1, 2)) * 256), 256) for s in _texel_coords(tex, coords)]
+
+
+def _weights(alphas: list[int]) -> dict[tuple[int, ...], int]:
+    """(upper on each axis) -> weight in 1/256."""
+    if len(alphas) == 1:
+        return {(0,): 256 - alphas[0], (1,): alphas[0]}
+    a, b = alphas[0], alphas[-1]
+    ab = _half_up(Fraction(a * b, 256))
+    plane = {(1, 1): ab, (1, 0): a - ab, (0, 1): b - ab, (0, 0): 256 - a - b + ab}
+    if len(alphas) == 2:
+        return plane
+    out = {}
+    for (ux, uz), w in plane.items():
+        wy = _half_up(Fraction(w * alphas[1], 256))
+        out[(ux, 1, uz)], out[(ux, 0, uz)] = wy, w - wy
+    return out
+
+
 def fetch(tex: dict, layer: int, coords: list[float]) -> tuple:
     """tex(x[, y[, z]]) with float coordinates: point sampling takes floor(x); linear filtering
-    blends T[i] and T[i+1] by alpha = frac(x - 0.5) held with 8 fractional bits."""
-    scaled = [f32(c * n) if tex["normalized"] else c for c, n in zip(coords, tex["size"])]
+    blends the footprint's texels by the weights above. A 1-D texture filters as a 2-D one of
+    height 1 at y = 0 (measured on NVIDIA H200: the border colour takes half the weight)."""
     if not tex["linear"]:
-        return texel(tex, layer, [math.floor(s) for s in scaled])
-    lows, alphas = [], []
-    for s in scaled:
-        xb = Fraction(f32(s - 0.5))
-        i = math.floor(xb)
-        lows.append(i)
-        alphas.append(Fraction(math.floor((xb - i) * 256 + Fraction(1, 2)), 256))
+        return texel(tex, layer, [math.floor(s) for s in _texel_coords(tex, coords)])
+    if len(coords) == 1:
+        coords = [coords[0], 0.0]
+    footprint = _linear_footprint(tex, coords)
     total = [Fraction(0)] * 4
-    for corner in range(1 << len(scaled)):
-        weight = Fraction(1)
-        idx = []
-        for axis in range(len(scaled)):
-            up = corner >> axis & 1
-            weight *= alphas[axis] if up else 1 - alphas[axis]
-            idx.append(lows[axis] + up)
-        total = [t + weight * Fraction(v) for t, v in zip(total, texel(tex, layer, idx))]
+    for ups, weight in _weights([alpha for _, alpha in footprint]).items():
+        idx = [low + up for (low, _), up in zip(footprint, ups)]
+        total = [t + Fraction(weight, 256) * Fraction(v) for t, v in zip(total, texel(tex, layer, idx))]
     return tuple(float(t) for t in total)
 
 
 def gather(tex: dict, layer: int, coords: list[float], comp: int) -> tuple:
     """tld4: component `comp` of the 2x2 footprint, ordered (i, j+1), (i+1, j+1), (i+1, j), (i, j)."""
-    scaled = [f32(c * n) if tex["normalized"] else c for c, n in zip(coords, tex["size"])]
-    i, j = (math.floor(f32(s - 0.5)) for s in scaled)
+    (i, _), (j, _) = _linear_footprint(tex, coords)
     return tuple(texel(tex, layer, [i + dx, j + dy])[comp] for dx, dy in ((0, 1), (1, 1), (1, 0), (0, 0)))
 
 
 def cube(x: float, y: float, z: float) -> tuple[int, float, float]:
-    """(face, s, t) from the guide's cubemap table: the major axis picks the face."""
+    """(face, s, t) from the guide's cubemap table: the major axis picks the face, z before y
+    before x on ties (measured on NVIDIA H200)."""
     ax, ay, az = abs(x), abs(y), abs(z)
-    if ax >= ay and ax >= az:
-        face, sc, tc, ma = (0, -z, -y, ax) if x >= 0 else (1, z, -y, ax)
-    elif ay >= az:
+    if az >= ax and az >= ay:
+        face, sc, tc, ma = (4, x, -y, az) if z >= 0 else (5, -x, -y, az)
+    elif ay >= ax:
         face, sc, tc, ma = (2, x, z, ay) if y >= 0 else (3, x, -z, ay)
     else:
-        face, sc, tc, ma = (4, x, -y, az) if z >= 0 else (5, -x, -y, az)
+        face, sc, tc, ma = (0, -z, -y, ax) if x >= 0 else (1, z, -y, ax)
     return face, f32(f32(f32(sc / ma) + 1) / 2), f32(f32(f32(tc / ma) + 1) / 2)
 
 
 def surface_access(memory: bytearray, row: int, slice_: int, layer_bytes: int, limits: tuple[int, int, int, int],
                    coords: list[int], size: int, mode: str) -> int | None:
     """The byte offset suld.b/sust.b touch (x in bytes, then y, z, layer), None when a .zero
-    access falls outside, or raises IndexError for .trap."""
+    access falls outside, or raises IndexError for .trap (a launch fault with 700 on the H200)."""
     x, y, z, layer = coords
     w_bytes, h, d, layers = limits
     inside = 0 <= x <= w_bytes - size and 0 <= y < h and 0 <= z < d and 0 <= layer < layers
