@@ -242,14 +242,16 @@ def sample(image: Image, sampler: Sampler, xs: list[np.ndarray], layer: np.ndarr
         return _texels(image, sampler, idx, layer, modes)
     if image.height == 0 and not image.linear_memory:
         xs = [xs[0], np.zeros_like(xs[0])]  # measured on NVIDIA H200: 1-D filters as 2-D at y = 0, half border
+    # measured on NVIDIA H200: 8-bit unorm texels blend as 16-bit unorm (t / 255 = 257 t / 65535),
+    # the result rounded to that grid; blending the integers keeps its ties exact
+    unorm8 = FORMATS[image.format] == np.uint8
     lows = _footprint(image, xs, normalized)
     total = np.zeros((len(layer), 4))
     for corner, weight in _corner_weights([alpha for _, alpha in lows]).items():
         idx = [i + (corner >> axis & 1) for axis, (i, _) in enumerate(lows)]
-        total += (weight / WEIGHT_ONE)[:, None] * _texels(image, sampler, idx, layer, modes)
-    if FORMATS[image.format] == np.uint8:
-        total = _round(total * 65535) / 65535  # measured on NVIDIA H200: 8-bit unorm blends to 16-bit unorm
-    return total
+        values = _texels(image, sampler, idx, layer, modes)
+        total += weight[:, None] * (np.round(values * 65535) if unorm8 else values)
+    return _round(total / WEIGHT_ONE) / 65535 if unorm8 else total / WEIGHT_ONE
 
 
 def gather(image: Image, sampler: Sampler, xs: list[np.ndarray], layer: np.ndarray, comp: int,
