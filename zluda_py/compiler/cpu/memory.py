@@ -28,6 +28,8 @@ from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
 STRONG_LOADS = ("volatile", "relaxed", "acquire")
+HALF = WARP // 2  # lanes per row of a 16-wide 2-D block (the `halves` path of Access)
+_HALF_STARTS = ir.Constant(ir.VectorType(I32, WARP), [ir.Constant(I32, i // HALF * HALF) for i in range(WARP)])
 
 
 
@@ -232,6 +234,27 @@ class MemoryMixin:
         lanes = b.add(V.splat(b, start), _lane_offsets(stride))
         self._host_check(lo, top, lanes, acc.nbytes, mask, cache)
 
+    def _check_halves(self, acc: Access, cache: ir.Value | None) -> None:
+        """check_bounds for a whole warp whose half-warps each hold consecutive addresses:
+        alignment per lane, then [lowest half start, highest half end) against the window or
+        the site's cached range (a miss checks every lane)."""
+        b = self.b
+        if acc.offsets is None or acc.space == "param":
+            return
+        self._check_aligned(acc.offsets, acc.nbytes, V.ALL)
+        starts = [b.extract_element(acc.offsets, ir.Constant(I32, h)) for h in (0, HALF)]
+        lo = b.select(b.icmp_unsigned("<", starts[0], starts[1]), starts[0], starts[1])
+        hi = b.select(b.icmp_unsigned("<", starts[0], starts[1]), starts[1], starts[0])
+        top = b.add(hi, ir.Constant(I64, (HALF - 1) * acc.nbytes))
+        if acc.space in ("shared", "local"):
+            window, size = self._window_size(acc.space), ir.Constant(I64, acc.nbytes)
+            over = b.or_(b.or_(b.icmp_unsigned(">", top, b.sub(window, size)), b.icmp_unsigned("<", top, hi)),
+                         b.icmp_unsigned("<", window, size))
+            with b.if_then(over, likely=False):
+                self.check_bounds(acc.offsets, acc.space, acc.nbytes, V.ALL)
+            return
+        self._host_check(lo, top, acc.offsets, acc.nbytes, V.ALL, cache)
+
     def _window_size(self, space: str) -> ir.Value:
         return self.ctx_i64(Ctx.SHARED_WINDOW if space == "shared" else Ctx.STACK_SIZE)
 
@@ -248,13 +271,45 @@ class MemoryMixin:
     def _per_lane(self, acc: Access, mask: ir.Value, cache: ir.Value | None, elt: ir.IntType, n: int,
                   values: list[ir.Value] | None = None) -> list[ir.Value]:
         """Check every active lane's address, then gather n elements per lane (values None) or
-        scatter `values`, through one out-of-line helper (`_lanes_function`)."""
+        scatter `values`. Functions with converged clones (small ones) move 32/64-bit elements
+        inline: .shared/.local after the window check, host addresses when the active lanes'
+        [min, max] lies in the range the site hit last; everything else goes through one
+        out-of-line helper (`_lanes_function`), which checks each lane."""
         b = self.b
         host = acc.offsets is not None and acc.space not in ("shared", "local", "param")
         if acc.offsets is not None and not host:  # window checks stay inline (small)
             self.check_bounds(acc.offsets, acc.space, acc.nbytes, mask)
         elif host:  # the helper checks the bounds
             self._check_aligned(acc.offsets, acc.nbytes, mask)
+        if not self.cloned or elt.width not in (32, 64):  # byte gathers are 32 scalar branches each
+            return self._per_lane_call(acc, mask, cache if host else None, elt, n, values)
+        if not host:
+            return _move_lanes(b, acc.host, mask, elt, n, values)
+        lo = V.reduce(b, "umin", b.select(mask, acc.offsets, V.splat_const(I64, -1)))
+        top = V.reduce(b, "umax", b.select(mask, acc.offsets, V.splat_const(I64, 0)))
+        inline = b.append_basic_block("lanes.cached")
+        call = b.append_basic_block("lanes.call")
+        join = b.append_basic_block("lanes.done")
+        b.cbranch(_in_cached_range(b, lo, top, ir.Constant(I64, acc.nbytes), cache), inline, call).set_weights([1000, 1])
+        paths = []
+        for block, move in ((inline, lambda: _move_lanes(b, acc.host, mask, elt, n, values)),
+                            (call, lambda: self._per_lane_call(acc, mask, cache, elt, n, values))):
+            b.position_at_end(block)
+            paths.append((move(), b.block))
+            b.branch(join)
+        b.position_at_end(join)
+        out = []
+        for k in range(len(paths[0][0])):
+            phi = b.phi(paths[0][0][k].type)
+            for moved, block in paths:
+                phi.add_incoming(moved[k], block)
+            out.append(phi)
+        return out
+
+    def _per_lane_call(self, acc: Access, mask: ir.Value, cache: ir.Value | None, elt: ir.IntType, n: int,
+                       values: list[ir.Value] | None) -> list[ir.Value]:
+        """The per-lane move through `_lanes_function` (with a `cache`: it checks host addresses)."""
+        b = self.b
         addrs, data = self._lane_buffers()
         b.store(acc.host, addrs)
         vt = V.vec(elt)
@@ -264,8 +319,8 @@ class MemoryMixin:
             b.store(v, slot(k))
         fn = _lanes_function(self.mod, "gather" if values is None else "scatter", elt, n)
         ok = b.call(fn, [self.ctx, addrs, V.mask_bits(b, mask), ir.Constant(I64, acc.nbytes),
-                         cache if host else ir.Constant(PTR, None), data])
-        if host:
+                         cache if cache is not None else ir.Constant(PTR, None), data])
+        if cache is not None:
             with b.if_then(b.not_(ok), likely=False):
                 self._illegal_address()
         if values is not None:
@@ -360,8 +415,13 @@ class MemoryMixin:
             return [b.shuffle_vector(whole, ir.Constant(wide, None), V.lane_consts(I32, [i * n + k for i in range(WARP)]))
                     for k in range(n)]
 
+        def halves() -> list[ir.Value]:
+            parts = [b.load(self._half_base(acc, h), typ=ir.VectorType(elt, HALF * n), align=size) for h in (0, HALF)]
+            return [b.shuffle_vector(parts[0], parts[1], ir.Constant(ir.VectorType(I32, WARP), [
+                ir.Constant(I32, (i // HALF) * HALF * n + (i % HALF) * n + k) for i in range(WARP)])) for k in range(n)]
+
         return self._emit(acc, mask, uniform, contiguous, lambda cache: self._per_lane(acc, mask, cache, elt, n),
-                          [V.vec(elt)] * n)
+                          [V.vec(elt)] * n, halves)
 
     def store(self, acc: Access, values: list[ir.Value], mask: ir.Value) -> None:
         b = self.b
@@ -388,12 +448,24 @@ class MemoryMixin:
                         [whole, self._base(acc, first), ir.Constant(I32, size), self._widen_mask(mask, n)])
             return []
 
-        self._emit(acc, mask, uniform, contiguous, lambda cache: self._per_lane(acc, mask, cache, elt, n, values), [])
+        def halves() -> list[ir.Value]:
+            whole = _concat(b, values) if n > 1 else values[0]
+            for h in (0, HALF):  # the upper half last: where the halves overlap, its lanes' values stay
+                order = [ir.Constant(I32, k * WARP + h + i) for i in range(HALF) for k in range(n)]
+                part = b.shuffle_vector(whole, ir.Constant(whole.type, None), ir.Constant(ir.VectorType(I32, HALF * n), order))
+                b.store(part, self._half_base(acc, h), align=size)
+            return []
 
-    def _emit(self, acc: Access, mask: ir.Value, uniform, contiguous, per_lane, types: list[ir.Type]) -> list[ir.Value]:
+        self._emit(acc, mask, uniform, contiguous, lambda cache: self._per_lane(acc, mask, cache, elt, n, values), [],
+                   halves)
+
+    def _emit(self, acc: Access, mask: ir.Value, uniform, contiguous, per_lane, types: list[ir.Type],
+              halves=None) -> list[ir.Value]:
         """Emit an access by its plan: `uniform(first, last)` / `contiguous(first, last)` for the
-        active lanes first..last after one range check; `per_lane(cache)` checks each lane.
-        Returns the loaded values (merged over the paths taken)."""
+        active lanes first..last after one range check; `per_lane(cache)` checks each lane;
+        `halves()`, for a whole warp whose two halves are each contiguous (tested when the
+        run-time test of an ends/check plan fails). Returns the loaded values (merged over the
+        paths taken)."""
         b = self.b
         cache = self._bounds_cache() if acc.offsets is not None else None
         if acc.plan == "gather":
@@ -426,6 +498,17 @@ class MemoryMixin:
         paths.append((b.block, moved))
         b.branch(join)
         b.position_at_end(other)
+        if full and acc.plan in ("ends", "check") and halves is not None:
+            # a whole warp of a 2-D block with 16-wide rows (16x16 tiles): each half-warp is a row
+            half_fast, lanes = b.append_basic_block("mem.halves"), b.append_basic_block("mem.lanes")
+            rows = b.add(b.shuffle_vector(acc.host, ir.Constant(acc.host.type, None), _HALF_STARTS),
+                         _lane_offsets(acc.nbytes, HALF))
+            b.cbranch(V.reduce(b, "and", b.icmp_unsigned("==", acc.host, rows)), half_fast, lanes).set_weights([1000, 1])
+            b.position_at_end(half_fast)
+            self._check_halves(acc, cache)
+            paths.append((b.block, halves()))
+            b.branch(join)
+            b.position_at_end(lanes)
         moved = [V.undef(t) for t in types] if acc.plan in ("uniform", "contiguous") else per_lane(cache)
         paths.append((b.block, moved))
         b.branch(join)
@@ -443,6 +526,9 @@ class MemoryMixin:
         b = self.b
         start = b.extract_element(acc.host, first)
         return b.inttoptr(b.sub(start, b.mul(b.zext(first, I64), ir.Constant(I64, acc.nbytes))), PTR)
+
+    def _half_base(self, acc: Access, half: int) -> ir.Value:
+        return self.b.inttoptr(self.b.extract_element(acc.host, ir.Constant(I32, half)), PTR)
 
     def _scalar_loads(self, address: ir.Value, elt: ir.IntType, n: int) -> list[ir.Value]:
         b = self.b
@@ -736,9 +822,10 @@ def _bounds_function(mod) -> ir.Function:
 
 
 @functools.lru_cache(maxsize=None)
-def _lane_offsets(stride: int) -> ir.Constant:
-    """<0, stride, 2*stride, ...> as i64 (one object per stride: llvmlite prints constants slowly)."""
-    return V.lane_consts(I64, [i * stride for i in range(WARP)])
+def _lane_offsets(stride: int, period: int = WARP) -> ir.Constant:
+    """<0, stride, 2*stride, ...> as i64, restarting every `period` lanes (one object per
+    argument pair: llvmlite prints constants slowly)."""
+    return V.lane_consts(I64, [i % period * stride for i in range(WARP)])
 
 
 def _in_cached_range(b: ir.IRBuilder, lo: ir.Value, top: ir.Value, size: ir.Value, cache: ir.Value) -> ir.Value:
@@ -787,19 +874,31 @@ def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
         ok = b.call(_lanes_check_function(mod), [ctx, addrs, mask, size, cache])
         with b.if_then(b.not_(ok), likely=False):
             b.ret(ir.Constant(I1, 0))
-    for k in range(n):
-        p = b.inttoptr(b.add(addrs, V.splat_const(I64, k * elt.width // 8)), ir.VectorType(PTR, WARP))
-        slot = b.gep(data, [ir.Constant(I64, k * WARP * elt.width // 8)], source_etype=V.I8)
-        align = ir.Constant(I32, elt.width // 8)
-        if kind == "gather":
-            v = V.intrinsic(b, f"llvm.masked.gather.v{WARP}i{elt.width}.v{WARP}p0", vt,
-                            [p, align, mask, ir.Constant(vt, None)])
-            b.store(v, slot)
-        else:
-            V.intrinsic(b, f"llvm.masked.scatter.v{WARP}i{elt.width}.v{WARP}p0", ir.VoidType(),
-                        [b.load(slot, typ=vt), p, align, mask])
+    slots = [b.gep(data, [ir.Constant(I64, k * WARP * elt.width // 8)], source_etype=V.I8) for k in range(n)]
+    moved = _move_lanes(b, addrs, mask, elt, n, None if kind == "gather" else [b.load(p, typ=vt) for p in slots])
+    for v, p in zip(moved, slots):
+        b.store(v, p)
     b.ret(ir.Constant(I1, 1))
     return fn
+
+
+def _move_lanes(b: ir.IRBuilder, addrs: ir.Value, mask: ir.Value, elt: ir.IntType, n: int,
+                values: list[ir.Value] | None) -> list[ir.Value]:
+    """Gather n consecutive elements per active lane from `addrs` (values None; returns n
+    vectors) or scatter `values` there; scatters store in lane order, so where lanes collide
+    the highest one's value stays, as LLVM defines llvm.masked.scatter."""
+    vt, size = V.vec(elt), elt.width // 8
+    out = []
+    for k in range(n):
+        p = b.inttoptr(b.add(addrs, V.splat_const(I64, k * size)), ir.VectorType(PTR, WARP))
+        align = ir.Constant(I32, size)
+        if values is None:
+            out.append(V.intrinsic(b, f"llvm.masked.gather.v{WARP}i{elt.width}.v{WARP}p0", vt,
+                                   [p, align, mask, ir.Constant(vt, None)]))
+        else:
+            V.intrinsic(b, f"llvm.masked.scatter.v{WARP}i{elt.width}.v{WARP}p0", ir.VoidType(),
+                        [values[k], p, align, mask])
+    return out
 
 
 def _helper(mod, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
