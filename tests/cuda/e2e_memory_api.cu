@@ -66,7 +66,7 @@ static void pool_section() {
     CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
     EXPECT(reserved == 0);
 
-    // a pool of its own, with a size limit
+    // a pool of its own, with a size limit that NVIDIA's driver does not enforce
     cudaMemPoolProps props = {};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
@@ -77,9 +77,9 @@ static void pool_section() {
     int *z;
     CHECK(cudaMallocFromPoolAsync(&z, 1 << 20, mine, s[0]));
     launch_iota(z, 7, 1 << 18, s[0]);
-    int *too_big;
-    EXPECT(cudaMallocFromPoolAsync(&too_big, 8 << 20, mine, s[0]) == cudaErrorMemoryAllocation);
-    cudaGetLastError();
+    int *beyond;  // maxSize limits nothing on NVIDIA's driver (an H200: tests/hardware/golden/api_probe.txt)
+    CHECK(cudaMallocFromPoolAsync(&beyond, 8 << 20, mine, s[0]));
+    CHECK(cudaFreeAsync(beyond, s[0]));
     int last;
     CHECK(cudaMemcpyAsync(&last, z + (1 << 18) - 1, sizeof(int), cudaMemcpyDeviceToHost, s[0]));
     CHECK(cudaFreeAsync(z, s[0]));

@@ -219,7 +219,7 @@ class HipModule:
                                                   md[".private_segment_fixed_size"])
         for name, g in metadata["globals"].items():
             address, size = hip.module_global(m.handle, g["symbol"])
-            m.globals[name] = GlobalInfo(address, size)
+            m.globals[name] = GlobalInfo(address, size, g["space"])
         symbol = metadata.get("printf_symbol")
         if symbol:
             m.printf_buffer = hip.malloc(PRINTF_BUFFER_BYTES)

@@ -49,6 +49,7 @@ class KernelInfo:
 class GlobalInfo:
     address: int
     size: int
+    space: str  # "global" or "const": CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES sums the module's .const
 
 
 def _param_bytes(a, size: int) -> bytes:

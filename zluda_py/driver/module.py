@@ -67,6 +67,11 @@ class Module:
                 functions.add(fn)
         return fn
 
+    @property
+    def const_size(self) -> int:
+        """Bytes of the module's .const variables (NVIDIA reports them all for every kernel)."""
+        return sum(g.size for g in self.compiled.globals.values() if g.space == "const")
+
     def global_(self, name: str) -> tuple[int, int]:
         g = self.compiled.globals.get(name)
         if g is None:
@@ -425,7 +430,7 @@ def get_attribute(fn: Function, attrib: int) -> int:
     values = {
         0: fn.info.max_threads,  # MAX_THREADS_PER_BLOCK
         1: fn.info.static_shared,  # SHARED_SIZE_BYTES
-        2: 0,  # CONST_SIZE_BYTES
+        2: fn.module.const_size,  # CONST_SIZE_BYTES: all of the module's .const, as NVIDIA's driver answers
         3: fn.info.local_size,  # LOCAL_SIZE_BYTES
         4: 32,  # NUM_REGS
         5: fn.module.ptx_arch,  # PTX_VERSION: the virtual architecture, compiled just in time
