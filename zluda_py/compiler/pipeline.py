@@ -3,14 +3,17 @@ object code -> load. Every step that differs between machines is the target's (t
 
 from __future__ import annotations
 
+from typing import Any
+
 from zluda_py.compiler.cpu.target import CPU
 from zluda_py.compiler.linker import link
 from zluda_py.compiler.target import Target
 from zluda_py.ptx import ast
 
 
-def compile(ptx: "str | ast.Module | list[str | ast.Module]", target: Target = CPU):
-    """Translate PTX (one module, or several to link as with -rdc) to native code and load it."""
+def compile(ptx: "str | ast.Module | list[str | ast.Module]", target: Target = CPU) -> Any:
+    """Translate PTX (one module, or several to link as with -rdc) to native code and load it
+    (a CompiledModule on the CPU)."""
     _, object_code, metadata = compile_object(ptx, target)
     return load(object_code, metadata, target)
 
@@ -51,6 +54,6 @@ def emit_object(ir_text: str, level: int | None = None, target: Target = CPU) ->
     return target.emit(ir_text, level)
 
 
-def load(object_code: bytes, metadata: dict, target: Target = CPU):
+def load(object_code: bytes, metadata: dict, target: Target = CPU) -> Any:
     """Load what `compile_object` built (e.g. from a cache) without re-optimising."""
     return target.load(object_code, metadata)

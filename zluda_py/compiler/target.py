@@ -68,7 +68,7 @@ class Target(ABC):
         """The object code of each part, together (code generation in parallel)."""
         raise UnsupportedError(f"target {self.name!r} per kernel")
 
-    def load(self, object_code: bytes, metadata: dict):
+    def load(self, object_code: bytes, metadata: dict) -> Any:
         """A module loaded into this process from what `generate` built (CompiledModule's interface)."""
         raise UnsupportedError(f"target {self.name!r}: its code runs on a device, through its backend")
 
@@ -82,7 +82,7 @@ class Target(ABC):
     def __str__(self) -> str:
         return self.name
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         """Pickled by name (zluda-compile's worker processes): unpickling gives the one registered object."""
         return get, (self.name,)
 
