@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import subprocess
+import sys
+import textwrap
 import tracemalloc
 
 import numpy as np
@@ -9,7 +13,7 @@ import pytest
 
 from zluda_py.compiler import compile
 from zluda_py.ptx import PtxError, parse
-from zluda_py.ptx.parser import MAX_NESTING
+from zluda_py.ptx.parser import MAX_NESTING, MAX_OPERAND_NESTING
 
 HEADER = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
@@ -42,6 +46,36 @@ def test_nesting_up_to_the_limit_compiles():
     assert out[0] == 7
 
 
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 100_000])
+def test_deep_initializer_braces_are_a_precise_error(depth):
+    text = HEADER + ".global .u32 g" + "[1]" * depth + " = " + "{" * depth + "1" + "}" * depth + ";\n"
+    with pytest.raises(PtxError) as e:
+        parse(text)
+    assert f"initializer braces nested more than {MAX_NESTING} deep" in str(e.value)
+    assert str(e.value).startswith(f"<ptx>:4:{len('.global .u32 g = ') + 3 * depth + MAX_NESTING + 1}:")
+
+
+def test_initializer_braces_up_to_the_limit_compile():
+    d = MAX_NESTING
+    m = compile(HEADER + ".global .u32 g" + "[1]" * d + " = " + "{" * d + "42" + "}" * d + ";\n"
+                ".visible .entry k()\n{\nret;\n}\n")
+    assert ctypes.c_uint32.from_address(m.globals["g"].address).value == 42
+
+
+@pytest.mark.parametrize("opening, closing", [("{", "}"), ("(", ")"), ("[%rd, ", "]")])
+@pytest.mark.parametrize("depth", [MAX_OPERAND_NESTING + 1, 1_000_000])
+def test_deeply_nested_operands_are_a_precise_error(opening, closing, depth):
+    """Vectors, argument lists and addresses inside each other: an error at the first one too
+    deep (valid PTX nests one level), never a RecursionError."""
+    prefix = "mov.b64 %rd, "
+    text = (HEADER + ".visible .entry k()\n{\n.reg .b64 %rd;\n" + prefix + opening * depth + "%rd"
+            + closing * depth + ";\nret;\n}\n")
+    with pytest.raises(PtxError) as e:
+        parse(text)
+    assert f"operands nested more than {MAX_OPERAND_NESTING} deep" in str(e.value)
+    assert str(e.value).startswith(f"<ptx>:7:{len(prefix) + len(opening) * MAX_OPERAND_NESTING + 1}:")
+
+
 def test_a_huge_register_declaration_costs_what_is_used():
     text = (HEADER + ".visible .entry k(.param .u64 out)\n{\n.reg .b32 %r<10000000>;\n.reg .b64 %rd<10000000>;\n"
             "ld.param.u64 %rd9999999, [out];\ncvta.to.global.u64 %rd9999999, %rd9999999;\n"
@@ -68,3 +102,55 @@ def test_a_huge_declaration_in_an_inlined_barrier_function():
             "bar.sync 0;\nret;\n}\n.visible .entry k()\n{\n.param .b32 a;\nst.param.b32 [a], 1;\n"
             + "call f, (a);\n" * 8 + "ret;\n}\n")
     assert _peak_bytes(lambda: compile(text).launch("k", (1,), (32,), [])) < 64 << 20
+
+
+@pytest.mark.parametrize("target", ["cpu", "gfx1100"])
+def test_names_longer_than_llvm_takes(target):
+    """LLVM cuts local names at 1024 characters and then refuses its own IR as a redefinition
+    (an internal error, 999, for this module): the IR's names taken from PTX are cut first."""
+    reg, label, local = "%r" + "x" * 5000, "L" + "y" * 5000, "l" + "z" * 5000
+    text = (HEADER + ".visible .entry k(.param .u64 out)\n{\n" + f".reg .b32 {reg}, {reg}2;\n.reg .b64 %p;\n"
+            f".local .b32 {local};\nld.param.u64 %p, [out];\ncvta.to.global.u64 %p, %p;\nmov.u32 {reg}, 6;\n"
+            f"bra {label};\n{label}:\nadd.u32 {reg}2, {reg}, 1;\nst.local.u32 [{local}], {reg}2;\n"
+            f"ld.local.u32 {reg}, [{local}];\nst.global.u32 [%p], {reg};\nret;\n}}\n")
+    if target == "cpu":
+        out = np.zeros(1, np.uint32)
+        compile(text).launch("k", (1,), (1,), [out])
+        assert out[0] == 7
+    else:
+        from llvmlite import binding as llvm
+
+        from zluda_py.compiler.target import get
+
+        llvm.parse_assembly(get(target).lower(parse(text)).text).verify()
+
+
+@pytest.mark.parametrize("align", [3, 1 << 17, 1 << 31])
+def test_an_alignment_llvm_cannot_place_is_a_precise_error(align):
+    """Not a power of two: LLVM refused the IR (999); 2^31: LLVM aborted the process."""
+    with pytest.raises(PtxError, match=rf"\.align {align}: must be a power of two, at most 65536"):
+        parse(HEADER + f".global .align {align} .b8 a[4];\n.visible .entry k()\n{{\nret;\n}}\n")
+
+
+def test_a_large_uninitialized_variable_costs_no_memory_to_compile():
+    """Its IR is a zeroinitializer, not a constant of its size (which cost gigabytes)."""
+    text = HEADER + ".global .b8 a[268435456];\n.visible .entry k()\n{\nret;\n}\n"
+    assert _peak_bytes(lambda: compile(text)) < 64 << 20
+
+
+def test_variables_larger_than_the_process_can_map_are_out_of_memory():
+    """LLVM aborted the host (\"Unable to allocate section memory\"); now error 2 before linking."""
+    code = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        from zluda_py.compiler import compile
+        for size in (1 << 32, 1 << 40):
+            try:
+                compile({HEADER!r} + f".global .b8 a[{{size}}];\\n.visible .entry k()\\n{{{{\\nret;\\n}}}}\\n")
+            except MemoryError as e:
+                print(e.cu_result, e)
+        """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"2 the module's variables need {1 << 32} bytes: Cannot allocate memory",
+                                     f"2 the module's variables need {1 << 40} bytes: Cannot allocate memory"]

@@ -13,6 +13,7 @@ CUDA_ERROR_MISALIGNED_ADDRESS = 716
 CUDA_ERROR_LAUNCH_FAILED = 719
 CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
 CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 class UnsupportedError(PtxError):
@@ -50,3 +51,9 @@ class LaunchError(Exception):
     def __init__(self, cu_result: int, message: str) -> None:
         super().__init__(message)
         self.cu_result = cu_result
+
+
+class ModuleMemoryError(MemoryError):
+    """A module's variables need more memory than this process can map (2, OUT_OF_MEMORY)."""
+
+    cu_result = CUDA_ERROR_OUT_OF_MEMORY

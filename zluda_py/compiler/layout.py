@@ -88,6 +88,8 @@ def initial_value(v: ast.Variable, address: Callable[[ast.Initializer], ir.Const
     """`v`'s initial contents as a constant of `init_type`: immediates encoded little-endian,
     address items (`fn`, `var`, `generic(var)+4`) as the i64 constants `address(item)` makes."""
     size = var_size(v)
+    if v.init is None:  # zeroinitializer: an uninitialized array costs nothing here, whatever its size
+        return ir.Constant(init_type(size, []), None)
     data = bytearray(size)
     elem = type_size(v.type)
     addresses: dict[int, ir.Constant] = {}

@@ -16,6 +16,14 @@ from zluda_py.ptx import ast
 Read = Callable[[ast.Operand, str], ir.Value]
 Write = Callable[[ast.Operand, ir.Value, str], None]
 CARRY = ast.Reg("%cc")  # the register the extended-precision instructions' carry flag lives in
+# LLVM cuts a local name (value or block) at 1024 characters and then refuses the IR as a
+# redefinition, so the names the IR takes from PTX are cut well before (llvmlite keeps them unique)
+LOCAL_NAME_MAX = 64
+
+
+def local_name(ptx_name: str) -> str:
+    """The IR name of a PTX register, function-scope variable or label."""
+    return ptx_name[:LOCAL_NAME_MAX]
 
 
 def split_operands(inst: ast.Instruction, dst_types: list[str]) -> tuple[list[ast.Operand], list[ast.Operand]]:

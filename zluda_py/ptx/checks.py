@@ -82,6 +82,8 @@ def compatible(reg_type: str, insn_type: str, relaxed: bool = False) -> bool:
 # name; larger ones are kept as ranges and resolved on lookup (_Scope), so a tiny module that
 # declares ten million registers costs nothing.
 EXPANDED_RANGE = 4096
+# the largest `.align`: page alignment is the most real code asks for; far more costs memory to place
+MAX_ALIGN = 1 << 16
 
 
 class _Scope(dict):
@@ -196,12 +198,20 @@ class Checker:
                 self.declare(self.globals, item.name, item, item.pos)
             if isinstance(item, Variable) and item.space in ("param", "reg"):
                 self.error(item.pos, f".{item.space} variables cannot be declared at module scope")
+            if isinstance(item, Variable):
+                self.alignment(item)
             if isinstance(item, Directive):
                 self.gate_directive(item)
         for item in self.m.items:
             if isinstance(item, Function):
                 self.function(item)
         return self.errors
+
+    def alignment(self, v: Variable) -> None:
+        """`.align` is a power of two (LLVM refuses the IR otherwise), and a huge one would make
+        the loader allocate that much to place the variable."""
+        if v.align is not None and (v.align & (v.align - 1) or not 0 < v.align <= MAX_ALIGN):
+            self.error(v.pos, f".align {v.align}: must be a power of two, at most {MAX_ALIGN}")
 
     def declare(self, scope: dict, name: str, what, pos) -> None:
         prev = scope.get(name)
@@ -244,6 +254,7 @@ class Checker:
         scope: dict[str, object] = {}
         for p in fn.returns + fn.params:
             self.declare(scope, p.name, p, p.pos)
+            self.alignment(p)
         # Labels are function-scoped and may be used before they appear: names that no
         # enclosing declaration resolves are kept and resolved against the labels and the
         # module scope once the whole body has been seen.
@@ -279,6 +290,8 @@ class Checker:
                 else:
                     labels[s.name] = s
             elif t is Variable:
+                if s.align is not None:
+                    self.alignment(s)
                 if s.count is not None and s.count > EXPANDED_RANGE:
                     if not isinstance(local, _Scope):  # plain dicts keep the common lookups fast
                         local = scopes[-1] = _Scope(local)

@@ -48,8 +48,12 @@ FUNC_DIRECTIVES = frozenset(
 # Directives whose arguments run to the end of the line (no ';').
 LINE_DIRECTIVES = frozenset(("file", "loc"))
 # Deeper `{ }` nesting is refused: each level costs Python stack in the parser and the passes
-# after it, and no compiler emits more than a few levels.
+# after it, and no compiler emits more than a few levels. Initializer braces (a level per
+# array dimension) are held to the same depth.
 MAX_NESTING = 256
+# Operands (vectors, argument lists, addresses) nest one level in valid PTX; deeper is refused
+# long before the recursion that reads them nears Python's limit.
+MAX_OPERAND_NESTING = 16
 
 
 class _Abandon(Exception):
@@ -242,6 +246,7 @@ class Parser:
         self.i = 0
         self.errors: list[PtxError] = []
         self.depth = 0  # nested { } blocks open inside the current function body
+        self.operand_depth = 0  # vectors, argument lists and addresses open around the operand
         self._pos = self.src.pos
         self.limit = len(text)  # lexing stops here (the end of a line for .loc/.file)
         self._peek_at = -1
@@ -553,16 +558,18 @@ class Parser:
             var.init = self.initializer()
         return var
 
-    def initializer(self) -> Initializer:
+    def initializer(self, depth: int = 0) -> Initializer:
         tok = self.peek()
         at = self._pos(tok[2])
         if tok[1] == "{" and tok[0] == "p":
+            if depth == MAX_NESTING:
+                raise self.err(tok, f"initializer braces nested more than {MAX_NESTING} deep")
             self.next()
             items = []
             if not self.at("}"):
-                items.append(self.initializer())
+                items.append(self.initializer(depth + 1))
                 while self.accept(","):
-                    items.append(self.initializer())
+                    items.append(self.initializer(depth + 1))
             self.expect("}", "',' or '}' in the initializer")
             return Initializer(items=items, pos=at)
         if tok[0] == "id" and tok[1] in ("generic", "mask"):
@@ -844,6 +851,17 @@ class Parser:
 
     def operand(self) -> Operand:
         tok = self.peek()
+        if tok[0] != "p" or tok[1] not in ("[", "{", "("):
+            return self._operand(tok)
+        if self.operand_depth == MAX_OPERAND_NESTING:
+            raise self.err(tok, f"operands nested more than {MAX_OPERAND_NESTING} deep")
+        self.operand_depth += 1
+        try:
+            return self._operand(tok)
+        finally:
+            self.operand_depth -= 1
+
+    def _operand(self, tok: tuple[str, str, int]) -> Operand:
         kind, text, start = tok
         if kind == "id":
             self.next()

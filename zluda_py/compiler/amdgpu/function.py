@@ -22,7 +22,7 @@ from zluda_py.compiler.amdgpu.warp import WarpMixin
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 from zluda_py.compiler.amdgpu.mathlib import AmdgpuLanes
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.lowering import lower_mov_vector, lower_semantic
+from zluda_py.compiler.lowering import local_name, lower_mov_vector, lower_semantic
 from zluda_py.compiler.ptxtypes import immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
@@ -85,7 +85,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
         self._declare_params()
         if self.is_kernel and self.mod.has_bar_red:
             self.init_bar_red()
-        self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{blk.label}" if blk.label else ""))
+        self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{local_name(blk.label)}" if blk.label else ""))
                        for i, blk in enumerate(self.body.blocks)]
         start = self.b.block
         self._goto(self.blocks[0] if self.blocks else None)
@@ -107,7 +107,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
             elif v.space in ("local", "param"):
                 size = max(var_size(v), 1)
                 align = max(var_align(v), 4)
-                slot = self.alloca(ir.ArrayType(I8, size), align, v.name.lstrip("%$"))
+                slot = self.alloca(ir.ArrayType(I8, size), align, local_name(v.name.lstrip("%$")))
                 self.symbols[v.name] = Symbol("local" if v.space == "local" else "pbuf", slot, size)
             elif v.space in ("shared", "global", "const"):
                 self.symbols[v.name] = self.mod.function_variable(self.fn, v)
@@ -117,7 +117,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
 
     def new_reg(self, name: str, bits: int) -> None:
         t = ir.IntType(bits)
-        slot = self.alloca(t, max(bits // 8, 1), name.lstrip("%"))
+        slot = self.alloca(t, max(bits // 8, 1), local_name(name.lstrip("%")))
         self.allocas.store(ir.Constant(t, 0), slot)
         self.regs[name] = (slot, bits)
 

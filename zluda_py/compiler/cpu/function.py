@@ -25,7 +25,7 @@ from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError,
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.layout import kernel_params
 from zluda_py.compiler.memops import cp_async_form, cvta_form, wide_atomic_op
-from zluda_py.compiler.lowering import lower_mov_vector, lower_semantic, mov_form
+from zluda_py.compiler.lowering import local_name, lower_mov_vector, lower_semantic, mov_form
 from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast
@@ -117,7 +117,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin):
         b.store(ir.Constant(I32, 0), self.exited)
         self._specials_setup()
         self.dispatch_block = self.llfn.append_basic_block("dispatch")
-        self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{blk.label}" if blk.label else ""))
+        self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{local_name(blk.label)}" if blk.label else ""))
                        for i, blk in enumerate(self.body.blocks)]
         # Converged clones double the code; very large functions (cub/thrust) go without them.
         size = sum(len(blk.insts) for blk in self.body.blocks)
@@ -171,7 +171,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin):
                 self.frame_size += var_size(v)
             elif v.space == "param":
                 size = var_size(v)
-                buf = b.alloca(ir.ArrayType(V.I8, size * WARP), name=v.name)
+                buf = b.alloca(ir.ArrayType(V.I8, size * WARP), name=local_name(v.name))
                 buf.align = 16
                 self.symbols[v.name] = Symbol("lparam", ptr=buf, size=size)
             elif v.space in ("shared", "global", "const"):
@@ -189,7 +189,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin):
         self.frame_end += max(16, WARP * bits // 8)
         if self.in_frame:
             return self.b.gep(self.frame, [ir.Constant(I64, self.frame_offsets[name])], source_etype=V.I8)
-        return self.b.alloca(V.vec(ir.IntType(bits)), name=name.lstrip("%"))
+        return self.b.alloca(V.vec(ir.IntType(bits)), name=local_name(name.lstrip("%")))
 
     def _new_reg(self, name: str, bits: int) -> None:
         # no initial store: PTX leaves unwritten registers undefined, as is a fresh alloca

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import mmap
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,7 @@ from zluda_py.compiler.cpu.calls import FAULT_BRKPT
 from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
 from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_ILLEGAL_ADDRESS,
                                       CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_MISALIGNED_ADDRESS,
-                                      LaunchError)
+                                      LaunchError, ModuleMemoryError)
 from zluda_py.compiler.kernels import GlobalInfo, KernelInfo
 
 DEFAULT_STACK_SIZE = 1024  # bytes per thread, NVIDIA's default cudaLimitStackSize
@@ -134,6 +135,22 @@ def object_files(object_code: bytes, metadata: dict) -> list[bytes]:
     return [object_code[end - n:end] for end, n in zip(ends, sizes)]
 
 
+_MAPPED_CHECK_FROM = 64 << 20  # bytes of variables: smaller modules load without the check
+
+
+def _check_mappable(metadata: dict) -> None:
+    """LLVM aborts the process when it cannot allocate a section, so the variables' memory is
+    mapped (untouched, so free) and given back first: a module declaring more than the process
+    can have is error 2, as from NVIDIA's loader, instead."""
+    size = sum(g["size"] for g in metadata["globals"].values())
+    if size < _MAPPED_CHECK_FROM:
+        return
+    try:
+        mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS).close()
+    except OSError as e:
+        raise ModuleMemoryError(f"the module's variables need {size} bytes: {e.strerror}") from None
+
+
 class CompiledModule:
     """Native code for one (linked) PTX module, loaded into this process. A module built per
     kernel (`compiler/parts.py`) starts as its variables' part; `add_part` links a kernel's
@@ -169,6 +186,7 @@ class CompiledModule:
             builder.export_symbol(k["runner"])
         for g in metadata["globals"].values():
             builder.export_symbol(g["symbol"])
+        _check_mappable(metadata)
         library = builder.link(_the_jit(), name)
         self._parts.append(library)
         reserved_smem = bool(metadata.get("reserved_smem"))
