@@ -4,11 +4,11 @@ never another exception, never hangs and never runs away with memory."""
 from __future__ import annotations
 
 import random
-import re
 import time
 import tracemalloc
 
 from zluda_py import ptx
+from zluda_py.fuzz.hostile.cases import mutate_ptx
 
 from .corpus import HAND_WRITTEN
 
@@ -17,25 +17,6 @@ MUTATIONS = 10_000
 # CPU time of this thread, not wall time: a loaded CI machine stalls the wall clock for seconds.
 MAX_CPU_SECONDS = 5.0
 MAX_PEAK_BYTES = 256 << 20
-_TOKENS = re.compile(r"\s+|[\w.%$:]+|.", re.S)
-
-
-def mutate(rng: random.Random, text: str) -> str:
-    kind = rng.randrange(4)
-    if kind == 0:  # truncation
-        return text[: rng.randrange(len(text))]
-    if kind == 1:  # byte flips
-        chars = list(text)
-        for _ in range(rng.randint(1, 4)):
-            chars[rng.randrange(len(chars))] = chr(rng.choice([rng.randrange(32, 127), rng.randrange(0, 256)]))
-        return "".join(chars)
-    tokens = _TOKENS.findall(text)
-    k = rng.randrange(len(tokens))
-    if kind == 2:  # token deletion
-        del tokens[k : k + rng.randint(1, 3)]
-    else:  # token duplication
-        tokens[k:k] = tokens[k : k + rng.randint(1, 3)]
-    return "".join(tokens)
 
 
 def test_mutations_raise_only_ptx_error(nvcc):
@@ -46,7 +27,7 @@ def test_mutations_raise_only_ptx_error(nvcc):
     slowest = 0.0
     tracemalloc.start()
     for n in range(MUTATIONS):
-        text = mutate(rng, seeds[n % len(seeds)])
+        text = mutate_ptx(rng, seeds[n % len(seeds)])
         tracemalloc.reset_peak()
         start = time.thread_time()
         try:
