@@ -154,3 +154,20 @@ def test_variables_larger_than_the_process_can_map_are_out_of_memory():
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [f"2 the module's variables need {1 << 32} bytes: Cannot allocate memory",
                                      f"2 the module's variables need {1 << 40} bytes: Cannot allocate memory"]
+
+
+@pytest.mark.parametrize("operand", ["9" * 30, "9" * 1_000_000, "0x1" + "0" * 16, "[%rd+" + "9" * 40 + "]"])
+def test_integer_literals_past_64_bits_are_a_precise_error(operand):
+    """They were taken modulo 2^64 (a million digits: Python's int() refused, 999)."""
+    with pytest.raises(PtxError, match=r"integer literal \d{1,24}(\.\.\.)? is out of range: more than 64 bits|"
+                                       r"integer literal 0x1\d+ is out of range"):
+        parse(HEADER + ".visible .entry k()\n{\n.reg .b64 %rd;\n" + f"mov.b64 %rd, {operand};\nret;\n}}\n"
+              if not operand.startswith("[") else
+              HEADER + ".visible .entry k()\n{\n.reg .b64 %rd;\n" + f"ld.global.u64 %rd, {operand};\nret;\n}}\n")
+
+
+@pytest.mark.parametrize("decl", [".global .b8 a[65536][65536][65536][65536];", ".global .u32 a[1][4611686018427387904];"])
+def test_variables_past_a_64_bit_address_space_are_a_precise_error(decl):
+    """Their LLVM type overflowed (999)."""
+    with pytest.raises(PtxError, match=r"'a' is \d+ bytes: more than a 64-bit address space holds"):
+        parse(HEADER + decl + "\n")

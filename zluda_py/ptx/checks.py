@@ -84,6 +84,7 @@ def compatible(reg_type: str, insn_type: str, relaxed: bool = False) -> bool:
 EXPANDED_RANGE = 4096
 # the largest `.align`: page alignment is the most real code asks for; far more costs memory to place
 MAX_ALIGN = 1 << 16
+_BITS = re.compile(r"\d+")  # of a type name: u32, b128, f16x2 (an element's size, low by at most 2)
 
 
 class _Scope(dict):
@@ -199,7 +200,7 @@ class Checker:
             if isinstance(item, Variable) and item.space in ("param", "reg"):
                 self.error(item.pos, f".{item.space} variables cannot be declared at module scope")
             if isinstance(item, Variable):
-                self.alignment(item)
+                self.layout(item)
             if isinstance(item, Directive):
                 self.gate_directive(item)
         for item in self.m.items:
@@ -207,11 +208,16 @@ class Checker:
                 self.function(item)
         return self.errors
 
-    def alignment(self, v: Variable) -> None:
+    def layout(self, v: Variable) -> None:
         """`.align` is a power of two (LLVM refuses the IR otherwise), and a huge one would make
-        the loader allocate that much to place the variable."""
+        the loader allocate that much to place the variable; the size fits 64 bits."""
         if v.align is not None and (v.align & (v.align - 1) or not 0 < v.align <= MAX_ALIGN):
             self.error(v.pos, f".align {v.align}: must be a power of two, at most {MAX_ALIGN}")
+        size = (v.vector or 1) * max(1, int(m.group()) // 8 if (m := _BITS.search(v.type)) else 1)
+        for d in v.array:
+            size *= d or 1
+        if size >> 64:
+            self.error(v.pos, f"'{v.name}' is {size} bytes: more than a 64-bit address space holds")
 
     def declare(self, scope: dict, name: str, what, pos) -> None:
         prev = scope.get(name)
@@ -254,7 +260,7 @@ class Checker:
         scope: dict[str, object] = {}
         for p in fn.returns + fn.params:
             self.declare(scope, p.name, p, p.pos)
-            self.alignment(p)
+            self.layout(p)
         # Labels are function-scoped and may be used before they appear: names that no
         # enclosing declaration resolves are kept and resolved against the labels and the
         # module scope once the whole body has been seen.
@@ -290,8 +296,8 @@ class Checker:
                 else:
                     labels[s.name] = s
             elif t is Variable:
-                if s.align is not None:
-                    self.alignment(s)
+                if s.align is not None or s.array:
+                    self.layout(s)
                 if s.count is not None and s.count > EXPANDED_RANGE:
                     if not isinstance(local, _Scope):  # plain dicts keep the common lookups fast
                         local = scopes[-1] = _Scope(local)

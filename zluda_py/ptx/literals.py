@@ -13,9 +13,17 @@ INT_RE = r"0[xX][0-9a-fA-F]+U?(?![\w$])|0[bB][01]+U?(?![\w$])|\d+U?(?![\w$])"
 _OCTAL = re.compile(r"0[0-7]+")
 
 
+MAX_INT = (1 << 64) - 1  # PTX integers are 64-bit
+TOO_BIG = 1 << 64
+
+
 def int_value(text: str) -> int | None:
-    """Value of an integer literal as lexed by INT_RE; None for a malformed octal like 09."""
+    """Value of an integer literal as lexed by INT_RE; None for a malformed octal like 09;
+    TOO_BIG for one past 64 bits with more digits than any 64-bit value has (a literal of a
+    million digits is not converted: Python refuses that, and so must we, cheaply)."""
     t = text[:-1] if text[-1] == "U" else text
+    if len((t[2:] if t[1:2] in ("x", "X", "b", "B") else t).lstrip("0")) > 64:
+        return TOO_BIG
     c = t[1:2]
     if t[0] != "0" or len(t) == 1:
         return int(t)

@@ -20,7 +20,7 @@ from .ast import (
 )
 from .checks import check
 from .errors import CUDA_ERROR_UNSUPPORTED_PTX_VERSION, PtxError, raise_all
-from .literals import DEC_FLOAT_RE, HEX_FLOAT_RE, INT_RE, hex_float_value, int_value
+from .literals import DEC_FLOAT_RE, HEX_FLOAT_RE, INT_RE, MAX_INT, hex_float_value, int_value
 from .source import Source
 
 _SKIP = re.compile(r"(?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*")
@@ -131,10 +131,14 @@ def _operand_recipe(piece: str) -> tuple:
         return (_K_REG, om.start(1), reg)
     if num is not None:
         value = int_value(num.lstrip("-"))  # no octal: the pattern leaves it to the general path
+        if value > MAX_INT:
+            return _GENERAL  # whose error names it
         return (_K_IMM, om.start(2), -value if num[0] == "-" else value, "int")
     if fhex is not None:
         return (_K_IMM, om.start(3), *hex_float_value(fhex))
     if abase is not None:
+        if off is not None and len(off) > 20:  # perhaps past 64 bits: the general path decides
+            return _GENERAL
         offset = 0 if off is None else (int(off) if sign == "+" else -int(off))
         kind = _K_ADDR_REG if abase[0] == "%" else _K_ADDR_SYM
         return (kind, om.start(4), abase, offset, om.start(5))
@@ -327,6 +331,9 @@ class Parser:
         value = int_value(tok[1])
         if value is None:
             raise self.src.error(tok[2], f"invalid octal literal {tok[1]!r}")
+        if value > MAX_INT:
+            raise self.src.error(tok[2], f"integer literal {tok[1][:24]}{'...' if len(tok[1]) > 24 else ''} "
+                                         f"is out of range: more than 64 bits")
         self.i = tok[2] + len(tok[1])
         return -value if neg else value
 
