@@ -171,3 +171,10 @@ def test_variables_past_a_64_bit_address_space_are_a_precise_error(decl):
     """Their LLVM type overflowed (999)."""
     with pytest.raises(PtxError, match=r"'a' is \d+ bytes: more than a 64-bit address space holds"):
         parse(HEADER + decl + "\n")
+
+
+def test_kernel_parameters_past_nvidias_limit_are_a_precise_error():
+    """`.param .b8 p[2^62]` loaded (CUDA_SUCCESS); ptxas refuses more than 32,764 bytes."""
+    parse(HEADER + ".visible .entry k(.param .align 4 .b8 p[32760], .param .u32 n)\n{\nret;\n}\n")
+    with pytest.raises(PtxError, match="kernel 'k' takes 4611686018427387904 bytes of parameters, more than 32764"):
+        parse(HEADER + ".visible .entry k(.param .align 8 .b8 p[4611686018427387904])\n{\nret;\n}\n")

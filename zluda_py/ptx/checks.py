@@ -84,6 +84,7 @@ def compatible(reg_type: str, insn_type: str, relaxed: bool = False) -> bool:
 EXPANDED_RANGE = 4096
 # the largest `.align`: page alignment is the most real code asks for; far more costs memory to place
 MAX_ALIGN = 1 << 16
+MAX_KERNEL_PARAMS = 32764  # bytes: NVIDIA's limit since CUDA 12.1 (ptxas refuses more)
 _BITS = re.compile(r"\d+")  # of a type name: u32, b128, f16x2 (an element's size, low by at most 2)
 
 
@@ -213,9 +214,7 @@ class Checker:
         the loader allocate that much to place the variable; the size fits 64 bits."""
         if v.align is not None and (v.align & (v.align - 1) or not 0 < v.align <= MAX_ALIGN):
             self.error(v.pos, f".align {v.align}: must be a power of two, at most {MAX_ALIGN}")
-        size = (v.vector or 1) * max(1, int(m.group()) // 8 if (m := _BITS.search(v.type)) else 1)
-        for d in v.array:
-            size *= d or 1
+        size = _size(v)
         if size >> 64:
             self.error(v.pos, f"'{v.name}' is {size} bytes: more than a 64-bit address space holds")
 
@@ -257,6 +256,8 @@ class Checker:
             self.gate_directive(d)
         if fn.body is None:
             return
+        if fn.kind == "entry" and (size := sum(map(_size, fn.params))) > MAX_KERNEL_PARAMS:
+            self.error(fn.pos, f"kernel '{fn.name}' takes {size} bytes of parameters, more than {MAX_KERNEL_PARAMS}")
         scope: dict[str, object] = {}
         for p in fn.returns + fn.params:
             self.declare(scope, p.name, p, p.pos)
@@ -491,6 +492,13 @@ class Checker:
         if spaces and spaces[0] != v.space:
             self.error(addr.pos, f"'{v.name}' is in .{v.space} space but '{insn.opcode}' "
                                  f"accesses .{spaces[0]}")
+
+
+def _size(v: Variable) -> int:
+    size = (v.vector or 1) * max(1, int(m.group()) // 8 if (m := _BITS.search(v.type)) else 1)
+    for d in v.array:
+        size *= d or 1
+    return size
 
 
 def check(module: Module, src: Source) -> list[PtxError]:
