@@ -23,6 +23,7 @@ Outcomes:
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import mmap
 import os
@@ -32,7 +33,6 @@ import struct
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, NoReturn
 
@@ -51,14 +51,14 @@ _CU_JIT_ERROR_LOG_BUFFER, _CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 5, 6
 _PR_SET_PDEATHSIG = 1
 
 
-@dataclass
+@dataclasses.dataclass
 class Limits:
     memory: int = 2 << 30  # RLIMIT_AS, bytes
     cpu: int = 20  # RLIMIT_CPU, seconds
     wall: float = 300.0  # seconds; generous: on a loaded machine a child gets a fraction of a core
 
 
-@dataclass
+@dataclasses.dataclass
 class Result:
     case: Case
     outcome: str
@@ -120,7 +120,8 @@ class _Child:
         outcome, detail = self._classify(status, cpu, limits)
         self.result.close()
         self.stderr.close()
-        return Result(self.case, outcome, detail, cpu, rss)
+        # without its image: what this process holds counts against every later child's RLIMIT_AS
+        return Result(dataclasses.replace(self.case, image=b""), outcome, detail, cpu, rss)
 
     def _classify(self, status: int, cpu: float, limits: Limits) -> tuple[str, str]:
         self.stderr.seek(0)
