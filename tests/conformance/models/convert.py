@@ -129,10 +129,13 @@ def round_integral_ref(x: int, f: Format, mode: str, ftz: bool = False, sat: boo
 
 
 def tf32_ref(x: int, mode: str, satfinite: bool = False, relu: bool = False) -> int:
-    """tf32 in the upper 19 bits of a b32, the low 13 bits zero; NaN is 0x7fffe000 (measured on
-    NVIDIA H200, driver 580.159.04, for .rn and .rz)."""
+    """tf32 in the upper 19 bits of a b32, the low 13 bits zero. NaN (measured on NVIDIA H200,
+    driver 580.159.04): .rn and .rz give 0x7fffe000; .rna truncates the pattern to those 19 bits
+    (a NaN may become an infinity), .rna.satfinite then subtracts one tf32 ulp from it."""
     if decode(x, F32).kind == "nan":
-        return 0x7FFFE000
+        if mode != "rna":
+            return 0x7FFFE000
+        return (x & ~0x1FFF) - (0x2000 if satfinite else 0)
     return f2f_ref(x, F32, TF32, mode, satfinite=satfinite, relu=relu) << 13
 
 

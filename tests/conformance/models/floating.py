@@ -50,8 +50,8 @@ def arith_ref(op: str, xs: list[int], e: str, mode: str, ftz: bool, sat: bool = 
 
 def minmax_ref(op: str, a: int, b: int, t: str, nan_mode: bool, xorsign: bool, ftz: bool) -> int:
     """Two-input min/max: -0 < +0; one NaN operand yields the other, two NaNs (or any NaN with
-    .NaN) the canonical NaN, on f64 the first operand quieted (measured on NVIDIA H200, driver
-    580.159.04: min.f64(sNaN, sNaN) is that sNaN quieted; a over b is tentative, recheck.txt);
+    .NaN) the canonical NaN, on f64 the second operand quieted (measured on NVIDIA H200, driver
+    580.159.04: min/max.f64(0x7ff0000000000001, 0xfff0000000000001) = 0xfff8000000000001);
     .xorsign.abs compares |a| |b| and gives the result the xor of the input signs (not to a NaN
     result)."""
     f = FORMATS[t]
@@ -64,7 +64,7 @@ def minmax_ref(op: str, a: int, b: int, t: str, nan_mode: bool, xorsign: bool, f
     x, y = decode(a, f), decode(b, f)
     if x.kind == NAN or y.kind == NAN:  # the manual's order: NaN rules, then the xor sign
         if t == "f64" and x.kind == NAN and y.kind == NAN:
-            return a | 1 << (f.mbits - 1)
+            return b | 1 << (f.mbits - 1)
         if nan_mode or (x.kind == NAN and y.kind == NAN):
             return f.nan
         return (b if x.kind == NAN else a) | s

@@ -101,6 +101,15 @@ class Brev(Semantic):
         return [L.intrinsic("bitreverse", srcs[0].type, srcs)]
 
 
+def _bit_field(L: Lanes, n: int, pos32: ir.Value, len32: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """bfe/bfi position and length at width n. PTX reduces both mod 256; the 32-bit forms do,
+    but the 64-bit ones use the whole u32 values (measured on NVIDIA H200, driver 580.159.04:
+    bfe.u64(a, 0, 256) = a)."""
+    if n == 32:
+        return L.b.and_(pos32, L.like(pos32, 0xFF)), L.b.and_(len32, L.like(len32, 0xFF))
+    return L.zext(pos32, n), L.zext(len32, n)
+
+
 @register("any", "bfe")
 class Bfe(Semantic):
     def operands(self, inst: ast.Instruction) -> OperandTypes:
@@ -112,8 +121,7 @@ class Bfe(Semantic):
         b = L.b
         t = inst.types[-1]
         n = width(t)
-        pos = L.zext(b.and_(pos32, L.like(pos32, 0xFF)), n)
-        ln = L.zext(b.and_(len32, L.like(len32, 0xFF)), n)
+        pos, ln = _bit_field(L, n, pos32, len32)
         msb = L.like(a, n - 1)
         inside = b.icmp_unsigned("<", pos, L.like(a, n))
         field_len = b.select(inside, umin(L, ln, b.sub(L.like(a, n), pos)), L.like(a, 0))
@@ -137,8 +145,7 @@ class Bfi(Semantic):
         f, base, pos32, len32 = srcs
         b = L.b
         n = width(inst.types[-1])
-        pos = L.zext(b.and_(pos32, L.like(pos32, 0xFF)), n)
-        ln = L.zext(b.and_(len32, L.like(len32, 0xFF)), n)
+        pos, ln = _bit_field(L, n, pos32, len32)
         inside = b.icmp_unsigned("<", pos, L.like(f, n))
         safe_pos = b.select(inside, pos, L.like(f, 0))
         field_len = b.select(inside, umin(L, ln, b.sub(L.like(f, n), pos)), L.like(f, 0))

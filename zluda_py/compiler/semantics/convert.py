@@ -242,6 +242,12 @@ class Cvt(Semantic):
             nan = _payload_nan(L, x, dfmt)
         elif (src, dst) == ("bf16", "f32") and not ftz:
             nan = L.b.shl(L.zext(srcs[0], 32), L.like(L.zext(srcs[0], 32), 16))
+        elif dst == "tf32" and mode == "rna":
+            # The pattern truncated (0x7f800001 -> 0x7f800000), one tf32 ulp less with .satfinite
+            # (measured on NVIDIA H200, driver 580.159.04; .rn/.rz give the canonical NaN).
+            nan = L.b.and_(srcs[0], L.like(srcs[0], ~0x1FFF & 0xFFFFFFFF))
+            if inst.has("satfinite"):
+                nan = L.b.sub(nan, L.like(nan, 0x2000))
         if rnd in INT_RND:
             x = round_integral(L, x, rnd)
         elif _widening(src, dst):
