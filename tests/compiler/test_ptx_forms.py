@@ -141,8 +141,11 @@ def test_brx_idx_and_barrier_after_early_exit():
 
 
 @pytest.mark.parametrize("text, what", [
-    ("tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [tx, {%f1, %f2}];", "tex.2d.v4.f32.f32"),
-    ("suld.b.1d.v4.b32.trap {%r1, %r2, %r3, %r4}, [sx, {%r1}];", "suld.b.1d.v4.b32.trap"),
+    # texture/surface *references* (.texref/.surfref): only objects are implemented
+    ("tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [tx, {%f1, %f2}];",
+     "tex.2d.v4.f32.f32 (texture reference tx (only texture and surface objects))"),
+    ("suld.b.1d.v4.b32.trap {%r1, %r2, %r3, %r4}, [sx, {%r1}];",
+     "suld.b.1d.v4.b32.trap (surface reference sx (only texture and surface objects))"),
 ])
 def test_refused_instructions_name_the_form_and_line(text, what):
     src = HEAD + f""".global .texref tx;

@@ -49,7 +49,8 @@ class TextureMixin:
         its answer; returns the record."""
         b = self.b
         if isinstance(handle, ast.Sym):
-            raise unsupported(inst, f"texture reference {handle.name} (only texture and surface objects)")
+            kind = "surface" if inst.opcode.startswith("su") else "texture"
+            raise unsupported(inst, f"{kind} reference {handle.name} (only texture and surface objects)")
         record = V.entry_alloca(b, ir.ArrayType(I64, REQUEST_WORDS))
         record.align = 64
         slot = lambda k: b.gep(record, [ir.Constant(I32, 0), ir.Constant(I32, k * WARP)])  # noqa: E731
