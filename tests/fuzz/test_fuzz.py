@@ -58,6 +58,18 @@ def test_cpu_target_matches_reference(tmp_path: Path) -> None:
     assert not res.failures, "\n".join(f"seed {f.seed}: {f.message}" for f in res.failures)
 
 
+def test_activemask_follows_a_warp_barrier_over_its_set() -> None:
+    """Seed 19396: `activemask` in a function called after a branch whose lanes ran a loop apart.
+    The reference read the lanes still split (0xf007ffff / 0x0f380000), the CPU target the whole
+    warp; PTX leaves it open, so the generator now puts `bar.warp.sync` over the known set first,
+    and both executors then agree."""
+    pytest.importorskip("zluda_py.reference")
+    k = generate(19396)
+    assert "bar.warp.sync" in k.ptx() and "coll_activemask" in k.shapes
+    res = campaign.run_batch([19396], 0, None)
+    assert res.kernels == 1 and not res.failures, res.failures
+
+
 @pytest.mark.xdist_group("fuzz-amd")
 def test_emulated_amdgpu_targets_match_reference(tmp_path: Path) -> None:
     """Seeds 0-29 on our AMDGPU code for gfx1100 (wave32) and gfx950 (wave64: two CUDA warps per

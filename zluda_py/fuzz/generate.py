@@ -700,8 +700,10 @@ class Generator:
         elif kind == "redux":
             op = rng.choice(("add.u32", "min.u32", "max.u32", "min.s32", "max.s32", "and.b32", "or.b32", "xor.b32"))
             lines += [f"redux.sync.{op} %t0, {a}, {m};", f"{mix} {d}, {d}, %t0;"]
-        else:
-            lines += ["activemask.b32 %t0;", f"{mix} {d}, {d}, %t0;"]
+        else:  # activemask reads which lanes execute together: only a warp barrier over the known
+            # set makes that the set (without it, lanes that diverged earlier may still run apart:
+            # seed 19396 on the reference, 8 non-recursive kernels on an H200)
+            lines += [f"bar.warp.sync {m};", "activemask.b32 %t0;", f"{mix} {d}, {d}, %t0;"]
         return Collective(lines, m)
 
     def g_sync(self, ctx: Ctx) -> Node:
