@@ -288,3 +288,21 @@ def test_concatenated_fatbins_with_alignment_padding():
     assert len(odd) % 8
     section = odd + b"\0" * (-len(odd) % 8) + bytes(16) + fatbin(entry(sm=80))
     assert [fb.entries[0].sm for fb in iter_fatbins(section)] == [75, 80]
+
+
+def test_reading_a_file_costs_its_size_not_the_cap(tmp_path):
+    """cuModuleLoad's file read: under an address-space limit 256 MiB above what the process
+    uses, a small file loads (one read of the 1 GiB cap would reserve the cap first)."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "k.ptx"
+    f.write_text(".version 8.0\n.target sm_80\n.address_size 64\n")
+    code = ("import resource, sys\nfrom zluda_py.fatbin import loader\n"
+            "pages = int(open('/proc/self/statm').read().split()[0])\n"
+            "limit = pages * resource.getpagesize() + (256 << 20)\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+            "print(len(loader._read_file(sys.argv[1])))\n")
+    r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == str(len(f.read_bytes()))

@@ -164,10 +164,18 @@ def ptx_from_bytes(data: bytes, sm: int, origin: str = "<bytes>") -> list[PtxMod
 
 def _read_file(path: str | os.PathLike) -> bytes:
     try:
-        with open(path, "rb") as f:
-            data = f.read(max_size() + 1)  # bounded even for /dev/zero
-        check_size(len(data), "the file", 0)
-        return data
+        cap, chunks, total = max_size(), [], 0
+        with open(path, "rb", buffering=0) as f:
+            # in 1 MiB pieces: one read(cap + 1) would reserve the whole cap up front, whatever
+            # the file's size, and stop bounds reading /dev/zero
+            while total <= cap:
+                chunk = f.read(min(1 << 20, cap + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        check_size(total, "the file", 0)
+        return b"".join(chunks)
     except OSError as e:
         raise FatbinError(f"cannot read: {e.strerror}", 0, origin=os.fspath(path)) from None
     except FatbinError as e:
