@@ -6,8 +6,13 @@
 # (tests/hardware/recheck.txt), packed at the end into all.tar.xz.NN parts.
 # Each step has a time limit so that the whole run ends in about eight minutes; README.md says
 # what becomes golden data and where.
+# STEPS picks steps (default all: probes fuzz conformance recheck programs); FUZZ_SEEDS the fuzz
+# range (default 0-20299); PROGRAM_MATCH a regex on program names; RECHECK_FAILED=1 records the
+# tests that failed in the conformance step as well as those in recheck.txt.
 set -u
 OUT=${OUT:-/tmp/nvidia-out}
+STEPS=" ${STEPS:-probes fuzz conformance recheck programs} "
+want() { [[ "$STEPS" == *" $1 "* ]]; }
 B=/tmp/nvidia-build
 mkdir -p "$OUT" "$B"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
@@ -20,6 +25,7 @@ stamp() { echo "[$(($(date +%s) - start)) s] $*"; }
   uname -r; } > "$OUT/machine.txt" 2>&1
 stamp "machine: $(head -2 "$OUT/machine.txt" | tail -1)"
 
+if want probes; then
 # texture_probe.cu builds while the launch probe runs
 nvcc -o $B/texture_probe tests/hardware/texture_probe.cu > $B/build_texture_probe.log 2>&1 &
 texture_build=$!
@@ -41,6 +47,7 @@ fi
 # 1c. driver behaviours the documentation leaves open (memory pool limits, IPC in one process)
 nvcc -o $B/api_probe tests/hardware/api_probe.cu && timeout 30 $B/api_probe > "$OUT/api_probe.txt" 2>&1
 stamp "api probe: rc $?"
+fi
 
 # 2. the project's CUDA programs, built in the background meanwhile (name|sources|nvcc args|argv)
 PROGRAMS="vector_add|vector_add.cu||
@@ -66,37 +73,45 @@ graphs_errors|e2e_graphs.cu||errors
 memory_pools|e2e_memory_api.cu||pool
 vmm|e2e_memory_api.cu||vmm
 ipc|e2e_memory_api.cu||ipc
-thrust|e2e_thrust.cu|-std=c++17|"
+thrust|e2e_thrust.cu|-std=c++17|
+async_barrier|e2e_async_barrier.cu|-arch=sm_90|"
 build() {
   IFS='|' read -r name srcs args argv <<< "$1"
   [ -n "$name" ] || return 0
   (cd tests/cuda && nice nvcc $args $srcs -o $B/prog_$name > $B/build_$name.log 2>&1)
 }
 export -f build; export B
-echo "$PROGRAMS" | xargs -P 6 -I{} bash -c 'build "$@"' _ {} &
+PROGRAMS=$(echo "$PROGRAMS" | grep -E "^(${PROGRAM_MATCH:-.*})\|")
+want programs && { echo "$PROGRAMS" | xargs -P 6 -I{} bash -c 'build "$@"' _ {} & }
 builds=$!
 
 # 3. fuzz kernels (zluda_py.fuzz.generate) compiled by ptxas, their outcomes as digests
 # (with $EXPECT, a file of the reference's digests: the buffers of launches that differ are kept)
-timeout 230 python3 -m tests.hardware.record_fuzz --seeds 0-20299 --out "$OUT/fuzz.txt" --ptxas --budget 110 --jobs 14 \
+if want fuzz; then
+timeout 230 python3 -m tests.hardware.record_fuzz --seeds ${FUZZ_SEEDS:-0-20299} --out "$OUT/fuzz.txt" --ptxas --budget 110 --jobs 14 \
   ${EXPECT:+--expect "$EXPECT"} > "$OUT/fuzz_log.txt" 2>&1
 stamp "fuzz: rc $? $(tail -1 "$OUT/fuzz_log.txt")"
+fi
 
 # 4. the conformance suite's kernels on this GPU, against the suite's independent references
+if want conformance; then
 timeout 150 python3 -m pytest -q -n 16 tests/conformance --target cuda -p no:cacheprovider \
   --ignore=tests/conformance/test_emulated.py -o junit_family=xunit1 --junitxml="$OUT/conformance.xml" \
   > "$OUT/conformance.txt" 2>&1
 stamp "conformance: rc $? $(tail -1 "$OUT/conformance.txt")"
+fi
 
 # 4b. the tests in recheck.txt again, each launch's PTX, inputs and outputs saved in $OUT/records
-if [ -s tests/hardware/recheck.txt ]; then
-  mapfile -t ids < <(grep -v '^#' tests/hardware/recheck.txt | grep .)
+if want recheck && [ -s tests/hardware/recheck.txt ]; then
+  mapfile -t ids < <({ grep -v '^#' tests/hardware/recheck.txt
+    [ -n "${RECHECK_FAILED:-}" ] && grep -o '^FAILED [^ ]*' "$OUT/conformance.txt" | cut -d' ' -f2; } | grep . | sort -u)
   ZLUDA_HW_RECORD="$OUT/records" timeout 120 python3 -m pytest -q -n 16 --target cuda -p no:cacheprovider \
     "${ids[@]}" > "$OUT/recheck.txt" 2>&1
   stamp "recheck: rc $? $(tail -1 "$OUT/recheck.txt"), $(ls "$OUT/records" 2>/dev/null | wc -l) records"
 fi
 
 # 5. run the programs
+if want programs; then
 wait $builds
 : > "$OUT/programs.txt"
 echo "$PROGRAMS" | while IFS='|' read -r name srcs args argv; do
@@ -109,6 +124,7 @@ echo "$PROGRAMS" | while IFS='|' read -r name srcs args argv; do
   { echo "=== $name ($srcs $args; argv: $argv): rc $rc"; tail -c 3000 $B/run.out; echo "--- stderr"; tail -c 2000 $B/run.err; } >> "$OUT/programs.txt"
 done
 stamp "programs: $(grep -c '^===' "$OUT/programs.txt") run, $(grep -c ': rc 0$' "$OUT/programs.txt") exit 0"
+fi
 
 # 6. pack: the device tool brings back at most 8 files of 16 MiB, so everything travels as one
 # xz-compressed tar, split into 15 MiB parts (cat all.tar.xz.* | tar -xJ)
