@@ -6,12 +6,12 @@
 # (tests/hardware/recheck.txt), packed at the end into all.tar.xz.NN parts.
 # Each step has a time limit so that the whole run ends in about eight minutes; README.md says
 # what becomes golden data and where.
-# STEPS picks steps (default all: probes fuzz conformance recheck programs); FUZZ_SEEDS the fuzz
+# STEPS picks steps (default all: probes approx fuzz conformance recheck programs); FUZZ_SEEDS the fuzz
 # range (default 0-20299); PROGRAM_MATCH a regex on program names; RECHECK_FAILED=1 records the
 # tests that failed in the conformance step as well as those in recheck.txt.
 set -u
 OUT=${OUT:-/tmp/nvidia-out}
-STEPS=" ${STEPS:-probes fuzz conformance recheck programs} "
+STEPS=" ${STEPS:-probes approx fuzz conformance recheck programs} "
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 B=/tmp/nvidia-build
 mkdir -p "$OUT" "$B"
@@ -85,6 +85,12 @@ PROGRAMS=$(echo "$PROGRAMS" | grep -E "^(${PROGRAM_MATCH:-.*})\|")
 want programs && { echo "$PROGRAMS" | xargs -P 6 -I{} bash -c 'build "$@"' _ {} & }
 builds=$!
 
+# 2b. the .approx functions' largest errors over whole input ranges
+if want approx; then
+  timeout 120 python3 -m tests.hardware.approx_probe > "$OUT/approx_bounds.txt" 2>&1
+  stamp "approx: rc $? $(wc -l < "$OUT/approx_bounds.txt") ranges"
+fi
+
 # 3. fuzz kernels (zluda_py.fuzz.generate) compiled by ptxas, their outcomes as digests
 # (with $EXPECT, a file of the reference's digests: the buffers of launches that differ are kept)
 if want fuzz; then
@@ -121,6 +127,7 @@ echo "$PROGRAMS" | while IFS='|' read -r name srcs args argv; do
   fi
   timeout 60 $B/prog_$name $argv > $B/run.out 2> $B/run.err
   rc=$?
+  mkdir -p "$OUT/programs" && cp $B/run.out "$OUT/programs/$name.out" && cp $B/run.err "$OUT/programs/$name.err"
   { echo "=== $name ($srcs $args; argv: $argv): rc $rc"; tail -c 3000 $B/run.out; echo "--- stderr"; tail -c 2000 $B/run.err; } >> "$OUT/programs.txt"
 done
 stamp "programs: $(grep -c '^===' "$OUT/programs.txt") run, $(grep -c ': rc 0$' "$OUT/programs.txt") exit 0"
