@@ -19,6 +19,9 @@ contains a block barrier, or calls one that does, by a copy of the callee's body
   program and not one per call site: they move to module scope (renamed `name.fn.fname`);
 * instructions keep their positions, so errors name the callee's file:line.
 
+mbarrier waits (test_wait/try_wait) count as barriers here: a warp waiting on one returns to
+the block runner too (cpu/mbarrier.py).
+
 Recursion through such a function cannot be inlined and is refused, as are indirect calls
 that may reach one. Target-independent: AST in, AST out; the functions it inlined everywhere
 leave the module.
@@ -31,6 +34,7 @@ from typing import Iterator
 
 from zluda_py.compiler import cfg
 from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.compiler.mbarrier import is_wait
 from zluda_py.compiler.ptxtypes import var_align, var_size
 from zluda_py.ptx import ast
 
@@ -73,7 +77,10 @@ def _instructions(stmts: list[ast.Statement]) -> Iterator[ast.Instruction]:
 
 
 def _is_barrier(inst: ast.Instruction) -> bool:
-    return cfg.is_block_barrier(cfg.normalize(inst, lambda _: False))
+    """A block barrier, or an mbarrier wait (test_wait/try_wait): a thread spinning on one
+    must let the block's other warps run, which a warp function does by returning to the
+    block runner, so these too must not sit in a called function."""
+    return cfg.is_block_barrier(cfg.normalize(inst, lambda _: False)) or is_wait(inst)
 
 
 def _split_call(inst: ast.Instruction) -> tuple[list[ast.Operand], ast.Operand, list[ast.Operand]]:

@@ -8,6 +8,7 @@ from llvmlite import ir
 
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
+from zluda_py.compiler.mbarrier import bulk_form
 from zluda_py.ptx import ast
 
 SPACES = ("global", "shared", "local", "param", "const", "generic")
@@ -105,10 +106,11 @@ def cvta_form(inst: ast.Instruction) -> None:
 
 
 def cp_async_form(inst: ast.Instruction) -> None:
-    """Refuse cp.async.mbarrier.arrive: no target models mbarrier objects (mbarrier.* is refused),
-    and the arrive-on it makes is its only effect."""
-    if inst.has("async") and inst.has("mbarrier"):
-        raise unsupported(inst, "mbarrier objects are not supported")
+    """The cp forms the CPU target translates: cp.async (with commit/wait groups),
+    cp.async.mbarrier.arrive(.noinc) (compiler/mbarrier.py), and the bulk copies that
+    cpu/mbarrier.bulk_form accepts."""
+    if inst.has("bulk") or inst.has("reduce"):
+        bulk_form(inst)
 
 
 def cp_async_src_size(inst: ast.Instruction) -> ast.Operand | None:

@@ -237,7 +237,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
 
     def lower_inst(self, inst: ast.Instruction) -> None:
         op = inst.opcode
-        if op in REFUSED or (op == "cp" and inst.has("bulk")):
+        if op == "mbarrier" or (op == "cp" and (inst.has("bulk") or inst.has("mbarrier"))):
+            # the CPU target models mbarrier objects (compiler/mbarrier.py); this target does not yet
+            raise unsupported(inst, "asynchronous barriers (mbarrier) and bulk copies are not supported on AMDGPU")
+        if op in REFUSED:
             raise unsupported(inst, "textures, surfaces and tensor-core instructions are not supported")
         if op in NO_OPS:
             return

@@ -78,6 +78,7 @@ class Frame(IntEnum):
     LIVE = 3  # number of lanes that have not exited
     BAR_MASK = 4  # lanes that arrived
     BAR_VALUE = 5  # bar.red contribution (number of lanes with a true predicate)
+    YIELD = 6  # 1: the warp returned to let the others run (mbarrier waits), not at a barrier
     SPILL_ALL = 7  # 1: the warp was divergent at the barrier, every register was saved
     STATE = 8  # block runner: 0 not started, >0 resume point, -1 finished
     WAITGEN = 9  # block runner: generation of the barrier the warp waits at

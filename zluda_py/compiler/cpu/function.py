@@ -19,12 +19,14 @@ from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, RESERVED_SMEM, STACK_ALIGN, WARP, Ctx, Frame
 from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
+from zluda_py.compiler.cpu.mbarrier import MbarrierMixin
 from zluda_py.compiler.cpu.memory import MemoryMixin
 from zluda_py.compiler.cpu.texops import TEXTURE_OPCODES, TextureMixin, texture_form
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.layout import kernel_params
 from zluda_py.compiler.memops import cp_async_form, cvta_form, wide_atomic_op
+from zluda_py.compiler.mbarrier import is_wait, mbarrier_form
 from zluda_py.compiler.lowering import local_name, lower_mov_vector, lower_semantic, mov_form
 from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
@@ -43,20 +45,21 @@ CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged cl
 FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp frame
 # Families we refuse: surface reductions, type tests of texture handles, the tensor cores.
 REFUSED = {"sured", "istypep", "mma", "wmma", "wgmma", "ldmatrix", "stmatrix", "movmatrix", "tcgen05",
-           "cp.async.bulk", "tensormap"}
+           "tensormap"}
 
 # Per-opcode form checks of the target's own handlers: each raises the precise unsupported
 # error for a modifier combination its handler does not translate. `zluda ptx coverage` asks
 # the same functions, so the report and the compiler cannot disagree.
 FORM_CHECKS: dict[str, Callable[[ast.Instruction], object]] = {"atom": wide_atomic_op, "red": wide_atomic_op,
                                                                 "cp": cp_async_form, "mov": mov_form, "cvta": cvta_form,
+                                                                "mbarrier": mbarrier_form,
                                                                 **{op: texture_form for op in TEXTURE_OPCODES}}
 
 
 def check_form(inst: ast.Instruction) -> None:
     """Raise the unsupported error if this target does not translate `inst`'s form."""
     op = inst.opcode
-    if op in REFUSED or (op == "cp" and inst.has("bulk")) or (op in ("st", "red") and inst.has("async")):
+    if op in REFUSED or (op in ("st", "red") and inst.has("async")):
         raise unsupported(inst)
     if op in FORM_CHECKS:
         FORM_CHECKS[op](inst)
@@ -77,7 +80,7 @@ class Symbol:
     size: int = 0
 
 
-class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin):
+class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, MbarrierMixin):
     def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
         self.mod = mod
         self.fn = fn
@@ -121,12 +124,19 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin):
                        for i, blk in enumerate(self.body.blocks)]
         # Converged clones double the code; very large functions (cub/thrust) go without them.
         size = sum(len(blk.insts) for blk in self.body.blocks)
-        self.cloned = size <= CLONE_LIMIT
+        # mbarrier waits park the lanes whose wait failed (see park): the dispatcher must see
+        # every block, so such functions have no converged clones
+        self.has_waits = self.is_kernel and any(is_wait(i) for blk in self.body.blocks for i in blk.insts)
+        self.parked = None
+        if self.has_waits:
+            self.parked = b.alloca(I32, name="parked")
+            b.store(ir.Constant(I32, 0), self.parked)
+        self.cloned = size <= CLONE_LIMIT and not self.has_waits
         self.converged_blocks = [self.llfn.append_basic_block(f"all{i}") for i in range(len(self.body.blocks))] \
             if self.cloned else self.blocks
         if self.is_kernel:
             start = self.llfn.append_basic_block("start")
-            has_barriers = any(cfg.is_block_barrier(i) for blk in self.body.blocks for i in blk.insts)
+            has_barriers = self.has_waits or any(cfg.is_block_barrier(i) for blk in self.body.blocks for i in blk.insts)
             self.resume_block = self.llfn.append_basic_block("resume") if has_barriers else start
             b.switch(self.resume, self.resume_block).add_case(ir.Constant(I32, 0), start)
             b.position_at_end(start)
@@ -233,6 +243,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin):
         b = self.b
         b.position_at_end(self.dispatch_block)
         pcv = b.load(self.pc, typ=V.vec(I32), align=16)
+        if self.parked is not None:  # parked lanes run only when no other lane can (see park)
+            pcv = b.select(V.bits_mask(b, b.load(self.parked, typ=I32)), V.splat_const(I32, DONE), pcv)
         low = V.reduce(b, "umin", pcv)
         self.mask = b.icmp_unsigned("==", pcv, V.splat(b, low))
         finished = self.llfn.append_basic_block("finished")
@@ -246,6 +258,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin):
             for i, llb in enumerate(targets):
                 sw.add_case(ir.Constant(I32, i), llb)
         b.position_at_end(finished)
+        if self.parked is not None:
+            parked = b.load(self.parked, typ=I32)
+            with b.if_then(b.icmp_unsigned("!=", parked, ir.Constant(I32, 0))):
+                self._yield_parked()
         if self.is_kernel:
             self._set_frame_i32(Frame.LIVE, ir.Constant(I32, 0))
             b.ret(ir.Constant(I32, 0))
@@ -256,6 +272,29 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin):
                     t = V.vec(ir.IntType(bits))
                     b.store(b.load(slot, typ=t, align=16), self.symbols[p.name].ptr, align=16)
             b.ret(b.load(self.exited, typ=I32))
+
+    def park(self, lanes: ir.Value) -> None:
+        """`lanes` failed an mbarrier wait: they will spin until another thread arrives, so the
+        dispatcher leaves them aside while other lanes of the warp can run (they may be the ones
+        to arrive); once only parked lanes are left, `_yield_parked` lets the other warps run."""
+        b = self.b
+        b.store(b.or_(b.load(self.parked, typ=I32), V.mask_bits(b, lanes)), self.parked)
+
+    def _yield_parked(self) -> None:
+        """Every lane that has not finished is parked: return to the block runner (a kernel:
+        save every register, resume here later, when the parked lanes retry their waits). A
+        .func cannot return to the runner; the inliner inlines every .func with an mbarrier
+        wait (compiler/inline.py), so this is reached only in a kernel."""
+        b = self.b
+        b.store(ir.Constant(I32, 0), self.parked)
+        pcv = b.load(self.pc, typ=V.vec(I32), align=16)
+        self._set_frame_i32(Frame.LIVE, V.popcount(b, V.mask_bits(b, b.icmp_unsigned("!=", pcv, V.splat_const(I32, DONE)))))
+        self._set_frame_i32(Frame.YIELD, ir.Constant(I32, 1))
+        self._set_frame_i32(Frame.SPILL_ALL, ir.Constant(I32, 1))
+        site = len(self.resume_sites) + 1
+        self.resume_sites.append((site, None, None, self.carried))
+        self.spill(self.carried)
+        b.ret(ir.Constant(I32, site))
 
     def goto(self, lanes: ir.Value, target: int | None) -> None:
         """Send `lanes` to block `target` (None: they finish)."""

@@ -701,6 +701,12 @@ class MemoryMixin:
 
     def op_cp(self, inst: ast.Instruction, mask: ir.Value) -> None:
         """cp.async: the copy completes at once (see cp_async_size)."""
+        if inst.has("bulk") or inst.has("reduce"):
+            self.cp_async_bulk(inst, mask)
+            return
+        if inst.has("mbarrier"):
+            self.cp_async_mbarrier_arrive(inst, mask)
+            return
         n = cp_async_size(inst)
         if n is None:
             return

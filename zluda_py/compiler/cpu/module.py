@@ -204,7 +204,7 @@ class ModuleLowering:
                     lanes = b.sub(threads, b.mul(w, ir.Constant(I64, WARP)))
                     lanes = b.select(b.icmp_unsigned(">", lanes, ir.Constant(I64, WARP)), ir.Constant(I64, WARP), lanes)
                     b.store(b.trunc(lanes, I32), hdr(fr, Frame.LIVE))
-                    for field in (Frame.STATE, Frame.BAR_ID, Frame.WAITGEN):
+                    for field in (Frame.STATE, Frame.BAR_ID, Frame.WAITGEN, Frame.YIELD):
                         b.store(ir.Constant(I32, 0), hdr(fr, field))
                 total = V.entry_alloca(b, I64)  # threads of the block that have not exited
                 b.store(threads, total)
@@ -224,8 +224,12 @@ class ModuleLowering:
                         gen = b.load(bar_field(bar_id, BarSlot.GEN), typ=I64)
                         waiting = b.and_(b.icmp_signed(">", state, ir.Constant(I32, 0)),
                                          b.icmp_unsigned("==", b.zext(b.load(hdr(fr, Frame.WAITGEN), typ=I32), I64), gen))
+                        # a warp that yielded (mbarrier waits) waits for nothing: it runs again next round
+                        waiting = b.and_(waiting, b.icmp_unsigned("==", b.load(hdr(fr, Frame.YIELD), typ=I32),
+                                                                  ir.Constant(I32, 0)))
                         with b.if_then(b.not_(waiting)):
                             before = b.load(hdr(fr, Frame.LIVE), typ=I32)
+                            b.store(ir.Constant(I32, 0), hdr(fr, Frame.YIELD))
                             r = b.call(warp, [ctx, fr, state])
                             exited = b.zext(b.sub(before, b.load(hdr(fr, Frame.LIVE), typ=I32)), I64)
                             b.store(b.sub(b.load(total, typ=I64), exited), total)
