@@ -26,7 +26,10 @@ FORMS_PER_OPCODE = {"gfx1100": 2, "gfx950": 1}
 REGRESSIONS = ["add.rp.f32", "add.rn.sat.f16", "add.sat.s32", "abs.bf16", "cos.approx.f32", "cvt.rni.f32.f32",
                "cvt.rni.u32.f32", "cvt.ftz.sat.f64.f32", "cvt.u64.u16", "max.f32", "prmt.b32.f4e",
                "fma.rn.f32", "min.s16", "dp4a.u32.u32", "cvt.rm.f32.s16",
-               "vsub2.s32.s32.s32.sat"]
+               "vsub2.s32.s32.s32.sat",
+               # division corners (V_DIV_SCALE/V_DIV_FIXUP read where the manual's text cannot mean it)
+               "div.rn.f32", "div.rn.ftz.f32", "div.full.f32", "div.full.ftz.f32", "div.rn.f64", "rcp.rn.f64",
+               "rcp.approx.ftz.f64"]
 WARP = {"shfl", "vote", "match", "redux.sync", "elect.sync", "activemask", "bar.warp.sync"}
 CHUNK = 32
 

@@ -226,3 +226,50 @@ def test_sdwa_operand_in_an_sgpr(arch: str) -> None:
     bit: src1 is an SGPR); the emulator once read v2 there (found by the fuzzer, seed 34)."""
     out = run_ptx(SMALL_REM, "small_rem", 1, 70, [np.zeros(70, np.uint32)], arch)[0]
     np.testing.assert_array_equal(out, (np.arange(70) + 55) % 70)
+
+
+DIVISION = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry division(.param .u64 a, .param .u64 b, .param .u64 q, .param .u64 c, .param .u64 d, .param .u64 r)
+{
+  .reg .b32 %r<2>; .reg .b64 %rd<12>; .reg .f32 %f<4>; .reg .f64 %fd<4>;
+  ld.param.u64 %rd1, [a]; ld.param.u64 %rd2, [b]; ld.param.u64 %rd3, [q];
+  ld.param.u64 %rd4, [c]; ld.param.u64 %rd5, [d]; ld.param.u64 %rd6, [r];
+  mov.u32 %r1, %tid.x; mul.wide.u32 %rd7, %r1, 4; mul.wide.u32 %rd8, %r1, 8;
+  add.u64 %rd9, %rd1, %rd7; ld.global.f32 %f1, [%rd9];
+  add.u64 %rd9, %rd2, %rd7; ld.global.f32 %f2, [%rd9];
+  div.rn.f32 %f3, %f1, %f2;
+  add.u64 %rd9, %rd3, %rd7; st.global.f32 [%rd9], %f3;
+  add.u64 %rd9, %rd4, %rd8; ld.global.f64 %fd1, [%rd9];
+  add.u64 %rd9, %rd5, %rd8; ld.global.f64 %fd2, [%rd9];
+  div.rn.f64 %fd3, %fd1, %fd2;
+  add.u64 %rd9, %rd6, %rd8; st.global.f64 [%rd9], %fd3;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_division_corners(arch: str) -> None:
+    """LLVM's division (V_DIV_SCALE, V_RCP, Newton steps, V_DIV_FMAS, V_DIV_FIXUP) correctly
+    rounded where the quotient overflows, where the reciprocal of the divisor is a denormal and
+    where both it and the quotient are (execute._div_scale_text, _div_fixup_text): the manual's
+    text read literally gave NaN for the first and last and 1.0 for max / (max - ulp)."""
+    f32 = [(0x7F7FFFFF, 0x00000001), (0x7F7FFFFF, 0x00800000), (0xFF7FFFFE, 0x00000002),
+           (0x6DA590D0, 0x82745A80), (0x7F7FFFFF, 0x7F7FFFFE), (0x3F800000, 0x7F7FFFFF),
+           (0x00000001, 0x7F7FFFFF), (0x40400000, 0x3F800001), (0x00000003, 0x40000000)]
+    f64 = [(0x3FF0000000000000, 0x7FEFFFFFFFFFFFFF), (0x7FEFFFFFFFFFFFFF, 0x0000000000000001),
+           (0x7FEFFFFFFFFFFFFF, 0x7FEFFFFFFFFFFFFE), (0x4008000000000000, 0xFFEFFFFFFFFFFFFF),
+           (0x0000000000000001, 0x3FE0000000000000), (0x4008000000000000, 0x3FF0000000000001)]
+    n = max(len(f32), len(f64))
+    f32 += [(0x3F800000, 0x3F800000)] * (n - len(f32))
+    f64 += [(0x3FF0000000000000, 0x3FF0000000000000)] * (n - len(f64))
+    a, b = (np.array(col, np.uint32).view(np.float32) for col in zip(*f32))
+    c, d = (np.array(col, np.uint64).view(np.float64) for col in zip(*f64))
+    with np.errstate(all="ignore"):  # numpy's IEEE division: correctly rounded, overflow to inf
+        want32, want64 = a / b, c / d
+    out = run_ptx(DIVISION, "division", 1, n,
+                  [a, b, np.zeros(n, np.float32), c, d, np.zeros(n, np.float64)], arch)
+    np.testing.assert_array_equal(out[2].view(np.uint32), want32.view(np.uint32))
+    np.testing.assert_array_equal(out[5].view(np.uint64), want64.view(np.uint64))

@@ -485,6 +485,42 @@ _DIV_FMAS = {
     for bits, t, bias, k in (("F32", "f32", 127, 64), ("F64", "f64", 1023, 128))}
 
 
+def _div_scale_text(text: str, t: str) -> str:
+    """V_DIV_SCALE's pseudocode, read where the manual's text cannot be meant literally:
+    * D0 is left unassigned where no scaling is needed: it is S0 there.
+    * F32 tests `1.0 / 64'F(S1.f32) == DENORM.f64`, which never holds (the reciprocal of an f32 is
+      a normal f64): the test is whether the reciprocal is an f32 denormal, as F64's is for f64.
+      Read literally, a denominator above 2^126 goes unscaled, its reciprocal in the Newton steps
+      is an f32 denormal and loses bits (div.rn.f32 0x7f7fffff / 0x7f7ffffe gave 1.0, not 1 + 2^-23).
+    * Where both the reciprocal and the quotient are denormal, "only scale the denominator" scales
+      it by 2^+64 / 2^+128: a denominator with a denormal reciprocal is above 2^126 / 2^1022, so
+      that is infinity. It is scaled down, as where the reciprocal alone is denormal; the scaled
+      quotient is then 2^64 / 2^128 times the denormal one and V_DIV_FMAS (VCC set, a tiny
+      quotient) scales it back with a single rounding (rcp.rn.f64 0x7fefffffffffffff gave NaN,
+      not 2^-1024)."""
+    k = 64 if t == "f32" else 128
+    if t == "f32":
+        text = text.replace("1.0 / 64'F(S1.f32) == DENORM.f64", "32'F(1.0 / 64'F(S1.f32)) == DENORM.f32")
+    both = (f"S2.{t} / S1.{t} == DENORM.{t})) then\nVCC = 0x1LL;\nif S0.{t} == S1.{t} then\n"
+            f"// Only scale the denominator\nD0.{t} = ldexp(S0.{t}, {k})")
+    assert both in text, "V_DIV_SCALE's text changed"
+    text = text.replace(both, both.replace(f"ldexp(S0.{t}, {k})", f"ldexp(S0.{t}, -{k})"))
+    return f"D0.{t} = S0.{t};\n" + text
+
+
+def _div_fixup_text(text: str, t: str) -> str:
+    """V_DIV_FIXUP's pseudocode with its overflow test on the quotient: the manual's
+    `exponent(S1) == 255` (2047) tests the denominator, which the earlier cases have already
+    found finite, so as written it never holds. The operand that can have an all-ones exponent
+    there is S0, the quotient from V_DIV_FMAS, when the Newton steps overflowed (inf, or NaN from
+    inf - inf) although the operands are finite: the quotient overflows, and the result is
+    OVERFLOW (div.rn.f32 0x7f7fffff / 0x1 gave NaN, not +inf)."""
+    bits = 255 if t == "f32" else 2047
+    old = f"elsif exponent(S1.{t}) == {bits} then"
+    assert old in text, "V_DIV_FIXUP's text changed"
+    return text.replace(old, f"elsif exponent(S0.{t}) == {bits} then")
+
+
 @lru_cache(maxsize=None)
 def _pcode_by_name(family: str) -> dict[str, str]:
     return {op.name: text for op, text in _pcode_table(family).items()}
@@ -506,9 +542,11 @@ def _pcode_fn(w: Wave, d: Decoded, op) -> Callable:
         t = rndne.group(1).lower()
         text = f"D0.{t} = rndne(S0.{t})"
     scale = re.match(r"V_DIV_SCALE_(F32|F64)", op.name)
-    if scale:  # the manual's text leaves D0 unassigned where no scaling is needed: it is S0 there
-        t = scale.group(1).lower()
-        text = f"D0.{t} = S0.{t};\n" + text
+    if scale:
+        text = _div_scale_text(text, scale.group(1).lower())
+    fixup = re.match(r"V_DIV_FIXUP_(F32|F64)", op.name)
+    if fixup:
+        text = _div_fixup_text(text, fixup.group(1).lower())
     return compile_pcode(_cdna_text(text) if not w.rdna else text)
 
 
