@@ -36,6 +36,9 @@ def test_texture_fetches_match_nvidia(nvcc, run):
     r = run(nvcc([Path(__file__).parents[1] / "hardware" / "texture_probe.cu"], [], ""))
     assert r.returncode == 0, r.stderr[-3000:]
     ours = r.stdout.splitlines()
+    # the trilinear section (tri.*, bi.*) came after the last recording: compared once recorded
+    if not any(ln.startswith(("tri.", "bi.")) for ln in golden):
+        ours = [ln for ln in ours if not ln.startswith(("tri.", "bi."))]
     differ = [f"nvidia {g}\nours   {o}" for g, o in zip(golden, ours) if g != o]
     assert len(ours) == len(golden) and not differ, f"{len(differ)} of {len(golden)} lines differ:\n" + "\n".join(differ[:40])
 

@@ -4,7 +4,9 @@
 // The cases pin down what the programming guide leaves open: address modes outside [0, N)
 // (negative and several periods away, unnormalized wrap/mirror), texel centres and edges, the
 // rounding of linear filtering's 8-bit weights, layer and cube-face selection, tld4's order,
-// surface boundary modes. Texel values are small integers, so exact blends are exact floats.
+// surface boundary modes; trilinear filtering's eight corner weights, each read off a texture that
+// is 1 on one parity class of texels (the `tri.`/`bi.` lines, see trilinear()).
+// Texel values are small integers, so exact blends are exact floats.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -340,6 +342,154 @@ static void rgba_gather_linear() {
     CHECK(cudaFreeArray(a53));
 }
 
+// ---- trilinear weights, read off directly ------------------------------------------------
+// Eight float textures of the same size whose texels are 1 where (x & 1) + 2 (y & 1) + 4 (z & 1)
+// equals the texture's class k and 0 elsewhere: a footprint of 2 x 2 x 2 texels holds one texel
+// of each class, so fetch k is the weight (in 1/256: 256 * the value) the GPU gave the corner
+// of class k; where clamping folds two corners onto one texel, their sum. One line per point:
+// `tri.parity.WxHxD... x y z -> k0 .. k7`. Next to them `tri.ramp...` fetches the same
+// points of e2e_textures.cu's 6 x 5 x 4 ramp texture (whose 3-D check the H200 failed), and
+// `bi.parity...` the 2-D analogue (4 classes).
+struct Many {
+    cudaTextureObject_t t[8];
+};
+__global__ void probe_many(Many m, int count, int dims, const float4* p, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float4 c = p[i];
+    for (int k = 0; k < count; k++)
+        out[i * count + k] = dims == 3 ? tex3D<float>(m.t[k], c.x, c.y, c.z) : tex2D<float>(m.t[k], c.x, c.y);
+}
+
+static void run_many(const char* name, const Many& m, int count, int dims, const std::vector<float4>& pts) {
+    int n = (int)pts.size();
+    float4* dp;
+    float* dout;
+    CHECK(cudaMalloc(&dp, n * sizeof(float4)));
+    CHECK(cudaMalloc(&dout, n * count * sizeof(float)));
+    CHECK(cudaMemcpy(dp, pts.data(), n * sizeof(float4), cudaMemcpyHostToDevice));
+    probe_many<<<(n + 63) / 64, 64>>>(m, count, dims, dp, dout, n);
+    CHECK(cudaGetLastError());
+    std::vector<float> got(n * count);
+    CHECK(cudaMemcpy(got.data(), dout, n * count * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++) {
+        printf("%s", name);
+        for (int c = 0; c < dims; c++) printf(" %.9g", (&pts[i].x)[c]);
+        printf(" ->");
+        for (int k = 0; k < count; k++) printf(" %08x", bits(got[i * count + k]));
+        printf("\n");
+    }
+    CHECK(cudaFree(dp));
+    CHECK(cudaFree(dout));
+}
+
+// The parity textures of a w x h x d array (d = 0: 2-D, 4 classes), and the arrays behind them.
+static int parity_textures(int w, int h, int d, bool normalized, Many& m, cudaArray_t* arrays) {
+    int count = d ? 8 : 4, depth = d ? d : 1;
+    std::vector<float> texels((size_t)w * h * depth);
+    for (int k = 0; k < count; k++) {
+        for (int z = 0; z < depth; z++)
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++)
+                    texels[((size_t)z * h + y) * w + x] = ((x & 1) + 2 * (y & 1) + 4 * (z & 1)) == k ? 1.0f : 0.0f;
+        arrays[k] = make_array(cudaCreateChannelDesc<float>(), w, h, d, 0, texels.data());
+        m.t[k] = make_texture(arrays[k], cudaAddressModeClamp, true, normalized);
+    }
+    return count;
+}
+static void free_many(Many& m, cudaArray_t* arrays, int count) {
+    for (int k = 0; k < count; k++) {
+        CHECK(cudaDestroyTextureObject(m.t[k]));
+        CHECK(cudaFreeArray(arrays[k]));
+    }
+}
+
+// Designed points: per axis the 8-bit weight a (coordinate lo + 0.5 + a / 256, exact), chosen
+// so that the rules a trilinear split could follow differ: random weights, products of two axes'
+// weights that are odd multiples of 1/512 (ties when rounded to 1/256) with the third at several
+// values, for each pair of axes; a 1/2 weight on one axis; equal weights; and per axis steps of
+// 1/2048 across three of its 1/256 steps (how each axis's weight is rounded in 3-D).
+static std::vector<float4> designed_points(int lx, int ly, int lz) {
+    std::vector<int> a;  // triples of weights
+    unsigned seed = 12345;
+    auto next = [&]() { seed = seed * 1103515245u + 12345u; return (int)((seed >> 16) & 255); };
+    for (int i = 0; i < 160; i++) {
+        int x = next(), y = next(), z = next();
+        a.insert(a.end(), {x, y, z});
+    }
+    const int ties[][2] = {{1, 128}, {128, 1}, {3, 128}, {128, 255}, {255, 128}, {2, 64}, {64, 2}, {6, 64},
+                           {192, 2}, {2, 192}, {4, 32}, {12, 96}, {96, 12}, {20, 160}, {160, 20}};
+    const int pairs[][3] = {{0, 1, 2}, {0, 2, 1}, {1, 2, 0}};  // the two axes of the tie, the third
+    for (auto& pr : pairs)
+        for (auto& t : ties)
+            for (int r : {0, 1, 64, 77, 128, 192, 255}) {
+                int w[3];
+                w[pr[0]] = t[0], w[pr[1]] = t[1], w[pr[2]] = r;
+                a.insert(a.end(), {w[0], w[1], w[2]});
+            }
+    for (int axis = 0; axis < 3; axis++)
+        for (int i = 0; i < 20; i++) {
+            int w[3] = {next(), next(), next()};
+            w[axis] = 128;
+            a.insert(a.end(), {w[0], w[1], w[2]});
+        }
+    for (int e : {1, 2, 16, 64, 85, 127, 128, 129, 171, 192, 240, 254, 255}) a.insert(a.end(), {e, e, e});
+    std::vector<float4> p;
+    for (size_t i = 0; i < a.size(); i += 3)
+        p.push_back(make_float4(lx + 0.5f + a[i] / 256.0f, ly + 0.5f + a[i + 1] / 256.0f, lz + 0.5f + a[i + 2] / 256.0f, 0));
+    const float base[3] = {77 / 256.0f, 150 / 256.0f, 200 / 256.0f}, lo[3] = {(float)lx, (float)ly, (float)lz};
+    for (int axis = 0; axis < 3; axis++)
+        for (int step : {0, 100, 255})
+            for (int j = 0; j < 8; j++) {
+                float c[3];
+                for (int k = 0; k < 3; k++) c[k] = lo[k] + 0.5f + base[k];
+                c[axis] = lo[axis] + 0.5f + (step * 8 + j) / 2048.0f;
+                p.push_back(make_float4(c[0], c[1], c[2], 0));
+            }
+    return p;
+}
+
+static void trilinear() {
+    const int w = 6, h = 5, d = 4;
+    // e2e_textures.cu's 3-D points, as it computes them
+    std::vector<float4> e2e;
+    for (int i = 0; i < 300; i++) e2e.push_back(make_float4(-0.6f + i * 0.027f, 6.1f - i * 0.019f, 0.3f + i * 0.013f, 0));
+    std::vector<float4> designed = designed_points(2, 1, 1);
+    Many m;
+    cudaArray_t arrays[8];
+    int count = parity_textures(w, h, d, false, m, arrays);
+    run_many("tri.parity.6x5x4.clamp.linear.unnorm", m, count, 3, e2e);
+    run_many("tri.parity.6x5x4.clamp.linear.unnorm", m, count, 3, designed);
+    free_many(m, arrays, count);
+
+    // the ramp texture itself: (i * 37 + 11) % 101 * 0.5
+    std::vector<float> ramp(w * h * d);
+    for (int i = 0; i < w * h * d; i++) ramp[i] = (float)((i * 37 + 11) % 101) * 0.5f;
+    cudaArray_t a = make_array(cudaCreateChannelDesc<float>(), w, h, d, 0, ramp.data());
+    cudaTextureObject_t t = make_texture(a, cudaAddressModeClamp, true, false);
+    run("tri.ramp.6x5x4.clamp.linear.unnorm", TEX3D, t, e2e);
+    run("tri.ramp.6x5x4.clamp.linear.unnorm", TEX3D, t, designed);
+    CHECK(cudaDestroyTextureObject(t));
+    CHECK(cudaFreeArray(a));
+
+    // normalized coordinates: the e2e points divided by the size
+    count = parity_textures(w, h, d, true, m, arrays);
+    std::vector<float4> norm(e2e);
+    for (float4& q : norm) q.x /= w, q.y /= h, q.z /= d;
+    run_many("tri.parity.6x5x4.clamp.linear.norm", m, count, 3, norm);
+    free_many(m, arrays, count);
+
+    // a larger texture, the designed weights further from the origin
+    count = parity_textures(32, 16, 8, false, m, arrays);
+    run_many("tri.parity.32x16x8.clamp.linear.unnorm", m, count, 3, designed_points(17, 9, 5));
+    free_many(m, arrays, count);
+
+    // 2-D: the designed points' (x, y)
+    count = parity_textures(w, h, 0, false, m, arrays);
+    run_many("bi.parity.6x5.clamp.linear.unnorm", m, count, 2, designed);
+    free_many(m, arrays, count);
+}
+
 // ---- surfaces: a 4 x 3 float array, texel 1 + x + 8y ----------------------------------------
 __global__ void surf_read(cudaSurfaceObject_t s, const int2* p, float* out, int n) {
     int i = threadIdx.x;
@@ -404,6 +554,7 @@ int main() {
     weights();
     three_d_layered_cube();
     rgba_gather_linear();
+    trilinear();
     surfaces();
     return 0;
 }
