@@ -24,7 +24,7 @@ from conformance.targets import Instance
 from zluda_py.ptx import grammar
 
 OPCODES = {"ld", "ldu", "st", "st.bulk", "mov", "cvta", "isspacep", "cp.async", "cp.async.commit_group",
-           "cp.async.wait_group", "cp.async.wait_all", "cp.async.mbarrier.arrive", "prefetch", "prefetchu",
+           "cp.async.wait_group", "cp.async.wait_all", "prefetch", "prefetchu",
            "discard", "applypriority", "createpolicy"}
 
 THREADS = 48  # one and a half warps: the second warp is partial
@@ -726,9 +726,6 @@ def cp_check(c: Copy) -> Callable:
 
 def cp_instances(tf: TargetForm) -> list[Instance]:
     line = _line(tf)
-    if tf.opcode == "cp.async.mbarrier.arrive":
-        return [_arrive_instance(m, f"cp_async_mbarrier_arrive_{_tag(m)}")
-                for m in (("noinc", "shared", "b64"), ("shared::cta", "b64"), ("b64",))]
     if tf.opcode != "cp.async":  # commit_group, wait_group, wait_all: two groups, one line each
         c = Copy("ca", "shared", 16, "", wait="all" if tf.opcode == "cp.async.wait_all" else "group")
         name = tf.opcode.replace(".", "_")
@@ -745,16 +742,6 @@ def cp_instances(tf: TargetForm) -> list[Instance]:
         out.append(Instance(c.mods, name, cp_kernel(c, name), cp_check(c),
                             f".shared .align 16 .b8 {name}_s[{32 * THREADS}];"))
     return out
-
-
-def _arrive_instance(mods: tuple[str, ...], name: str) -> Instance:
-    """Refused: its one effect is an arrive-on an mbarrier object, which no target models."""
-    addr = f"{name}_bar" if "shared" in mods or "shared::cta" in mods else "%a"
-    body = [f"mov.u64 %a, {name}_bar;", "cvta.shared.u64 %a, %a;",
-            f"cp.async.mbarrier.arrive.{'.'.join(mods)} [{addr}];"]
-    entry = _entry(name, [f".param .u64 {name}_src", f".param .u64 {name}_out"], COMMON_REGS, body)
-    return Instance(mods, name, entry, lambda module, name: None, f".shared .align 8 .b64 {name}_bar;",
-                    refused=r"cp\.async\.mbarrier\.arrive.*mbarrier objects are not supported")
 
 
 # ---------------------------------------------------------------- st.bulk
@@ -849,7 +836,7 @@ def instances(tf: TargetForm) -> list[Instance]:
         return cvta_instances(tf)
     if tf.opcode == "isspacep":
         return [isspacep_instance(s, f"isspacep_{_tag((s,))}") for s in sorted(tf.form.slots[0].values)]
-    if tf.opcode.startswith("cp.async"):
+    if tf.opcode in ("cp.async", "cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all"):
         return cp_instances(tf)
     if tf.opcode == "st.bulk":
         return [st_bulk_instance(m, f"st_bulk_{_tag(m)}", size)
