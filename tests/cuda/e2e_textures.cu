@@ -72,25 +72,27 @@ struct Model {  // a single-channel float texture of w x h x d texels
         // a 1-D texture filters as a 2-D one at y = 0: rows -1 and 0, half the border colour
         double u[3] = {scaled(x, w), dims > 1 ? scaled(y, h) : 0.0, dims > 2 ? scaled(z, d) : 0.0};
         if (!linear) return texel((int)floor(u[0]), (int)floor(u[1]), (int)floor(u[2])) / (unorm8 ? 255.0 : 1.0);
+        // clamp addressing clamps the coordinate to the edge texels' centres first (an axis
+        // outside gets weight 0, which matters to how 3-D weights round)
+        const int size[3] = {w, h, d};
+        if (mode == cudaAddressModeClamp)
+            for (int k = 0; k < 3; k++) u[k] = fmin(fmax(u[k], 0.5), size[k] - 0.5);
         int lo[3], a[3];
         for (int k = 0; k < 3; k++) footprint(u[k], lo[k], a[k]);
-        // Corner weights: the product of the x weight and the last axis's (y; z in 3-D) is
-        // rounded once (ties up), the other three are differences, so each axis's weights sum
-        // exactly; in 3-D each x-z corner is then split by the y weight, rounded per corner.
-        int last = dims == 3 ? 2 : 1, both = (a[0] * a[last] + 128) >> 8;
-        int plane[2][2] = {{256 - a[0] - a[last] + both, a[last] - both}, {a[0] - both, both}};  // [x][last]
+        // Corner weights (rounding ties up): the z weight splits 1 exactly into two slices (one
+        // slice of weight 1 in 1-D and 2-D); in each the x split of the slice's weight is
+        // rounded, then the upper-x row's upper-y corner and the lower-x row's lower-y corner
+        // are its row's weight times the y weight, rounded, the other two differences. In 2-D
+        // that is alpha * beta rounded once, the others differences.
         double sum = 0;
-        for (int dx = 0; dx < 2; dx++)
-            for (int dl = 0; dl < 2; dl++) {
-                int wp = plane[dx][dl];
-                if (dims < 3) {
-                    sum += wp / 256.0 * texel(lo[0] + dx, lo[1] + dl, 0);
-                    continue;
-                }
-                int upper = (wp * a[1] + 128) >> 8;
-                sum += (wp - upper) / 256.0 * texel(lo[0] + dx, lo[1], lo[2] + dl) +
-                       upper / 256.0 * texel(lo[0] + dx, lo[1] + 1, lo[2] + dl);
-            }
+        for (int dz = 0; dz < (dims == 3 ? 2 : 1); dz++) {
+            int slice = dims < 3 ? 256 : dz ? a[2] : 256 - a[2];
+            int upper_x = (slice * a[0] + 128) >> 8, lower_x = slice - upper_x;
+            int top = (upper_x * a[1] + 128) >> 8, bottom = (lower_x * (256 - a[1]) + 128) >> 8;
+            int z = dims < 3 ? 0 : lo[2] + dz;
+            sum += bottom / 256.0 * texel(lo[0], lo[1], z) + (lower_x - bottom) / 256.0 * texel(lo[0], lo[1] + 1, z) +
+                   (upper_x - top) / 256.0 * texel(lo[0] + 1, lo[1], z) + top / 256.0 * texel(lo[0] + 1, lo[1] + 1, z);
+        }
         // 8-bit unorm blends round to 16-bit unorm (t / 255 = 257 t / 65535), ties up
         return unorm8 ? (float)(floor(sum * 257 + 0.5) / 65535) : (float)sum;
     }

@@ -44,9 +44,11 @@ def texel(tex: dict, layer: int, idx: list[int]) -> tuple:
 
 # Measured on NVIDIA H200 (tests/hardware/golden/texture_probe.txt), where the guide only says
 # "fixed point": normalized coordinates keep 24 fractional bits (rounded toward -inf) before
-# they are scaled; x - 0.5 is held with 8 fractional bits (ties up); the corner weights of
-# bilinear filtering round the product of the two weights once and take the others as
-# differences; trilinear splits that x-z plane's corners by the y weight, each rounded.
+# they are scaled; x - 0.5 is held with 8 fractional bits (ties up), after clamp addressing has
+# clamped the coordinate to the edge texels' centres; the corner weights of bilinear filtering
+# round the product of the two weights once and take the others as differences; trilinear
+# splits the z weight exactly, then in each z slice the x weight (rounded), then each x row's
+# weight by the y weight, the upper row rounding its upper corner, the lower its lower one.
 COORD_BITS = 24
 
 
@@ -60,24 +62,30 @@ def _texel_coords(tex: dict, coords: list[float]) -> list[Fraction]:
     return [Fraction(math.floor(Fraction(c) * 2**COORD_BITS), 2**COORD_BITS) * n for c, n in zip(coords, tex["size"])]
 
 
-def _linear_footprint(tex: dict, coords: list[float]) -> list[tuple[int, int]]:
-    """Per axis (lower texel, upper texel's weight in 1/256)."""
-    return [divmod(_half_up((s - Fraction(1, 2)) * 256), 256) for s in _texel_coords(tex, coords)]
+def _linear_footprint(tex: dict, coords: list[float], clamp: bool = False) -> list[tuple[int, int]]:
+    """Per axis (lower texel, upper texel's weight in 1/256); `clamp`: the coordinate clamped to
+    [0.5, n - 0.5] first (filtering with clamp addressing; tld4 keeps the unclamped footprint)."""
+    texel_coords = _texel_coords(tex, coords)
+    if clamp:
+        texel_coords = [min(max(s, Fraction(1, 2)), n - Fraction(1, 2)) for s, n in zip(texel_coords, tex["size"])]
+    return [divmod(_half_up((s - Fraction(1, 2)) * 256), 256) for s in texel_coords]
 
 
 def _weights(alphas: list[int]) -> dict[tuple[int, ...], int]:
     """(upper on each axis) -> weight in 1/256."""
     if len(alphas) == 1:
         return {(0,): 256 - alphas[0], (1,): alphas[0]}
-    a, b = alphas[0], alphas[-1]
-    ab = _half_up(Fraction(a * b, 256))
-    plane = {(1, 1): ab, (1, 0): a - ab, (0, 1): b - ab, (0, 0): 256 - a - b + ab}
+    a, b = alphas[0], alphas[1]
     if len(alphas) == 2:
-        return plane
+        ab = _half_up(Fraction(a * b, 256))
+        return {(1, 1): ab, (1, 0): a - ab, (0, 1): b - ab, (0, 0): 256 - a - b + ab}
     out = {}
-    for (ux, uz), w in plane.items():
-        wy = _half_up(Fraction(w * alphas[1], 256))
-        out[(ux, 1, uz)], out[(ux, 0, uz)] = wy, w - wy
+    for uz, zw in ((0, 256 - alphas[2]), (1, alphas[2])):
+        xw = _half_up(Fraction(zw * a, 256))
+        top = _half_up(Fraction(xw * b, 256))  # upper x, upper y
+        bottom = _half_up(Fraction((zw - xw) * (256 - b), 256))  # lower x, lower y
+        out[(1, 1, uz)], out[(1, 0, uz)] = top, xw - top
+        out[(0, 0, uz)], out[(0, 1, uz)] = bottom, zw - xw - bottom
     return out
 
 
@@ -89,7 +97,7 @@ def fetch(tex: dict, layer: int, coords: list[float]) -> tuple:
         return texel(tex, layer, [math.floor(s) for s in _texel_coords(tex, coords)])
     if len(coords) == 1:
         coords = [coords[0], 0.0]
-    footprint = _linear_footprint(tex, coords)
+    footprint = _linear_footprint(tex, coords, tex["mode"] == "clamp")
     total = [Fraction(0)] * 4
     for ups, weight in _weights([alpha for _, alpha in footprint]).items():
         idx = [low + up for (low, _), up in zip(footprint, ups)]

@@ -9,8 +9,9 @@ filling the results, or returns the CUresult that stops the launch.
 Sampling follows the CUDA programming guide's texture-fetching appendix, with the fixed-point
 details measured on an NVIDIA H200 (docs/semantics.md): normalized coordinates are truncated
 to COORD_BITS fractional bits and scaled by the size; point sampling takes texel floor(x);
-linear filtering holds x - 0.5 with 8 fractional bits (lower texel and weight), rounds the
-corner weights' products to 1/256 and blends the 2, 4 or 8 neighbouring texels. Address modes
+linear filtering holds x - 0.5 with 8 fractional bits (lower texel and weight; with clamp
+addressing the coordinate is first clamped to the edge texels' centres), rounds the corner
+weights' products to 1/256 and blends the 2, 4 or 8 neighbouring texels. Address modes
 act on texel indices (wrap and mirror need normalized coordinates; otherwise they clamp),
 border texels read the border colour.
 """
@@ -191,34 +192,45 @@ def _texel_space(image: Image, xs: list[np.ndarray], normalized: bool) -> list[n
     return [np.floor(x.astype(np.float64) * scale) / scale * sizes[axis] for axis, x in enumerate(xs)]
 
 
-def _footprint(image: Image, xs: list[np.ndarray], normalized: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+def _footprint(image: Image, xs: list[np.ndarray], normalized: bool,
+               clamp: list[bool] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per axis the lower texel of linear filtering and the upper one's weight (of WEIGHT_ONE):
     x - 0.5 held with 8 fractional bits, so a weight that rounds up to 1 moves the footprint
-    (tld4's too) up a texel."""
+    (tld4's too) up a texel. Axes marked in `clamp` first clamp the coordinate to the centres
+    of the edge texels, [0.5, n - 0.5] (measured on NVIDIA H200 for filtering with clamp
+    addressing: an axis outside gets weight 0 rather than two copies of the edge texel, which
+    changes the rounding of 3-D weights; tld4 keeps the unclamped footprint)."""
+    sizes = (image.width, max(image.height, 1), max(image.depth, 1))
     out = []
-    for u in _texel_space(image, xs, normalized):
+    for axis, u in enumerate(_texel_space(image, xs, normalized)):
+        if clamp is not None and clamp[axis]:
+            u = np.clip(u, 0.5, sizes[axis] - 0.5)
         fixed = _round((u - 0.5) * WEIGHT_ONE)
         out.append((fixed // WEIGHT_ONE, fixed % WEIGHT_ONE))
     return out
 
 
 def _corner_weights(alphas: list[np.ndarray]) -> dict[int, np.ndarray]:
-    """Footprint corner (bit k: the upper texel on axis k) -> weight in 1/256. Measured on NVIDIA
-    H200: the product of the x weight and the last axis's is rounded once and the plane's other
-    weights are its differences, so each axis's weights sum exactly; in 3-D each of those
-    corners is then split by the y weight, rounded per corner (the y weights may miss by 1)."""
+    """Footprint corner (bit k: the upper texel on axis k) -> weight in 1/256, measured on NVIDIA
+    H200 (golden/texture_probe.txt, whose `tri.parity` lines read each corner's weight off
+    directly): the z weights split 1 exactly into two slices; in each slice the x split of the
+    slice's weight is rounded (ties up, as every rounding here), then the upper-x row's upper-y
+    corner and the lower-x row's lower-y corner are rounded products of their row's weight and
+    the y weight, the other two corners differences. So z's weights sum exactly, x's and y's
+    may miss by a few 1/256. With one slice of weight 1 this is the 2-D rule: the product
+    alpha * beta rounded once, the others differences."""
     if len(alphas) == 1:
         return {0: WEIGHT_ONE - alphas[0], 1: alphas[0]}
-    last = len(alphas) - 1
-    a, b = alphas[0], alphas[last]
-    both = _round(a * b / WEIGHT_ONE)
-    plane = {0: WEIGHT_ONE - a - b + both, 1: a - both, 1 << last: b - both, 1 | 1 << last: both}
-    if len(alphas) == 2:
-        return plane
+    a, b = alphas[0], alphas[1]
+    slices = [(0, np.full_like(a, WEIGHT_ONE))] if len(alphas) == 2 else [(0, WEIGHT_ONE - alphas[2]), (4, alphas[2])]
     weights = {}
-    for corner, w in plane.items():
-        upper = _round(w * alphas[1] / WEIGHT_ONE)
-        weights[corner | 2], weights[corner] = upper, w - upper
+    for z, s in slices:
+        upper_x = _round(s * a / WEIGHT_ONE)
+        lower_x = s - upper_x
+        weights[z | 3] = _round(upper_x * b / WEIGHT_ONE)
+        weights[z | 1] = upper_x - weights[z | 3]
+        weights[z] = _round(lower_x * (WEIGHT_ONE - b) / WEIGHT_ONE)
+        weights[z | 2] = lower_x - weights[z]
     return weights
 
 
@@ -245,7 +257,7 @@ def sample(image: Image, sampler: Sampler, xs: list[np.ndarray], layer: np.ndarr
     # measured on NVIDIA H200: 8-bit unorm texels blend as 16-bit unorm (t / 255 = 257 t / 65535),
     # the result rounded to that grid; blending the integers keeps its ties exact
     unorm8 = FORMATS[image.format] == np.uint8
-    lows = _footprint(image, xs, normalized)
+    lows = _footprint(image, xs, normalized, [m == CLAMP for m in modes])
     total = np.zeros((len(layer), 4))
     for corner, weight in _corner_weights([alpha for _, alpha in lows]).items():
         idx = [i + (corner >> axis & 1) for axis, (i, _) in enumerate(lows)]
