@@ -108,6 +108,18 @@ class HipDevice(Device):
     def total_mem(self) -> int:
         return Hip.get().total_memory(self.ordinal)
 
+    @cached_property
+    def cores(self) -> int:
+        """HIP's compute units (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), not the host's CPUs:
+        the cooperative launch limit (driver.launch.coresident_blocks) multiplies by it, as
+        programs do with the attribute."""
+        try:
+            return Hip.get().attribute(16, self.ordinal)
+        except HipError as e:
+            if e.code != HIP_ERROR_INVALID_VALUE:
+                raise
+            return super().cores
+
     def attribute(self, number: int) -> int:
         try:
             return Hip.get().attribute(number, self.ordinal)

@@ -6,7 +6,8 @@ with the same cffi arguments and hipError_t results, so everything above it (the
 marshalling, the backend, the driver) runs as it would on ROCm. Device memory is host memory:
 hipMalloc hands out emulator memory at real addresses, so copies are memmove and the driver's
 host pointers work as they do with unified addressing. Launches run to completion in the
-caller (one at a time: the emulator is one GPU that runs one kernel); a kernel's failure is
+caller (one at a time: the emulator is one GPU that runs one kernel; a cooperative launch has all
+its workgroups resident and interleaved, so grid.sync() completes); a kernel's failure is
 printed on stderr, as ROCm prints GPU faults, and answered by the stream's next synchronize.
 """
 
@@ -31,20 +32,22 @@ from .hip_runtime import LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE, 
 # hipError_t values the stand-in answers
 SUCCESS, INVALID_VALUE, OUT_OF_MEMORY, INVALID_IMAGE, INVALID_HANDLE = 0, 1, 2, 200, 400
 NO_BINARY_FOR_GPU, NOT_FOUND, NOT_SUPPORTED, ILLEGAL_ADDRESS, HOST_MEMORY_NOT_REGISTERED = 209, 500, 801, 700, 713
-ASSERT, LAUNCH_FAILURE = 710, 719
+ASSERT, LAUNCH_FAILURE, COOPERATIVE_LAUNCH_TOO_LARGE = 710, 719, 720
 _NAMES = {SUCCESS: "no error", INVALID_VALUE: "invalid argument", OUT_OF_MEMORY: "out of memory",
           INVALID_IMAGE: "device kernel image is invalid", INVALID_HANDLE: "invalid resource handle",
           NO_BINARY_FOR_GPU: "no kernel image is available for execution on the device",
           NOT_FOUND: "named symbol not found", NOT_SUPPORTED: "operation not supported",
           ILLEGAL_ADDRESS: "an illegal memory access was encountered",
           HOST_MEMORY_NOT_REGISTERED: "pointer does not correspond to a registered memory region",
-          ASSERT: "device-side assert triggered", LAUNCH_FAILURE: "unspecified launch failure"}
+          ASSERT: "device-side assert triggered", LAUNCH_FAILURE: "unspecified launch failure",
+          COOPERATIVE_LAUNCH_TOO_LARGE: "too many blocks in cooperative launch"}
 MEMORY_BYTES = 16 << 30  # what hipDeviceTotalMem reports; allocations are host memory
 COMPUTE_UNITS = 4  # a small GPU: grids sized from the CU count stay cheap to emulate
+THREADS_PER_CU = 2048
 # hipDeviceAttribute_t (ROCm 6) values this device answers; the rest are hipErrorInvalidValue,
 # so the driver keeps its own (sm_86) values for them.
 _ATTRIBUTES = {56: 1024, 26: 1024, 27: 1024, 28: 1024, 29: 2147483647, 30: 65535, 31: 65535, 63: COMPUTE_UNITS,
-               58: 2048, 6: 0}  # threads per block, block dims, grid dims, CUs, threads per CU, ECC off
+               58: THREADS_PER_CU, 6: 0}  # threads per block, block dims, grid dims, CUs, threads per CU, ECC off
 
 
 def _pointer(p) -> int:
@@ -301,12 +304,32 @@ class EmulatedHipLibrary:
         return self._launch(f, (gx, gy, gz), (bx, by, bz), shared, stream, bytes(ffi.buffer(ffi.cast("char*", buffer), n)))
 
     def hipModuleLaunchCooperativeKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params) -> int:
-        # grid.sync() spins until every block has arrived; the emulator runs workgroups one after another
-        print("zluda emulator: cooperative launches (grid.sync()) need concurrently running workgroups, "
-              "which the emulator does not schedule", file=sys.stderr)
-        return NOT_SUPPORTED
+        """grid.sync(): every workgroup resident at once (the emulator interleaves their waves),
+        so the grid may hold no more blocks than COMPUTE_UNITS CUs of THREADS_PER_CU threads and
+        the target's LDS each hold. `params` has one pointer per explicit kernel argument."""
+        target = self._functions.get(_pointer(f))
+        if target is None:
+            return INVALID_HANDLE
+        module, kernel = target
+        args = [a for a in module.image.metadata.get(kernel, {}).get(".args", [])
+                if not a.get(".value_kind", "").startswith("hidden_")]
+        if args and params == ffi.NULL:
+            return INVALID_VALUE
+        kernarg = bytearray(max((a[".offset"] + a[".size"] for a in args), default=0))
+        for i, a in enumerate(args):
+            kernarg[a[".offset"]:a[".offset"] + a[".size"]] = ffi.buffer(ffi.cast("char*", params[i]), a[".size"])
+        blocks, threads = gx * gy * gz, bx * by * bz
+        try:
+            k = module.image.kernel(kernel, self.arch)
+        except EmulatorError:
+            return INVALID_HANDLE
+        per_cu = min(THREADS_PER_CU // max(threads, 1),
+                     TARGETS[self.arch].lds // max(k.group_segment_size + shared, 1))
+        if blocks > per_cu * COMPUTE_UNITS:
+            return COOPERATIVE_LAUNCH_TOO_LARGE
+        return self._launch(f, (gx, gy, gz), (bx, by, bz), shared, stream, bytes(kernarg), cooperative=True)
 
-    def _launch(self, f, grid, block, shared: int, stream, kernarg: bytes) -> int:
+    def _launch(self, f, grid, block, shared: int, stream, kernarg: bytes, cooperative: bool = False) -> int:
         target = self._functions.get(_pointer(f))
         s = self._streams.get(_pointer(stream))
         if target is None or s is None:
@@ -314,9 +337,9 @@ class EmulatedHipLibrary:
         module, kernel = target
         with self._lock:
             try:
-                launch(module.image, kernel, grid, block, kernarg, self.memory, self.arch, shared)
+                launch(module.image, kernel, grid, block, kernarg, self.memory, self.arch, shared, cooperative)
             except EmulatorError as exc:
                 print(f"zluda emulator: {kernel}: {exc}", file=sys.stderr)
-                s.error = ILLEGAL_ADDRESS if isinstance(exc, MemoryFault) else ASSERT if isinstance(exc, Trapped) \
-                    else LAUNCH_FAILURE
+                # s_trap (__trap(), and __assertfail after its message) is a launch failure, as CUDA's __trap()
+                s.error = ILLEGAL_ADDRESS if isinstance(exc, MemoryFault) else LAUNCH_FAILURE
         return SUCCESS

@@ -1,5 +1,9 @@
 """Running a kernel launch: every wave of every workgroup, round-robin within a workgroup so that
-`s_barrier` holds each wave until all of its workgroup's live waves have reached it."""
+`s_barrier` holds each wave until all of its workgroup's live waves have reached it.
+
+A cooperative launch (hipModuleLaunchCooperativeKernel: grid.sync()) makes every workgroup
+resident at once: all their waves take turns of at most SLICE instructions, so a wave spinning on
+a grid barrier's counter lets the other workgroups' waves reach it."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from zluda_py.emulator.execute import Program, Wave, step
 from zluda_py.emulator.memory import Memory
 
 MAX_STEPS = 5_000_000  # per workgroup: a launch that runs longer is taken to hang
+SLICE = 256  # instructions a wave of a cooperative launch runs before the next wave's turn
 
 
 def _dims(v: "int | Sequence[int]") -> tuple[int, int, int]:
@@ -46,20 +51,22 @@ def _hidden_args(kernel: loader.Kernel, grid: tuple[int, int, int], block: tuple
 
 
 def launch(code: "bytes | loader.Image", kernel: str, grid: "int | Sequence[int]", block: "int | Sequence[int]",
-           kernarg: bytes, memory: Memory, arch: str = "gfx1100", dynamic_lds: int = 0) -> None:
+           kernarg: bytes, memory: Memory, arch: str = "gfx1100", dynamic_lds: int = 0,
+           cooperative: bool = False) -> None:
     """Run `kernel` of a code object (bytes, loaded into `memory` for this launch, or an Image
     loaded there before) over `grid` x `block` threads. `kernarg` holds the explicit arguments
-    (CUDA's parameter buffer); the hidden arguments are filled in here."""
+    (CUDA's parameter buffer); the hidden arguments are filled in here. `cooperative`: every
+    workgroup resident at once, their waves interleaved (grid-wide barriers can complete)."""
     image = loader.Image(code, memory) if isinstance(code, (bytes, bytearray)) else code
     try:
-        _launch(image, kernel, _dims(grid), _dims(block), kernarg, memory, arch, dynamic_lds)
+        _launch(image, kernel, _dims(grid), _dims(block), kernarg, memory, arch, dynamic_lds, cooperative)
     finally:
         if image is not code:
             image.unload()
 
 
 def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block3: tuple[int, int, int],
-            kernarg: bytes, memory: Memory, arch: str, dynamic_lds: int) -> None:
+            kernarg: bytes, memory: Memory, arch: str, dynamic_lds: int, cooperative: bool) -> None:
     k = image.kernel(kernel, arch)
     family = loader.isa_family(arch)
     segment = bytearray(max(k.kernarg_size, len(kernarg)))
@@ -79,15 +86,19 @@ def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block
         program = image.programs[family] = Program(k.text, k.text_base, family)
     threads = block3[0] * block3[1] * block3[2]
     nwaves = (threads + k.wave - 1) // k.wave
+    groups = [(gx, gy, gz) for gz in range(grid3[2]) for gy in range(grid3[1]) for gx in range(grid3[0])]
+
+    def start(group: tuple[int, int, int]) -> list[Wave]:
+        wg = Workgroup(memory, k.group_segment_size + dynamic_lds)
+        return [_start_wave(k, program, wg, i, group, block3, threads, arch, inputs) for i in range(nwaves)]
+
     try:
-        for gz in range(grid3[2]):
-            for gy in range(grid3[1]):
-                for gx in range(grid3[0]):
-                    wg = Workgroup(memory, k.group_segment_size + dynamic_lds)
-                    waves = [_start_wave(k, program, wg, i, (gx, gy, gz), block3, threads, arch, inputs)
-                             for i in range(nwaves)]
-                    with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are what the pseudocode computes
-                        _run_workgroup(waves)
+        with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are what the pseudocode computes
+            if cooperative:
+                _run_resident([start(g) for g in groups])
+            else:
+                for g in groups:
+                    _run_workgroup(start(g))
     finally:
         for addr in inputs.values():
             memory.remove(addr)
@@ -143,3 +154,31 @@ def _run_workgroup(waves: list[Wave]) -> None:
         if all(w.done or w.at_barrier for w in waves):
             for w in waves:
                 w.at_barrier = False
+
+
+def _run_resident(workgroups: list[list[Wave]]) -> None:
+    """Every workgroup at once: each live wave not held at its workgroup's barrier runs up to
+    SLICE instructions in turn, and a workgroup's barrier opens when all its live waves are there."""
+    limit = MAX_STEPS * len(workgroups)
+    steps = 0
+    while True:
+        progress = False
+        for waves in workgroups:
+            for w in waves:
+                n = 0
+                while n < SLICE and not (w.done or w.at_barrier):
+                    step(w)
+                    n += 1
+                steps += n
+                progress = progress or n > 0
+            if all(w.done or w.at_barrier for w in waves) and any(w.at_barrier for w in waves):
+                for w in waves:
+                    w.at_barrier = False
+                progress = True
+        if all(w.done for waves in workgroups for w in waves):
+            return
+        if not progress:
+            raise EmulatorError("every wave of the cooperative launch waits at a barrier that cannot open")
+        if steps > limit:
+            w = next(w for waves in workgroups for w in waves if not w.done)
+            raise EmulatorError(f"cooperative launch ran more than {limit} instructions; it looks hung at {w.pc:#x}")
