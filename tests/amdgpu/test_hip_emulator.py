@@ -59,6 +59,15 @@ def test_only_zluda_hip_selects_it(monkeypatch, emulated):
         hip_runtime.Hip.get()
 
 
+def test_the_device_has_hip_compute_units_not_host_cpus(emulated):
+    """The cooperative launch limit multiplies by the device's `cores`: it once was the host's CPU
+    count, so the largest grid the occupancy API promised (blocks per CU x HIP's 4 CUs) was refused."""
+    from zluda_py.backends.hip_emulator import COMPUTE_UNITS
+
+    device = hip.devices()[0]
+    assert device.cores == COMPUTE_UNITS == device.attribute(16)  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+
+
 def test_device_memory_is_host_memory_the_copies_reach(emulated):
     m = hip.memory
     block = m.allocate(64, "device", 0, None)
