@@ -1,0 +1,204 @@
+"""mbarrier waits on the CPU target make progress (cpu/mbarrier.py, function.py `park`): a warp
+spinning on try_wait/test_wait lets the block's other warps run, lanes of one warp waiting on
+lanes of the same warp let those run first, and a wait in a `.func` is inlined. Also: arrivals
+of a warp's lanes apply in lane order, a bulk copy outside memory faults with 700, and the
+AMDGPU target refuses the instructions by name (218)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zluda_py.compiler import compile
+from zluda_py.compiler.errors import UnsupportedError
+
+HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n"
+
+# Warp 0 waits (try_wait loop) for warp 1, which writes data[32 + lane] and arrives; the block
+# runner starts warp 0 first, so warp 0 must yield for warp 1 to run at all.
+PRODUCER_CONSUMER = HEAD + """
+.shared .align 8 .b64 bar;
+.shared .align 4 .b32 data[64];
+.visible .entry pc(.param .u64 out_p)
+{
+  .reg .b32 %r<10>;
+  .reg .b64 %rd<6>;
+  .reg .pred %p<4>;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  setp.ne.u32 %p1, %r1, 0;
+  @!%p1 mbarrier.init.shared.b64 [%r2], 32;
+  bar.sync 0;
+  setp.lt.u32 %p2, %r1, 32;
+  @%p2 bra CONSUME;
+  mul.lo.u32 %r3, %r1, 3;
+  mov.u32 %r4, data;
+  shl.b32 %r5, %r1, 2;
+  add.u32 %r4, %r4, %r5;
+  st.shared.u32 [%r4], %r3;
+  mbarrier.arrive.shared.b64 %rd1, [%r2];
+  bra.uni DONE;
+CONSUME:
+  mov.u32 %r6, 0;
+WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r2], %r6;
+  @!%p3 bra WAIT;
+  mov.u32 %r4, data;
+  shl.b32 %r5, %r1, 2;
+  add.u32 %r4, %r4, %r5;
+  ld.shared.u32 %r7, [%r4+128];
+  ld.param.u64 %rd2, [out_p];
+  cvta.to.global.u64 %rd2, %rd2;
+  mul.wide.u32 %rd3, %r1, 4;
+  add.u64 %rd2, %rd2, %rd3;
+  st.global.u32 [%rd2], %r7;
+DONE:
+  ret;
+}
+"""
+
+
+def test_waiting_warp_yields_to_the_producer_warp():
+    out = np.zeros(32, np.uint32)
+    compile(PRODUCER_CONSUMER).launch("pc", (3,), (64,), [out])
+    np.testing.assert_array_equal(out, 3 * (np.arange(32) + 32))
+
+
+# One warp: lane 0 waits for phase 0 (laid out before the other lanes' code), lanes 1..31
+# each add their id to a shared sum and arrive; the barrier expects those 31 arrivals.
+INTRA_WARP = HEAD + """
+.shared .align 8 .b64 bar;
+.shared .align 4 .b32 sum;
+.visible .entry iw(.param .u64 out_p)
+{
+  .reg .b32 %r<10>;
+  .reg .b64 %rd<6>;
+  .reg .pred %p<4>;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  setp.ne.u32 %p1, %r1, 0;
+  mov.u32 %r3, 0;
+  @!%p1 st.shared.u32 [sum], %r3;
+  @!%p1 mbarrier.init.shared.b64 [%r2], 31;
+  bar.sync 0;
+  @%p1 bra ARRIVE;
+  mov.u32 %r6, 0;
+WAIT:
+  mbarrier.test_wait.parity.shared.b64 %p3, [%r2], %r6;
+  @!%p3 bra WAIT;
+  ld.shared.u32 %r7, [sum];
+  ld.param.u64 %rd2, [out_p];
+  cvta.to.global.u64 %rd2, %rd2;
+  st.global.u32 [%rd2], %r7;
+  bra.uni DONE;
+ARRIVE:
+  atom.shared.add.u32 %r4, [sum], %r1;
+  mbarrier.arrive.release.cta.shared::cta.b64 %rd1, [%r2];
+DONE:
+  ret;
+}
+"""
+
+
+def test_lanes_waiting_on_their_own_warp_let_it_arrive():
+    out = np.zeros(1, np.uint32)
+    compile(INTRA_WARP).launch("iw", (2,), (32,), [out])
+    assert out[0] == sum(range(1, 32))
+
+
+# A `.func` that spins on try_wait (as libcu++'s barrier::wait in a -G build) is inlined.
+IN_FUNC = PRODUCER_CONSUMER.replace(".visible .entry pc", """.func wait_phase(.reg .b32 addr, .reg .b32 parity)
+{
+  .reg .pred %q;
+AGAIN:
+  mbarrier.try_wait.parity.shared::cta.b64 %q, [addr], parity, 20000;
+  @!%q bra AGAIN;
+  ret;
+}
+.visible .entry pc""").replace("""WAIT:
+  mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r2], %r6;
+  @!%p3 bra WAIT;""", """  call wait_phase, (%r2, %r6);""")
+
+
+def test_wait_inside_a_function_is_inlined():
+    out = np.zeros(32, np.uint32)
+    compile(IN_FUNC).launch("pc", (1,), (64,), [out])
+    np.testing.assert_array_equal(out, 3 * (np.arange(32) + 32))
+
+
+# Every lane arrives once on a barrier expecting 40: the states, read with pending_count, show
+# the lanes arriving in lane order (40 pending before lane 0, 9 before lane 31); then lanes
+# 0..7 arrive again, and the eighth of those completes phase 0.
+LANE_ORDER = HEAD + """
+.shared .align 8 .b64 bar;
+.visible .entry lo(.param .u64 out_p)
+{
+  .reg .b32 %r<10>;
+  .reg .b64 %rd<8>;
+  .reg .pred %p<4>;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  setp.ne.u32 %p1, %r1, 0;
+  @!%p1 mbarrier.init.shared::cta.b64 [%r2], 40;
+  bar.sync 0;
+  mbarrier.arrive.shared.b64 %rd1, [%r2];
+  mbarrier.pending_count.b64 %r3, %rd1;
+  setp.lt.u32 %p2, %r1, 8;
+  @%p2 mbarrier.arrive.shared.b64 %rd4, [%r2];
+  mbarrier.test_wait.shared.b64 %p3, [%r2], %rd1;
+  selp.u32 %r4, 1, 0, %p3;
+  ld.param.u64 %rd2, [out_p];
+  cvta.to.global.u64 %rd2, %rd2;
+  mul.wide.u32 %rd3, %r1, 8;
+  add.u64 %rd2, %rd2, %rd3;
+  st.global.v2.u32 [%rd2], {%r3, %r4};
+  ret;
+}
+"""
+
+
+def test_arrivals_apply_in_lane_order():
+    out = np.zeros(64, np.uint32)
+    compile(LANE_ORDER).launch("lo", (1,), (32,), [out])
+    np.testing.assert_array_equal(out[0::2], 40 - np.arange(32))
+    np.testing.assert_array_equal(out[1::2], np.ones(32))
+
+
+BULK_OOB = HEAD + """
+.shared .align 8 .b64 bar;
+.shared .align 128 .b8 buf[256];
+.visible .entry oob(.param .u64 in_p)
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [in_p];
+  add.u64 %rd1, %rd1, 0x100000000000;
+  mov.u32 %r1, bar;
+  mov.u32 %r2, buf;
+  mbarrier.init.shared.b64 [%r1], 1;
+  mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r1], 256;
+  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1], 256, [%r1];
+  ret;
+}
+"""
+
+
+def test_bulk_copy_outside_memory_faults():
+    from zluda_py.compiler.cpu.runtime import LaunchError
+    with pytest.raises(LaunchError) as err:
+        compile(BULK_OOB).launch("oob", (1,), (1,), [np.zeros(64, np.uint8)])
+    assert err.value.cu_result == 700
+
+
+@pytest.mark.parametrize("needle", ["mbarrier.init", "cp.async.bulk"])
+def test_amdgpu_refuses_by_name(needle):
+    from zluda_py.compiler.pipeline import compile_object
+    from zluda_py.compiler.target import get
+    text = BULK_OOB if needle == "cp.async.bulk" else PRODUCER_CONSUMER
+    if needle == "cp.async.bulk":  # the first refused line: drop the mbarrier lines before it
+        text = text.replace("  mbarrier.init.shared.b64 [%r1], 1;\n", "").replace(
+            "  mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r1], 256;\n", "")
+    line = next(i + 1 for i, s in enumerate(text.splitlines()) if needle in s)
+    with pytest.raises(UnsupportedError, match=rf"{needle}.*asynchronous barriers \(mbarrier\).*:{line}") as err:
+        compile_object(text, get("gfx1100"))
+    assert err.value.cu_result == 218
