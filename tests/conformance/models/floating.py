@@ -223,15 +223,20 @@ def approx_want(opcode: str, e: str, ftz: bool, xs: list[int]) -> Want:
         if x.neg:
             return ANY_NAN
         exact = math.log2(xf)
-        # PTX documents 2^-22.6 absolute on [0.5, 2]; NVIDIA H200 (driver 580.159.04) was measured
-        # up to 2^-22.598 there (0x3f0d12d1 -> 0xbf5c1514): the hardware's bound is the one kept.
-        return near(Fraction(exact), Fraction(2.0 ** -22.5 if 0.5 <= xf <= 2.0 else 2.0 ** -22 * abs(exact)), f, ftz)
+        # PTX documents 2^-22.6 absolute on [0.5, 2]; over every input there, NVIDIA H200 (driver
+        # 580.159.04) errs up to 2^-22.148 (0x3f075fff -> 0xbf6b4f8a, golden/approx_bounds.txt):
+        # the hardware's bound is the one kept.
+        return near(Fraction(exact), Fraction(2.0 ** -22.14 if 0.5 <= xf <= 2.0 else 2.0 ** -22 * abs(exact)), f, ftz)
     if opcode == "ex2":  # 2 ulp of the format (f32, f16, bf16)
         if x.is_zero:
             return _one(f)
         lim = f.bias + f.mbits + 2  # 2^x beyond the range, or below half the smallest subnormal
         exact = Fraction(2) ** (lim if xf > lim else -lim) if abs(xf) > lim else Fraction(2.0 ** xf)
-        return near(exact, None, f, ftz, ulps=2)
+        bound = near(exact, None, f, ftz, ulps=2)
+        # NVIDIA H200 (driver 580.159.04) errs up to 2.055 ulp near the top of a binade
+        # (0xbf8a0100 -> 0x3ef28025) and up to 2^-22.73 relative anywhere (golden/approx_bounds.txt):
+        # either bound is accepted
+        return Near(bound.value, max(bound.tol, abs(exact) * Fraction(2.0 ** -22.7)), bound.zero_ok) if e == "f32" else bound
     if opcode == "tanh":
         exact = Fraction(math.tanh(xf))
         if e == "f32":  # relative 2^-10.987
