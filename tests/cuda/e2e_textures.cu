@@ -4,6 +4,8 @@
 // address modes (wrap, clamp, mirror, border), point and linear filtering, normalized
 // coordinates, element and normalized-float read modes, in every geometry. Sections:
 // `textures`, `image` (a bilinear resampling kernel) and `surfaces`.
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -62,6 +64,7 @@ struct Model {  // a single-channel float texture of w x h x d texels
     cudaTextureAddressMode mode;
     bool linear, normalized;
     bool unorm8 = false;  // texels are 8-bit unorm values t (0..255) that read as t / 255
+    bool half16 = false;  // texels are halves: the filter returns a half (see fetch)
     float texel(int x, int y, int z) const {
         x = address(x, w, mode), y = address(y, h, mode), z = address(z, d, mode);
         return x < 0 || y < 0 || z < 0 ? 0.0f : texels[((size_t)z * h + y) * w + x];
@@ -84,14 +87,31 @@ struct Model {  // a single-channel float texture of w x h x d texels
         // rounded, then the upper-x row's upper-y corner and the lower-x row's lower-y corner
         // are its row's weight times the y weight, rounded, the other two differences. In 2-D
         // that is alpha * beta rounded once, the others differences.
-        double sum = 0;
-        for (int dz = 0; dz < (dims == 3 ? 2 : 1); dz++) {
-            int slice = dims < 3 ? 256 : dz ? a[2] : 256 - a[2];
+        int weight[8];
+        double value[8];
+        for (int dz = 0; dz < 2; dz++) {
+            int slice = dims < 3 ? (dz ? 0 : 256) : dz ? a[2] : 256 - a[2];
             int upper_x = (slice * a[0] + 128) >> 8, lower_x = slice - upper_x;
             int top = (upper_x * a[1] + 128) >> 8, bottom = (lower_x * (256 - a[1]) + 128) >> 8;
-            int z = dims < 3 ? 0 : lo[2] + dz;
-            sum += bottom / 256.0 * texel(lo[0], lo[1], z) + (lower_x - bottom) / 256.0 * texel(lo[0], lo[1] + 1, z) +
-                   (upper_x - top) / 256.0 * texel(lo[0] + 1, lo[1], z) + top / 256.0 * texel(lo[0] + 1, lo[1] + 1, z);
+            int z = dims < 3 ? 0 : lo[2] + dz, *wz = weight + 4 * dz;  // corner index x + 2y + 4z
+            wz[0] = bottom, wz[2] = lower_x - bottom, wz[1] = upper_x - top, wz[3] = top;
+            for (int c = 0; c < 4; c++) value[4 * dz + c] = texel(lo[0] + (c & 1), lo[1] + (c >> 1), z);
+        }
+        // half texels (measured on the H200, texture_probe's half lines): those of nonzero weight
+        // are aligned to the largest one's exponent, truncated to 14 bits below it, blended, and
+        // the blend is rounded to a half, ties away from zero
+        int top_exp = INT_MIN;
+        for (int c = 0; c < 8; c++)
+            if (half16 && weight[c] && value[c] != 0) top_exp = std::max(top_exp, ilogb(value[c]));
+        double sum = 0;
+        for (int c = 0; c < 8; c++) {
+            double v = value[c];
+            if (top_exp != INT_MIN) v = trunc(ldexp(v, 14 - top_exp)) * ldexp(1.0, top_exp - 14);
+            sum += weight[c] / 256.0 * v;
+        }
+        if (half16 && sum != 0) {
+            double ulp = ldexp(1.0, std::max(ilogb(sum) - 10, -24));
+            sum = copysign(floor(fabs(sum) / ulp + 0.5) * ulp, sum);
         }
         // 8-bit unorm blends round to 16-bit unorm (t / 255 = 257 t / 65535), ties up
         return unorm8 ? (float)(floor(sum * 257 + 0.5) / 65535) : (float)sum;
@@ -434,6 +454,7 @@ static void test_formats_gather() {
     std::vector<float> hv(w * h);
     for (int i = 0; i < w * h; i++) hv[i] = __half2float(halves[i]);
     Model mh{hv, w, h, 1, cudaAddressModeClamp, true, false};
+    mh.half16 = true;
     for (int i = 0; i < n; i++) EXPECT_FETCH(fgot[i], mh.fetch(pts[i].x, pts[i].y, 0, 2), " half (%.9g, %.9g)", pts[i].x, pts[i].y);
     cudaTextureDesc tdback;
     OK(cudaGetTextureObjectTextureDesc(&tdback, th));

@@ -5,12 +5,15 @@
 // (negative and several periods away, unnormalized wrap/mirror), texel centres and edges, the
 // rounding of linear filtering's 8-bit weights, layer and cube-face selection, tld4's order,
 // surface boundary modes; trilinear filtering's eight corner weights, each read off a texture that
-// is 1 on one parity class of texels (the `tri.`/`bi.` lines, see trilinear()).
+// is 1 on one parity class of texels (the `tri.`/`bi.` lines, see trilinear()); half texels
+// through the filter (`half.`).
 // Texel values are small integers, so exact blends are exact floats.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #define CHECK(call)                                                                              \
@@ -490,6 +493,75 @@ static void trilinear() {
     free_many(m, arrays, count);
 }
 
+// ---- half-float texels through the filter ------------------------------------------------
+// A filtered half texture returns a half (e2e_textures.cu's half check on the H200): these show
+// how the blend is rounded to one. 1-D: neighbours whose blend lands halfway between two halves
+// (2049 between 2048 and 2050, both signs; 1 + 2^-11; ...) at several weights; 2-D: the e2e's
+// 9 x 8 texture and points; 3-D: the 6 x 5 x 4 ramp less 20 (both signs) at the e2e's points.
+static cudaArray_t half_array(const std::vector<float>& v, int w, int h, int d) {
+    std::vector<__half> hv(v.size());
+    for (size_t i = 0; i < v.size(); i++) hv[i] = __float2half(v[i]);
+    return make_array(cudaCreateChannelDescHalf(), w, h, d, 0, hv.data());
+}
+
+static void halves() {
+    std::vector<float> t1 = {2048, 2050, -2048, -2050, 1, 1.0009765625f, -1, -1.0009765625f, 3, 6, -3, -6,
+                             0.000061035156f, 0.00006109476f, 65504, 65472};
+    cudaArray_t a1 = half_array(t1, (int)t1.size(), 0, 0);
+    std::vector<float4> p1;
+    for (int i = 0; i + 1 < (int)t1.size(); i++)
+        for (int j : {0, 1, 64, 85, 127, 128, 129, 192, 255}) p1.push_back(make_float4(i + 0.5f + j / 256.0f, 0, 0, 0));
+    cudaTextureObject_t t = make_texture(a1, cudaAddressModeClamp, true, false);
+    run("half.1d.clamp.linear.unnorm", TEX1D, t, p1);
+    CHECK(cudaDestroyTextureObject(t));
+
+    std::vector<float> t2(9 * 8);
+    for (int i = 0; i < 9 * 8; i++) t2[i] = i * 0.125f - 2;
+    cudaArray_t a2 = half_array(t2, 9, 8, 0);
+    std::vector<float4> p2;
+    for (int i = 0; i < 200; i++) p2.push_back(make_float4(-0.5f + i * 0.051f, 8.5f - i * 0.047f, 0, 0));
+    t = make_texture(a2, cudaAddressModeClamp, true, false);
+    run("half.2d.9x8.clamp.linear.unnorm", TEX2D, t, p2);
+    CHECK(cudaDestroyTextureObject(t));
+
+    std::vector<float> t3(6 * 5 * 4);
+    for (int i = 0; i < 120; i++) t3[i] = (float)((i * 37 + 11) % 101) * 0.5f - 20;
+    cudaArray_t a3 = half_array(t3, 6, 5, 4);
+    std::vector<float4> p3;
+    for (int i = 0; i < 300; i++) p3.push_back(make_float4(-0.6f + i * 0.027f, 6.1f - i * 0.019f, 0.3f + i * 0.013f, 0));
+    t = make_texture(a3, cudaAddressModeClamp, true, false);
+    run("half.3d.6x5x4.clamp.linear.unnorm", TEX3D, t, p3);
+    CHECK(cudaDestroyTextureObject(t));
+
+    // how far below the footprint's largest texel a small one still counts: 1 next to s * 2^-m
+    // (s = 1, 1.25, 1.5, 1.75; m = 9..18), one of them a 2x2 footprint's largest corner in 2-D
+    std::vector<float> ta;
+    for (int m = 9; m <= 18; m++)
+        for (float s : {1.0f, 1.25f, 1.5f, 1.75f}) ta.push_back(1.0f), ta.push_back(ldexpf(s, -m));
+    ta.push_back(-1.0f);
+    cudaArray_t aa = half_array(ta, (int)ta.size(), 0, 0);
+    std::vector<float4> pa;
+    for (int i = 0; i + 1 < (int)ta.size(); i++)
+        for (int j : {1, 128, 255}) pa.push_back(make_float4(i + 0.5f + j / 256.0f, 0, 0, 0));
+    t = make_texture(aa, cudaAddressModeClamp, true, false);
+    run("half.align.1d.clamp.linear.unnorm", TEX1D, t, pa);
+    CHECK(cudaDestroyTextureObject(t));
+    std::vector<float> tb(2 * 20);
+    for (int m = 9; m <= 18; m++) {  // blocks of 2 x 2: 1 at the lower left, the others 2^-m * 1, 1.5, -1.25
+        tb[2 * (m - 9)] = 1.0f, tb[2 * (m - 9) + 1] = ldexpf(1.0f, -m);
+        tb[20 + 2 * (m - 9)] = ldexpf(1.5f, -m), tb[20 + 2 * (m - 9) + 1] = ldexpf(-1.25f, -m);
+    }
+    cudaArray_t ab = half_array(tb, 20, 2, 0);
+    std::vector<float4> pb;
+    for (int m = 0; m < 10; m++)
+        for (int j : {1, 128, 255})
+            for (int k : {1, 200}) pb.push_back(make_float4(2 * m + 0.5f + j / 256.0f, 0.5f + k / 256.0f, 0, 0));
+    t = make_texture(ab, cudaAddressModeClamp, true, false);
+    run("half.align.2d.clamp.linear.unnorm", TEX2D, t, pb);
+    CHECK(cudaDestroyTextureObject(t));
+    for (cudaArray_t a : {a1, a2, a3, aa, ab}) CHECK(cudaFreeArray(a));
+}
+
 // ---- surfaces: a 4 x 3 float array, texel 1 + x + 8y ----------------------------------------
 __global__ void surf_read(cudaSurfaceObject_t s, const int2* p, float* out, int n) {
     int i = threadIdx.x;
@@ -555,6 +627,7 @@ int main() {
     three_d_layered_cube();
     rgba_gather_linear();
     trilinear();
+    halves();
     surfaces();
     return 0;
 }

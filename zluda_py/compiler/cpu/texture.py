@@ -258,12 +258,35 @@ def sample(image: Image, sampler: Sampler, xs: list[np.ndarray], layer: np.ndarr
     # the result rounded to that grid; blending the integers keeps its ties exact
     unorm8 = FORMATS[image.format] == np.uint8
     lows = _footprint(image, xs, normalized, [m == CLAMP for m in modes])
-    total = np.zeros((len(layer), 4))
+    corners = []
     for corner, weight in _corner_weights([alpha for _, alpha in lows]).items():
         idx = [i + (corner >> axis & 1) for axis, (i, _) in enumerate(lows)]
         values = _texels(image, sampler, idx, layer, modes)
-        total += weight[:, None] * (np.round(values * 65535) if unorm8 else values)
+        corners.append((weight[:, None], np.round(values * 65535) if unorm8 else values))
+    if FORMATS[image.format] == np.float16:
+        return _half_blend(corners)
+    total = sum(weight * values for weight, values in corners)
     return _round(total / WEIGHT_ONE) / 65535 if unorm8 else total / WEIGHT_ONE
+
+
+HALF_ALIGN_BITS = 14
+
+
+def _half_blend(corners: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Half texels through the filter, measured on NVIDIA H200 (golden/texture_probe.txt, the
+    `half.` lines): the texels of nonzero weight are aligned to the largest one's exponent E,
+    truncated toward 0 to multiples of 2^(E - 14), blended exactly, and the result is a half:
+    rounded to nearest, ties away from zero."""
+    def exponent(v: np.ndarray) -> np.ndarray:
+        return np.where(v != 0, np.frexp(v)[1] - 1, -1000)
+
+    top = np.full(corners[0][1].shape, -1000)
+    for weight, values in corners:
+        top = np.maximum(top, np.where(weight != 0, exponent(values), -1000))
+    quantum = np.ldexp(1.0, top - HALF_ALIGN_BITS)
+    total = sum(weight * np.trunc(values / quantum) * quantum for weight, values in corners) / WEIGHT_ONE
+    ulp = np.ldexp(1.0, np.maximum(exponent(total) - 10, -24))
+    return np.sign(total) * np.floor(np.abs(total) / ulp + 0.5) * ulp
 
 
 def gather(image: Image, sampler: Sampler, xs: list[np.ndarray], layer: np.ndarray, comp: int,
