@@ -273,3 +273,17 @@ def test_division_corners(arch: str) -> None:
                   [a, b, np.zeros(n, np.float32), c, d, np.zeros(n, np.float64)], arch)
     np.testing.assert_array_equal(out[2].view(np.uint32), want32.view(np.uint32))
     np.testing.assert_array_equal(out[5].view(np.uint64), want64.view(np.uint64))
+
+
+# gfx942 (CDNA3) and gfx90a (CDNA2) share gfx950's tables (tinygrad's cdna); gfx90a has no
+# architected flat scratch: its kernels take the private segment buffer and reach scratch with
+# MUBUF (`buffer_store_dword v1, off, s[0:3], 0 offset:4`), the lane's own scratch here.
+OTHER_CDNA = ["gfx942", "gfx90a"]
+ON_OTHER_CDNA = ["vector_add", "if_else_divergence", "barrier_in_a_loop", "shuffles_and_ballot", "global_atomic_add",
+                 "scratch_array", "division_corners", "loop_tail_ballot_sees_the_whole_warp"]
+
+
+@pytest.mark.parametrize("arch", OTHER_CDNA)
+@pytest.mark.parametrize("name", ON_OTHER_CDNA)
+def test_other_cdna_targets(arch: str, name: str) -> None:
+    globals()[f"test_{name}"](arch)

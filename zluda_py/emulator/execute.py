@@ -880,6 +880,35 @@ def _flat_like(w: Wave, d: Decoded) -> None:
     _mem_op(w, d, space, lanes, addrs, inst.data.offset - 256, None, inst.vdst.offset - 256, returns)
 
 
+# The private segment buffer a gfx9 kernel without architected flat scratch (gfx90a) gets: a
+# buffer resource of base 0 with ADD_TID_ENABLE (word 3 bit 23: the hardware's per-lane swizzled
+# scratch). Scratch is per lane in the emulator, so a MUBUF access through this resource is the
+# lane's own scratch at soffset + offset (+ vaddr with offen); other resources are refused.
+_ADD_TID = 1 << 23
+SCRATCH_RESOURCE = np.array([0, 0, 0xFFFFFFFF, _ADD_TID | 0x27000], np.uint32)
+
+
+def _mubuf(w: Wave, d: Decoded) -> None:
+    inst, name = d.inst, d.name
+    rsrc = w.sgpr[inst.srsrc.offset:inst.srsrc.offset + 4]
+    base = int(rsrc[0]) | (int(rsrc[1]) & 0xFFFF) << 32
+    if not int(rsrc[3]) & _ADD_TID or base != 0 or inst.idxen or inst.lds or getattr(inst, "acc", 0):
+        raise EmulatorError(w.where(f"{name} (a buffer resource other than the private segment)"))
+    if not name.startswith(("BUFFER_LOAD_", "BUFFER_STORE_")) or "FORMAT" in name:
+        raise EmulatorError(w.where(f"{name} (buffer instruction)"))
+    lanes = _active(w)
+    soff = inst.soffset.offset
+    addrs = np.full(lanes.size, (0 if soff == 128 else int(w.sgpr[soff])) + inst.offset, np.int64)  # 128: inline 0
+    if inst.offen:
+        addrs += w.vgpr[inst.vaddr.offset - 256, lanes]
+    addrs = (addrs & 0xFFFFFFFF).astype(np.uint64)
+    data = inst.vdata.offset - 256
+    if name.startswith("BUFFER_LOAD_"):
+        _mem_op(w, d, "scratch", lanes, addrs, None, None, data, True)
+    else:
+        _mem_op(w, d, "scratch", lanes, addrs, data, None, None, False)
+
+
 def _smem(w: Wave, d: Decoded) -> None:
     inst, name = d.inst, d.name
     if "LOAD" not in name:
@@ -1126,6 +1155,8 @@ def step(w: Wave) -> None:
             _ds(w, d)
         elif fmt.removeprefix("V").startswith(("GLOBAL", "FLAT", "SCRATCH")):
             _flat_like(w, d)
+        elif fmt.startswith("MUBUF"):
+            _mubuf(w, d)
         elif fmt.startswith("VOPD"):
             _vopd(w, d)
         elif name in _SATURATING and getattr(d.inst, "clmp", 0):

@@ -14,7 +14,7 @@ import numpy as np
 
 from zluda_py.emulator import loader
 from zluda_py.emulator.errors import EmulatorError
-from zluda_py.emulator.execute import Program, Wave, step
+from zluda_py.emulator.execute import SCRATCH_RESOURCE, Program, Wave, step
 from zluda_py.emulator.memory import Memory
 
 MAX_STEPS = 5_000_000  # per workgroup: a launch that runs longer is taken to hang
@@ -111,8 +111,10 @@ def _start_wave(k: loader.Kernel, program: Program, wg: Workgroup, index: int, g
     for name, reg in k.user_sgprs:
         if name in inputs:
             w.sgpr[reg], w.sgpr[reg + 1] = inputs[name] & 0xFFFFFFFF, inputs[name] >> 32
-        elif name in ("private_segment_buffer", "flat_scratch_init"):
-            raise EmulatorError(f"kernel {k.name} asks for the {name} SGPR input, which the emulator does not provide")
+        elif name == "private_segment_buffer":  # gfx90a (no architected flat scratch): a scratch V#
+            w.sgpr[reg:reg + 4] = SCRATCH_RESOURCE
+        elif name == "flat_scratch_init":  # (offset, size): scratch is per lane here, FLAT_SCRATCH unused
+            w.sgpr[reg], w.sgpr[reg + 1] = 0, k.scratch_per_lane
         elif name == "private_segment_size":
             w.sgpr[reg] = k.scratch_per_lane
     sreg = k.user_sgpr_count
