@@ -6,6 +6,9 @@ gap is closed, so the mark is then removed)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 # id: (sources, nvcc arguments, program arguments, marks)
@@ -40,11 +43,43 @@ PROGRAMS = {
 }
 
 
+# The same programs run natively on an NVIDIA H200 (tests/hardware/golden/programs.txt, one
+# section per run_nvidia.sh program): every line we print must be one the H200 printed, so the
+# digests some sections print are checked against the hardware too.
+GOLDEN = Path(__file__).parents[1] / "hardware" / "golden" / "programs.txt"
+GOLDEN_RUN = {"blocks": "blocks", "atomics": "atomics", "warp-shuffles-votes": "warp", "warp-cooperative-groups": "warp",
+              "grid-sync": "grid_sync", "textures": "textures", "textures-image-filtering": "textures_image",
+              "surfaces": "surfaces", "graphs-captured": "graphs_captured", "graphs-hand-built": "graphs_manual",
+              "graphs-capture-errors": "graphs_errors", "memory-pools": "memory_pools", "vmm-growing-buffer": "vmm",
+              "ipc-two-processes": "ipc", "rdc-two-files": "rdc", "async-barrier-cuda-barrier": "async_barrier",
+              "async-barrier-memcpy-async-pipelines": "async_barrier",
+              "async-barrier-bulk-copies-tx-count": "async_barrier", "async-barrier-mbarrier-probe": "async_barrier"}
+
+
+def _h200_stdout(run_name: str) -> list[str] | None:
+    """The stdout lines of a program's H200 run that exited 0 (None: not recorded, or it failed there)."""
+    sections = re.split(r"^=== ", GOLDEN.read_text(), flags=re.M)
+    for sec in sections:
+        head, _, body = sec.partition("\n")
+        if head.split(" ")[0] == run_name:
+            return body.split("--- stderr")[0].splitlines() if head.endswith(": rc 0") else None
+    return None
+
+
 @pytest.mark.parametrize("name", [pytest.param(k, marks=v[3]) for k, v in PROGRAMS.items()])
 def test_kernel_program(nvcc, run, name):
     sources, nvcc_args, argv, _ = PROGRAMS[name]
     r = run(nvcc(sources, nvcc_args, ""), *argv)
     assert r.returncode == 0 and r.stdout.rstrip().endswith(": PASSED"), r.stdout[-2000:] + r.stderr[-4000:]
+    h200 = _h200_stdout(GOLDEN_RUN.get(name, ""))
+    if h200 is not None:
+        assert [line for line in r.stdout.splitlines() if line not in h200] == [], "lines the H200 did not print"
+
+
+def test_golden_programs_cover_the_async_barrier_digests():
+    """The comparison above has something to compare: the H200's run printed the digests."""
+    h200 = _h200_stdout("async_barrier")
+    assert h200 is not None and sum(" digest " in line for line in h200) == 3
 
 
 def _printf_line(launch: int, t: int) -> str:
