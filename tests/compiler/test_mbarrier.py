@@ -184,7 +184,7 @@ BULK_OOB = HEAD + """
 
 
 def test_bulk_copy_outside_memory_faults():
-    from zluda_py.compiler.cpu.runtime import LaunchError
+    from zluda_py.compiler.errors import LaunchError
     with pytest.raises(LaunchError) as err:
         compile(BULK_OOB).launch("oob", (1,), (1,), [np.zeros(64, np.uint8)])
     assert err.value.cu_result == 700
@@ -202,3 +202,47 @@ def test_amdgpu_refuses_by_name(needle):
     with pytest.raises(UnsupportedError, match=rf"{needle}.*asynchronous barriers \(mbarrier\).*:{line}") as err:
         compile_object(text, get("gfx1100"))
     assert err.value.cu_result == 218
+
+
+# Warp 1 waits for an arrival nobody makes, warp 0 has finished: on a GPU this hangs; here the
+# block runner sees rounds in which the only warp left yields at a failed wait and no mbarrier
+# changes, and after abi.STALLED_ROUNDS of them fails the launch with 719.
+DEADLOCK = HEAD + """
+.shared .align 8 .b64 bar;
+.visible .entry dl()
+{
+  .reg .b32 %r<4>;
+  .reg .pred %p<4>;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  setp.ne.u32 %p1, %r1, 0;
+  @!%p1 mbarrier.init.shared.b64 [%r2], 64;
+  bar.sync 0;
+  setp.lt.u32 %p2, %r1, 32;
+  @%p2 bra DONE;
+  mov.u32 %r3, 0;
+WAIT:
+  mbarrier.try_wait.parity.shared.b64 %p3, [%r2], %r3;
+  @!%p3 bra WAIT;
+DONE:
+  ret;
+}
+"""
+
+
+def test_a_wait_nobody_completes_fails_the_launch():
+    from zluda_py.compiler.errors import LaunchError
+    with pytest.raises(LaunchError) as err:
+        compile(DEADLOCK).launch("dl", (1,), (64,), [])
+    assert err.value.cu_result == 719
+
+
+def test_reference_interpreter_refuses_by_name():
+    from zluda_py.reference import run
+    for body, name in [("mbarrier.try_wait.parity.shared.b64 %p3, [%r2], %r3;", "mbarrier.try_wait"),
+                       ("cp.async.mbarrier.arrive.noinc.shared.b64 [%r2];", "cp.async.mbarrier.arrive"),
+                       ("cp.async.bulk.commit_group;", "cp.async.bulk.commit_group")]:
+        text = DEADLOCK.replace("  @!%p1 mbarrier.init.shared.b64 [%r2], 64;\n", "").replace(
+            "  mbarrier.try_wait.parity.shared.b64 %p3, [%r2], %r3;", "  " + body)
+        with pytest.raises(NotImplementedError, match=rf"reference: {name}.* at <ptx>:\d+"):
+            run(text, "dl", (1,), (64,), [])

@@ -27,6 +27,10 @@ ABORTED = 0x10000
 # It sits after the kernel's own (static + dynamic) shared memory, 16-byte aligned, in launches
 # of modules that read those registers.
 RESERVED_SMEM = 1024
+# Rounds of the block runner in which every warp that ran only yielded at failed mbarrier waits
+# and no mbarrier changed, after which the block is deadlocked (nothing else can complete its
+# waits): the launch fails with 719, as when every warp waits at a barrier nobody else reaches.
+STALLED_ROUNDS = 1 << 20
 
 
 class Ctx(IntEnum):
@@ -66,7 +70,8 @@ class Ctx(IntEnum):
     BOUNDS_CACHE = 32  # BOUNDS_CACHE_ENTRIES [lo, hi) pairs: ranges access sites hit last (0: empty)
     GRID_WORKSPACE = 32 + 2 * BOUNDS_CACHE_ENTRIES  # cooperative launch: its grid workspace (%envreg1:%envreg2), else 0
     SHARED_WINDOW = GRID_WORKSPACE + 1  # valid bytes of the arena: TOTAL_SMEM, then the reserved region
-    SLOTS = SHARED_WINDOW + 1
+    MBAR_EPOCH = SHARED_WINDOW + 1  # count of mbarrier updates (the block runner's test for a stalled block)
+    SLOTS = MBAR_EPOCH + 1
 
 
 class Frame(IntEnum):

@@ -27,6 +27,7 @@ from llvmlite import ir
 from zluda_py.compiler import mbarrier as M
 from zluda_py.compiler.mbarrier import bulk_form, bulk_spaces
 from zluda_py.compiler.cpu import values as V
+from zluda_py.compiler.cpu.abi import Ctx
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
@@ -42,6 +43,8 @@ class MbarrierMixin:
         host = self.address(addr, space, 8, mask)
         if not isinstance(host.type, ir.VectorType):
             host = V.splat(b, host)
+        if update is not None:  # progress, for the block runner's stall test
+            self.set_ctx_i64(Ctx.MBAR_EPOCH, b.add(self.ctx_i64(Ctx.MBAR_EPOCH), ir.Constant(I64, 1)))
         result = V.entry_alloca(b, V.vec(I64))
         b.store(ir.Constant(V.vec(I64), None), result)
         for idx in V.each_active_lane(b, mask):

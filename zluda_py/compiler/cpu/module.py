@@ -12,7 +12,7 @@ from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.calls import SYSCALLS
-from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, WARP, BarSlot, Ctx, Frame
+from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, STALLED_ROUNDS, WARP, BarSlot, Ctx, Frame
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
 from zluda_py.compiler.cpu.shared import is_dynamic, layout_shared
 from zluda_py.compiler.errors import UnsupportedError
@@ -208,13 +208,18 @@ class ModuleLowering:
                         b.store(ir.Constant(I32, 0), hdr(fr, field))
                 total = V.entry_alloca(b, I64)  # threads of the block that have not exited
                 b.store(threads, total)
+                stalled = V.entry_alloca(b, I64)  # rounds in a row in which warps only yielded (mbarrier waits)
+                b.store(ir.Constant(I64, 0), stalled)
                 sched = fn.append_basic_block("schedule")
                 block_done = fn.append_basic_block("block_done")
                 b.branch(sched)
                 b.position_at_end(sched)
                 ran, left = V.entry_alloca(b, I64), V.entry_alloca(b, I64)
+                moved = V.entry_alloca(b, I64)  # warps that did not just yield this round
                 b.store(ir.Constant(I64, 0), ran)
                 b.store(ir.Constant(I64, 0), left)
+                b.store(ir.Constant(I64, 0), moved)
+                epoch = get(Ctx.MBAR_EPOCH)
                 with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
                     fr = frame_of(w)
                     state = b.load(hdr(fr, Frame.STATE), typ=I32)
@@ -234,6 +239,8 @@ class ModuleLowering:
                             exited = b.zext(b.sub(before, b.load(hdr(fr, Frame.LIVE), typ=I32)), I64)
                             b.store(b.sub(b.load(total, typ=I64), exited), total)
                             b.store(b.add(b.load(ran, typ=I64), ir.Constant(I64, 1)), ran)
+                            yielded = b.icmp_unsigned("!=", b.load(hdr(fr, Frame.YIELD), typ=I32), ir.Constant(I32, 0))
+                            b.store(b.add(b.load(moved, typ=I64), b.zext(b.not_(yielded), I64)), moved)
                             with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
                                 put(Ctx.FAULT_BLOCK, blk)
                                 b.store(ir.Constant(I32, 1), stop)
@@ -248,6 +255,16 @@ class ModuleLowering:
                 b.position_at_end(fn.blocks[-1])
                 with b.if_then(b.icmp_unsigned("==", b.load(ran, typ=I64), ir.Constant(I64, 0)), likely=False):
                     put(Ctx.FAULT_BLOCK, blk)  # every live warp waits at a barrier no one else reaches
+                    b.store(ir.Constant(I32, 1), stop)
+                    b.ret(ir.Constant(I32, 719))
+                # every warp that ran only yielded at failed mbarrier waits and no mbarrier changed:
+                # the same again next round; after STALLED_ROUNDS of those the block is deadlocked
+                idle = b.and_(b.icmp_unsigned("==", b.load(moved, typ=I64), ir.Constant(I64, 0)),
+                              b.icmp_unsigned("==", get(Ctx.MBAR_EPOCH), epoch))
+                b.store(b.select(idle, b.add(b.load(stalled, typ=I64), ir.Constant(I64, 1)), ir.Constant(I64, 0)), stalled)
+                with b.if_then(b.icmp_unsigned(">=", b.load(stalled, typ=I64), ir.Constant(I64, STALLED_ROUNDS)),
+                               likely=False):
+                    put(Ctx.FAULT_BLOCK, blk)
                     b.store(ir.Constant(I32, 1), stop)
                     b.ret(ir.Constant(I32, 719))
                 b.branch(sched)
