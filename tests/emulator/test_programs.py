@@ -34,13 +34,19 @@ PROGRAMS = {
     "runtime-api": (["e2e_runtime_api.cu"], [], [], "runtime api: PASSED"),
     "atomics": (["e2e_atomics.cu"], [], [], "atomics: PASSED"),
     "symbols-printf-recursion": (["e2e_symbols_printf.cu"], [], [], "symbols printf recursion: PASSED"),
+    # a cooperative launch: the emulator makes every workgroup resident and interleaves their waves
+    "grid-sync": (["e2e_grid_sync.cu"], [], [], "grid sync: PASSED"),
+    **{f"grid-sync-{section}": (["e2e_grid_sync_limits.cu"], [], [section], f"grid sync {section}: PASSED")
+       for section in ("largest", "launch-ex", "too-large", "not-cooperative", "trap")},
 }
 
 # Too slow for CI on the emulator (one Python step per wave instruction), on these targets: a
-# million-element vector add, the streams test's many large grids, deep recursion, and the
-# atomics (on gfx950 only in CI: its wave64 code has the two-warps-per-wave paths).
+# million-element vector add, the streams test's many large grids, deep recursion, the
+# atomics (on gfx950 only in CI: its wave64 code has the two-warps-per-wave paths), and the
+# cooperative launches of the largest grid (64 blocks, 17 grid.sync()s whose waiting waves spin).
 SLOW = {"vector_add": ARCHS, "streams-events-callbacks": ARCHS, "symbols-printf-recursion": ARCHS,
-        "atomics": ["gfx1100"]}
+        "atomics": ["gfx1100"], "grid-sync-largest": ARCHS, "grid-sync-launch-ex": ARCHS,
+        "grid-sync-too-large": ARCHS}
 
 
 def _selected() -> list:
