@@ -38,7 +38,10 @@ PROGRAMS = {
     "grid-sync": (["e2e_grid_sync.cu"], [], [], "grid sync: PASSED"),
     **{f"grid-sync-{section}": (["e2e_grid_sync_limits.cu"], [], [section], f"grid sync {section}: PASSED")
        for section in ("largest", "launch-ex", "too-large", "not-cooperative", "trap")},
+    # CUB's sort, reduce and scans over 50,000 ints (docs/amdgpu.md: its cost on the emulator)
+    "thrust": (["e2e_thrust.cu"], ["-std=c++17"], [], "thrust: PASSED"),
 }
+TIMEOUT = {"thrust": 3600}  # seconds; 900 for the others (a hang guard)
 
 # Too slow for CI on the emulator (one Python step per wave instruction), on these targets: a
 # million-element vector add, the streams test's many large grids, deep recursion, the
@@ -46,7 +49,7 @@ PROGRAMS = {
 # cooperative launches of the largest grid (64 blocks, 17 grid.sync()s whose waiting waves spin).
 SLOW = {"vector_add": ARCHS, "streams-events-callbacks": ARCHS, "symbols-printf-recursion": ARCHS,
         "atomics": ["gfx1100"], "grid-sync-largest": ARCHS, "grid-sync-launch-ex": ARCHS,
-        "grid-sync-too-large": ARCHS}
+        "grid-sync-too-large": ARCHS, "thrust": ARCHS}
 
 
 def _selected() -> list:
@@ -75,7 +78,7 @@ def test_program_on_the_emulator(nvcc, cache_dir: str, name: str, arch: str) -> 
     env = dict(os.environ, ZLUDA_HIP="emulator", ZLUDA_HIP_ARCH=arch, CUDA_CACHE_PATH=cache_dir)
     r = subprocess.run([sys.executable, "-c", "import sys; from zluda_py.cli import main; sys.exit(main())",
                         "run", "--backend", "hip", "--", str(exe), *argv],
-                       capture_output=True, text=True, timeout=900, env=env)
+                       capture_output=True, text=True, timeout=TIMEOUT.get(name, 900), env=env)
     assert r.returncode == 0 and r.stdout.rstrip().endswith(last_line), r.stdout[-2000:] + r.stderr[-4000:]
     if name == "vector_add":  # the device the program sees is the emulated one
         assert f"ZLUDA emulated AMD GPU ({arch})" in r.stdout
