@@ -38,7 +38,10 @@ if TYPE_CHECKING:
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
 
 # Instructions with no effect on this target (ordering is already sequentially consistent
-# per warp and atomics use seq_cst).
+# per warp and atomics use seq_cst). This includes every `fence.proxy.*` (`.async`,
+# `.async.shared::cta`, ...) and `fence.mbarrier_init`: the CPU has one coherent memory seen
+# the same way by every "proxy", and our asynchronous copies (cp.async, cp.async.bulk) are
+# done when they execute, so there is nothing to order between proxies.
 NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "applypriority",
           "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep"}
 CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
