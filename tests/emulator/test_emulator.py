@@ -277,13 +277,15 @@ def test_division_corners(arch: str) -> None:
 
 # gfx942 (CDNA3) and gfx90a (CDNA2) share gfx950's tables (tinygrad's cdna); gfx90a has no
 # architected flat scratch: its kernels take the private segment buffer and reach scratch with
-# MUBUF (`buffer_store_dword v1, off, s[0:3], 0 offset:4`), the lane's own scratch here.
-OTHER_CDNA = ["gfx942", "gfx90a"]
-ON_OTHER_CDNA = ["vector_add", "if_else_divergence", "barrier_in_a_loop", "shuffles_and_ballot", "global_atomic_add",
-                 "scratch_array", "division_corners", "loop_tail_ballot_sees_the_whole_warp"]
+# MUBUF (`buffer_store_dword v1, off, s[0:3], 0 offset:4`), the lane's own scratch here. gfx1200
+# (RDNA4, tinygrad's rdna4): VGLOBAL/VFLAT/VSCRATCH and SMEM with 24-bit ioffsets, workgroup ids
+# in TTMP9/TTMP7, split barriers (s_barrier_signal/s_barrier_wait), v_mad_co_u64_u32.
+OTHER_TARGETS = ["gfx942", "gfx90a", "gfx1200"]
+ON_OTHER_TARGETS = ["vector_add", "if_else_divergence", "barrier_in_a_loop", "shuffles_and_ballot", "global_atomic_add",
+                    "scratch_array", "division_corners", "loop_tail_ballot_sees_the_whole_warp"]
 
 
-@pytest.mark.parametrize("arch", OTHER_CDNA)
-@pytest.mark.parametrize("name", ON_OTHER_CDNA)
-def test_other_cdna_targets(arch: str, name: str) -> None:
+@pytest.mark.parametrize("arch", OTHER_TARGETS)
+@pytest.mark.parametrize("name", ON_OTHER_TARGETS)
+def test_other_targets(arch: str, name: str) -> None:
     globals()[f"test_{name}"](arch)

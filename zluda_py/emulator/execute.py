@@ -858,12 +858,16 @@ def _active(w: Wave) -> np.ndarray:
 def _flat_like(w: Wave, d: Decoded) -> None:
     inst, fmt = d.inst, d.fmt.removeprefix("V")
     space = {"GLOBAL": "global", "FLAT": "flat", "SCRATCH": "scratch"}[fmt]
+    rdna4 = d.fmt.startswith("V")  # VGLOBAL/VFLAT/VSCRATCH: 24-bit ioffset, vaddr/vsrc, th
     off_bits = 13 if w.rdna else (13 if fmt != "FLAT" else 12)
-    offset = _sext(inst.offset, off_bits) if fmt != "FLAT" or w.rdna else inst.offset
+    if rdna4:
+        offset = _sext(inst.ioffset, 24)
+    else:
+        offset = _sext(inst.offset, off_bits) if fmt != "FLAT" or w.rdna else inst.offset
     saddr = inst.saddr.offset
     # FLAT has no SADDR operand: LLVM encodes the field as 0 on gfx9 (NULL on gfx11), the hardware ignores it
-    no_saddr = fmt == "FLAT" or (saddr in (124, 125) if w.rdna else saddr == 0x7F)
-    addr_reg = inst.addr.offset - 256
+    no_saddr = (fmt == "FLAT" and not rdna4) or (saddr in (124, 125) if w.rdna else saddr == 0x7F)
+    addr_reg = (inst.vaddr if rdna4 else inst.addr).offset - 256
     lanes = _active(w)
     if space == "scratch":
         addrs = np.full(lanes.size, (0 if no_saddr else int(w.sgpr[saddr])) + offset, np.int64)
@@ -876,8 +880,12 @@ def _flat_like(w: Wave, d: Decoded) -> None:
         else:
             base = np.uint64(int(w.sgpr[saddr]) | int(w.sgpr[saddr + 1]) << 32) + w.vgpr[addr_reg, lanes].astype(np.uint64)
         addrs = base + np.uint64(offset & 0xFFFFFFFFFFFFFFFF)  # wraps modulo 2^64
-    returns = bool(getattr(inst, "glc", 0)) if w.rdna else bool(getattr(inst, "sc0", 0))
-    _mem_op(w, d, space, lanes, addrs, inst.data.offset - 256, None, inst.vdst.offset - 256, returns)
+    if rdna4:  # TH_ATOMIC_RETURN: bit 0 of the temporal hint
+        returns, data = bool(inst.th & 1), inst.vsrc.offset - 256
+    else:
+        returns = bool(getattr(inst, "glc", 0)) if w.rdna else bool(getattr(inst, "sc0", 0))
+        data = inst.data.offset - 256
+    _mem_op(w, d, space, lanes, addrs, data, None, inst.vdst.offset - 256, returns)
 
 
 # The private segment buffer a gfx9 kernel without architected flat scratch (gfx90a) gets: a
@@ -918,7 +926,9 @@ def _smem(w: Wave, d: Decoded) -> None:
     if "BUFFER" in name:
         raise EmulatorError(w.where(f"{name} (buffer resources)"))
     base = int(w.sgpr[inst.sbase.offset]) | int(w.sgpr[inst.sbase.offset + 1]) << 32
-    if w.rdna:
+    if hasattr(inst, "ioffset"):  # RDNA4: a 24-bit signed offset
+        off = _sext(inst.ioffset, 24) + (0 if inst.soffset.offset == 124 else int(w.sgpr[inst.soffset.offset]))
+    elif w.rdna:
         off = _sext(inst.offset, 21) + (0 if inst.soffset.offset == 124 else int(w.sgpr[inst.soffset.offset]))
     else:
         off = _sext(inst.offset, 21) if inst.imm else int(w.sgpr[inst.offset & 0x7F])
@@ -1149,6 +1159,14 @@ def step(w: Wave) -> None:
             return
         elif name == "S_BARRIER":
             w.at_barrier = True
+        elif name == "S_BARRIER_SIGNAL":  # RDNA4's split barrier: signal, then S_BARRIER_WAIT
+            if d.inst.ssrc0.offset != 193:  # -1: the workgroup barrier; named barriers are not modelled
+                raise EmulatorError(w.where(f"{name.lower()} of a named barrier"))
+            # the wave is held from its signal, not from its wait: one of the orders the hardware allows
+            # (a wave may be slow to reach its wait), and the wait is then already satisfied
+            w.at_barrier = True
+        elif name == "S_BARRIER_WAIT":
+            pass
         elif fmt.startswith("SMEM"):
             _smem(w, d)
         elif fmt.startswith("DS"):
@@ -1169,7 +1187,7 @@ def step(w: Wave) -> None:
             _pk_f16(w, d)
         elif _DOT.match(name):
             _dot(w, d)
-        elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32"):
+        elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32", "V_MAD_CO_U64_U32", "V_MAD_CO_I64_I32"):  # RDNA4: _CO_
             _mad64(w, d)
         elif name.startswith(("V_READFIRSTLANE_B32", "V_READLANE_B32")):
             _readlane(w, d)

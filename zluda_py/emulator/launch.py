@@ -18,6 +18,7 @@ from zluda_py.emulator.execute import SCRATCH_RESOURCE, Program, Wave, step
 from zluda_py.emulator.memory import Memory
 
 MAX_STEPS = 5_000_000  # per workgroup: a launch that runs longer is taken to hang
+TTMP0 = 108  # the trap temporaries' operand number on RDNA
 SLICE = 256  # instructions a wave of a cooperative launch runs before the next wave's turn
 
 
@@ -122,6 +123,9 @@ def _start_wave(k: loader.Kernel, program: Program, wg: Workgroup, index: int, g
         if enabled:
             w.sgpr[sreg] = group[axis]
             sreg += 1
+    if loader.isa_family(arch) == "rdna4":  # architected SGPRs: TTMP9 = workgroup id x, TTMP7 = y | z << 16
+        w.sgpr[TTMP0 + 9] = group[0]
+        w.sgpr[TTMP0 + 7] = group[1] | group[2] << 16
     if k.rsrc2 & (1 << 10):  # workgroup info
         sreg += 1
     if k.private_segment_enabled:  # the wave's scratch offset: scratch is per lane here, so 0
