@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conformance.floatvals import operand_sets
+from conformance.harness import DTYPES
 from conformance.models.floating import arith_ref, check_approx
 from conformance.refs import FORMATS
 from conformance.values import check_bits
@@ -60,6 +61,38 @@ def test_div_rcp_sqrt_rounding(run, op, t, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_f32_ftz(run, op, mode):
     run_and_check(run, f"{op}.{mode}.ftz.f32", op, "f32", mode, ftz=True)
+
+
+# Tininess for .ftz: inputs whose exact result lies just below the smallest normal, close enough
+# that rounding it to the format's precision with an unbounded exponent gives the smallest normal.
+# Tininess detected before rounding flushes them to zero; after rounding keeps the smallest normal.
+# mul.rn.ftz.f32(0x3f7ffffe, 0x00800001) = 2^-126 * (1 - 2^-46): 0 before, 0x00800000 after.
+# Only mul and fma can land there. A sum or difference of normals below 2^-126 is a multiple of
+# 2^-149, so it is exact (nothing to round); a quotient (or reciprocal) of two 24-bit significands
+# misses the power of two below it by at least 2^-24 relatively, which every mode keeps tiny.
+TININESS = {
+    "f32": {
+        "mul": [(0x3F7FFFFE, 0x00800001), (0xBF7FFFFE, 0x00800001), (0x00800001, 0x3F7FFFFE),
+                (0x3E7FFFFE, 0x02000001), (0x3F7FFFFF, 0x00800000), (0x3F7FFFFE, 0x00800000)],
+        "fma": [(0x3F7FFFFE, 0x00800001, 0x00000000), (0xBF7FFFFE, 0x00800001, 0x80000000),
+                (0x3F7FFFFE, 0x01000001, 0x80800000), (0xBF7FFFFE, 0x01000001, 0x00800000),
+                (0x3F800000, 0x00800000, 0x80000000)],
+    },
+    "f16": {
+        "mul": [(0x3BFE, 0x0401), (0xBBFE, 0x0401), (0x0401, 0x3BFE), (0x3BFF, 0x0400)],
+        "fma": [(0x3BFE, 0x0401, 0x0000), (0x3BFE, 0x0801, 0x8400), (0xBBFE, 0x0801, 0x0400)],
+    },
+}
+
+
+def test_ftz_tininess(run):
+    """The .ftz forms on results just below the smallest normal that round up to it: the rows
+    tell tininess before rounding (the reference's rule: flushed to zero) from after rounding."""
+    for t, ops in TININESS.items():
+        for op, rows in ops.items():
+            cols = [np.array(col, DTYPES[FORMATS[t].total]) for col in zip(*rows)]
+            for mode in (MODES if t == "f32" else ["rn"]):
+                run_and_check(run, f"{op}.{mode}.ftz.{t}", op, t, mode, ftz=True, cols=cols)
 
 
 @pytest.mark.parametrize("op,t", [(op, t) for op in ("add", "sub", "mul", "fma") for t in ("f32", "f16")])

@@ -7,12 +7,25 @@ range under .sat, compared to 0/1 by vset; then merged into c's elements (the re
 to the element width) or, with .add, summed onto c modulo 2^32. Operands use the default
 selectors (a.b3210/a.h10, b.b7654/b.h32) and the default full mask.
 
-The scalar forms (vadd vsub vabsdiff vmin vmax vshl vshr vset) take whole words, extended to
-33 bits by .atype/.btype; vshl/vshr shift by b, limited to 32 (.clamp) or taken mod 32 (.wrap);
-.sat clamps to .dtype's 32-bit range; the secondary .add/.min/.max then combines the result
-with c (signed as .dtype; .u32 for vset), and d is the low 32 bits. vmad (no negated
-operands): a*b + c (+1 for .po) exactly, signed when .atype or .btype is, floored by
-.shr7/.shr15, clamped by .sat; .dtype does not enter (the manual's pseudocode).
+The scalar forms (vadd vsub vabsdiff vmin vmax vshl vshr vset) and vmad follow what an NVIDIA
+H200 computes (tests/hardware/golden/video.npz), where it departs from the manual:
+* a and b are extended to 33 bits by .atype/.btype and the exact result T is formed (vshl/vshr
+  shift by b, limited to 32 by .clamp or taken mod 32 by .wrap; vset gives 0/1).
+* .sat into .s32 clamps T to the signed range; into .u32 it only clamps below (T < 0 gives 0):
+  a T above 2^32 - 1 is kept, so d wraps (vadd.u32.u32.u32.sat(1, 0xffffffff) = 0).
+* .add: d = T + c modulo 2^32.
+* .min/.max: c is read as .dtype (vset: as .atype) and compared with a key of T, signed for .s32
+  and unsigned for .u32 (a negative key is above every c there); the winner's low 32 bits are d.
+  The key is T wrapped to 32 bits and sign-extended for vadd and vsub (and vshl), also for vshr
+  with .sat into .u32; otherwise the exact T. So vadd.s32.s32.s32.max(1, 0x7fffffff,
+  0x7fffffff) = 0x7fffffff, and vadd.u32.u32.u32.max(7, 0x7fffffff, 0xa073ad41) = 0x80000006.
+  vshl's .sat/.min/.max follow this by analogy (not yet measured: tests/hardware/recheck.txt).
+* vmad (no negated operands): a, b and c are all read as signed, whatever their types;
+  a*b + c (+1 for .po) is taken as a 64-bit pattern and shifted by .shr7/.shr15, arithmetically
+  when .atype or .btype is signed ("signed final"), logically otherwise; .sat clamps that
+  (as a signed 64-bit value) to the s32 range (signed final) or to [0, 2^32 - 1]. .dtype does not
+  enter. So vmad.u32.u32.u32.shr7(0, 0, 0x80000000) = 0xff000000 and vmad.u32.u32.u32.sat.shr15
+  of any negative sum is 0xffffffff.
 """
 
 from __future__ import annotations
@@ -75,7 +88,7 @@ def simd(opcode: str, mods: tuple[str, ...], a: int, b: int, c: int) -> int:
 def scalar(opcode: str, mods: tuple[str, ...], a: int, b: int, c: int = 0) -> int:
     """d for one row of a scalar video form (whole-word operands, no data merge)."""
     types = [m for m in mods if m in ("u32", "s32")]
-    dtype = "u32" if opcode == "vset" else types[0]
+    signed_d = types[0] == "s32"  # vset: c is read as .atype
     x, y = (to_signed(v, 32) if t == "s32" else v for v, t in ((a, types[-2]), (b, types[-1])))
     if opcode == "vset":
         t = int(next(CMP[m] for m in mods if m in CMP)(x, y))
@@ -85,28 +98,32 @@ def scalar(opcode: str, mods: tuple[str, ...], a: int, b: int, c: int = 0) -> in
     else:
         t = element_op(opcode, x, y)
     if "sat" in mods:
-        t = min((1 << 31) - 1, max(-(1 << 31), t)) if dtype == "s32" else min((1 << 32) - 1, max(0, t))
-    cv = to_signed(c, 32) if dtype == "s32" else c
+        t = min((1 << 31) - 1, max(-(1 << 31), t)) if signed_d else max(0, t)
     if "add" in mods:
-        t += cv
-    elif "min" in mods:
-        t = min(t, cv)
-    elif "max" in mods:
-        t = max(t, cv)
+        return (t + c) & 0xFFFFFFFF
+    if "min" in mods or "max" in mods:
+        wrapped = opcode in ("vadd", "vsub", "vshl") or (opcode == "vshr" and "sat" in mods and not signed_d)
+        key = to_signed(t, 32) if wrapped else t
+        if signed_d:
+            cv = to_signed(c, 32)
+        else:  # unsigned comparison: a negative key is above every c
+            key, cv = key % (1 << 64), c
+        pick_t = key <= cv if "min" in mods else key >= cv
+        t = t if pick_t else c
     return t & 0xFFFFFFFF
 
 
 def vmad(mods: tuple[str, ...], a: int, b: int, c: int) -> int:
-    """vmad without negation: a*b + c (+1 for .po), signed when .atype or .btype is (c alike),
-    floored by .shr7/.shr15, clamped to that signedness's 32-bit range by .sat."""
+    """vmad without negation, as measured: a, b, c read as signed; a*b + c (+1 for .po) as a
+    64-bit pattern, shifted arithmetically when .atype or .btype is signed (else logically),
+    then clamped by .sat to the s32 range (signed) or [0, 2^32 - 1]."""
     _, atype, btype = (m for m in mods if m in ("u32", "s32"))
     sign = "s32" in (atype, btype)
-    x = to_signed(a, 32) if atype == "s32" else a
-    y = to_signed(b, 32) if btype == "s32" else b
-    t = x * y + (to_signed(c, 32) if sign else c) + ("po" in mods)
-    t >>= 7 if "shr7" in mods else 15 if "shr15" in mods else 0
+    t = to_signed(a, 32) * to_signed(b, 32) + to_signed(c, 32) + ("po" in mods)
+    scale = 7 if "shr7" in mods else 15 if "shr15" in mods else 0
+    t = t >> scale if sign else to_signed((t % (1 << 64)) >> scale, 64)
     if "sat" in mods:
-        t = min((1 << 31) - 1, max(-(1 << 31), t)) if sign else min((1 << 32) - 1, t)
+        t = min((1 << 31) - 1, max(-(1 << 31), t)) if sign else min((1 << 32) - 1, max(0, t))
     return t & 0xFFFFFFFF
 
 

@@ -8,16 +8,19 @@ either merges (each element of d is the result, truncated to the element width, 
 mask selects it, else c's element) or, with .add, accumulates: d = c + the sum of the selected
 full-precision results (sum of absolute differences is vabsdiff4.add), modulo 2^32.
 
-The scalar video instructions vadd vsub vabsdiff vmin vmax vshl vshr vset work on whole words:
-a and b extended to 33 bits by their types, the exact result (vshl/vshr shift by b, clamped
-to 32 or taken mod 32 by .clamp/.wrap), .sat clamping to .dtype's 32-bit range, then the
-optional secondary .add/.min/.max with c (signed as .dtype), and the low 32 bits written.
-vshl's exact result outgrows the manual's 34-bit intermediate, so its .sat and .min/.max
-forms, whose results would depend on that width, are refused. vmad computes a*b + c (+1 with
-.po) exactly, signed when .atype or .btype is (c extended alike; .dtype does not enter, as in
-the manual's pseudocode), scaled by a flooring .shr7/.shr15 and clamped to the signed or
-unsigned 32-bit range by .sat. Negated vmad operands (-a, -c) do not reach the semantics: the
-parser does not read them.
+The scalar video instructions vadd vsub vabsdiff vmin vmax vshl vshr vset work on whole words,
+as an NVIDIA H200 computes them (tests/hardware/golden/video.npz; docs/semantics.md): a and b
+extended to 33 bits by their types, the exact result T (vshl/vshr shift by b, clamped to 32 or
+taken mod 32 by .clamp/.wrap); .sat clamps T to the .s32 range, or for .u32 only below (T < 0
+gives 0, larger values wrap); .add gives T + c mod 2^32; .min/.max compare a key of T with c
+read as .dtype (vset: as .atype), signed for .s32 and unsigned for .u32 (a negative key above
+every c): the key is T wrapped to 32 bits and sign-extended for vadd vsub vshl (and vshr .sat
+into .u32), the exact T otherwise; d is the low 32 bits of the winner. vshl's .sat/.min/.max
+are modelled by analogy, not yet measured. vmad reads a, b and c as signed whatever their types,
+computes a*b + c (+1 with .po) in 64 bits, shifts it by .shr7/.shr15 (arithmetically when .atype
+or .btype is signed, else logically) and clamps it with .sat to the s32 range or, unsigned, to
+[0, 2^32 - 1] (the 64-bit value read as signed). Negated vmad operands (-a, -c) do not reach the
+semantics: the parser does not read them.
 
 Only the default operand selectors and mask are translated (a.h10/b.h32, a.b3210/b.b7654,
 d.h10/d.b3210; whole words for the scalar forms): a selector on an operand is refused by name.
@@ -160,9 +163,6 @@ class Scalar(Semantic):
             dtype, atype, btype = f.types
             if shift and (len([m for m in shift if f.has(m)]) != 1 or btype != "u32"):
                 raise unsupported(inst, "a shift needs .u32 amounts and one of .clamp .wrap")
-            if op == "vshl" and f.has("sat", "min", "max"):
-                raise unsupported(inst, "vshl's intermediate exceeds the manual's 34 bits: .sat .min .max "
-                                        "are not translated")
         if len([m for m in SECONDARY if f.has(m)]) > 1:
             raise unsupported(inst, "more than one secondary operation")
         _refuse_selectors(inst)
@@ -174,9 +174,10 @@ class Scalar(Semantic):
         b = L.b
         op = inst.opcode
         types = [m for m in inst.mods if m in VIDEO_TYPES]
-        dtype = "u32" if op == "vset" else types[0]
-        x = L.resize(srcs[0], 64, signed(types[-2]))
-        y = L.resize(srcs[1], 64, signed(types[-1]))
+        signed_d = signed(types[0])  # vset: c is read as .atype (measured)
+        width = 128 if op == "vshl" else 64  # vshl's exact result needs 65 bits
+        x = L.resize(srcs[0], width, signed(types[-2]))
+        y = L.resize(srcs[1], width, signed(types[-1]))
         if op == "vset":
             cmp = next(m for m in CMP if inst.has(m))
             t = b.zext(b.icmp_signed(CMP[cmp], x, y), x.type)
@@ -186,19 +187,30 @@ class Scalar(Semantic):
         else:
             t = _arith(L, op, x, y)
         if inst.has("sat"):
-            t = _clamp(L, t, 32, signed(dtype))
-        second = [m for m in SECONDARY if inst.has(m)]
+            if signed_d:
+                t = _clamp(L, t, 32, True)
+            else:  # .u32 clamps below only (measured): a result above 2^32 - 1 wraps
+                t = _min_max(L, "max", t, L.like(t, 0))
+        i32 = L.int_ty(32)
+        if inst.has("add"):
+            return [b.add(b.trunc(t, i32), srcs[2])]
+        second = [m for m in ("min", "max") if inst.has(m)]
         if second:
-            c = L.resize(srcs[2], 64, signed(dtype))
-            t = b.add(t, c) if second[0] == "add" else _min_max(L, second[0], t, c)
-        return [b.trunc(t, L.int_ty(32))]
-
+            # The comparison key (measured): T wrapped to 32 bits and sign-extended for vadd vsub
+            # vshl, and vshr with .sat into .u32; the exact T otherwise. Signed against c as .s32,
+            # unsigned against c as .u32 (a negative key is then above every c).
+            wrapped = op in ("vadd", "vsub", "vshl") or (op == "vshr" and inst.has("sat") and not signed_d)
+            key = b.sext(b.trunc(t, i32), t.type) if wrapped else t
+            c = L.resize(srcs[2], width, signed_d)
+            rel = "<=" if second[0] == "min" else ">="
+            t = L.select(b.icmp_signed(rel, key, c) if signed_d else b.icmp_unsigned(rel, key, c), t, c)
+        return [b.trunc(t, i32)]
 
 
 @register("any", "vmad")
 class Vmad(Semantic):
-    """vmad without operand negation. Every exact value fits i64: as unsigned for u32*u32 + u32
-    + 1 (< 2^64), as signed otherwise (|u32 * s32| + 2^31 <= 2^63)."""
+    """vmad without operand negation, as an NVIDIA H200 computes it: a, b and c signed whatever
+    their types, so every value fits i64 (|s32 * s32| + 2^31 + 1 < 2^63)."""
 
     def operands(self, inst: ast.Instruction) -> OperandTypes:
         f = form(inst, {"sat", "po", "shr7", "shr15"}, ntypes=3, type_ok=VIDEO_TYPES.__contains__)
@@ -212,19 +224,20 @@ class Vmad(Semantic):
         b = L.b
         types = [m for m in inst.mods if m in VIDEO_TYPES]
         sign = _vmad_signed(types)
-        x, y = L.resize(srcs[0], 64, signed(types[1])), L.resize(srcs[1], 64, signed(types[2]))
-        t = b.add(b.mul(x, y), L.resize(srcs[2], 64, sign))
+        # Measured: a, b and c are read as signed whatever their types.
+        x, y, c = (L.resize(v, 64, True) for v in srcs)
+        t = b.add(b.mul(x, y), c)
         if inst.has("po"):
             t = b.add(t, L.like(t, 1))
         scale = 7 if inst.has("shr7") else 15 if inst.has("shr15") else 0
-        if scale:
+        if scale:  # on the 64-bit pattern: arithmetic when signed final, else logical
             t = (b.ashr if sign else b.lshr)(t, L.like(t, scale))
         if inst.has("sat"):
             if sign:
                 t = _clamp(L, t, 32, True)
-            else:
-                top = L.like(t, (1 << 32) - 1)
-                t = L.select(b.icmp_unsigned(">", t, top), top, t)
+            else:  # the 64-bit value read as signed, clamped to [0, 2^32 - 1]
+                t = _clamp(L, t, 33, True)
+                t = _min_max(L, "max", t, L.like(t, 0))
         return [b.trunc(t, L.int_ty(32))]
 
 
