@@ -235,7 +235,7 @@ def _op_body(j: int, op: Op) -> list[str]:
     return lines
 
 
-EMULATED = ("gfx1100", "gfx950", "gfx942", "gfx90a")  # AMDGPU targets the conformance suite runs on the ISA emulator
+EMULATED = ("gfx1100", "gfx950", "gfx942", "gfx90a", "gfx1200")  # AMDGPU targets the conformance suite runs on the ISA emulator
 
 
 def needs_sm100(op: Op) -> bool:

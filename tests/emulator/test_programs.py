@@ -52,10 +52,16 @@ SLOW = {"vector_add": ARCHS, "streams-events-callbacks": ARCHS, "symbols-printf-
         "grid-sync-too-large": ARCHS, "thrust": ARCHS}
 
 
+# gfx1200 (RDNA4, wave32): these programs pass there (checked 2026-11-26); the first three run in CI
+RDNA4 = ["warp-cooperative-groups", "func-barriers", "grid-sync", "blocks", "atomics", "warp-shuffles-votes"]
+RDNA4_IN_CI = 3
+
+
 def _selected() -> list:
     everything = os.environ.get("ZLUDA_EMULATOR_PROGRAMS") == "all"
     return [pytest.param(name, arch, id=f"{name}-{arch}") for name in PROGRAMS for arch in ARCHS
-            if everything or arch not in SLOW.get(name, ())]
+            if everything or arch not in SLOW.get(name, ())] + \
+        [pytest.param(name, "gfx1200", id=f"{name}-gfx1200") for name in RDNA4[: None if everything else RDNA4_IN_CI]]
 
 
 @pytest.fixture(scope="module")

@@ -934,9 +934,13 @@ def _smem(w: Wave, d: Decoded) -> None:
         off = _sext(inst.offset, 21) if inst.imm else int(w.sgpr[inst.offset & 0x7F])
         if inst.soffset_en:
             off += int(w.sgpr[inst.soffset.offset])
-    size, _ = _size_of(name)
-    data = w.wg.memory.read((base + off) & ~3, size)
+    size, signed = _size_of(name)
     dst = inst.sdata.offset
+    if size < 4:  # RDNA4's S_LOAD_U8/I8/U16/I16: one SGPR, zero- or sign-extended
+        data = w.wg.memory.read((base + off) & ~(size - 1), size)
+        w.sgpr[dst] = _to_dwords(data.reshape(1, size), signed)[0, 0]
+        return
+    data = w.wg.memory.read((base + off) & ~3, size)
     w.sgpr[dst:dst + size // 4] = data.view(np.uint32)
 
 
@@ -1143,7 +1147,8 @@ _NOPS = {"S_NOP", "S_WAITCNT", "S_CLAUSE", "S_DELAY_ALU", "S_WAITCNT_DEPCTR", "S
          "S_SENDMSG", "S_ICACHE_INV", "BUFFER_GL0_INV", "BUFFER_GL1_INV", "BUFFER_WBL2", "BUFFER_INV",
          "S_WAIT_IDLE", "S_WAIT_LOADCNT", "S_WAIT_STORECNT", "S_WAIT_KMCNT", "S_WAIT_DSCNT",
          "S_WAIT_SAMPLECNT", "S_WAIT_BVHCNT", "S_WAIT_EXPCNT", "S_WAIT_LOADCNT_DSCNT",
-         "S_WAIT_STORECNT_DSCNT", "S_WAIT_ALU", "BUFFER_WBINVL1_VOL", "BUFFER_WBINVL1", "S_SETHALT"}
+         "S_WAIT_STORECNT_DSCNT", "S_WAIT_ALU", "BUFFER_WBINVL1_VOL", "BUFFER_WBINVL1", "S_SETHALT",
+         "GLOBAL_INV", "GLOBAL_WB", "GLOBAL_WBINV"}  # RDNA4's cache invalidate/write-back: no caches here
 
 
 def step(w: Wave) -> None:

@@ -364,6 +364,21 @@ class _Compiler:
         if self.at("[") and self.peek(1)[1] == "laneId":  # X.u64[laneId] = ...: one bit per lane of a mask
             self.i += 3
             lane = True
+        elif self.at("[") and ltype is not None and name in _OPERANDS and self._single_index():
+            # X.u32[i] = b (S_BITSET0/1): that bit of the register replaced, the others kept
+            self.take("[")
+            idx = self.expr()
+            self.take("]")
+            if self.take() != "=":
+                raise PcodeUnsupported("compound assignment to one bit")
+            bit = self.expr()
+            u = ("u", ltype[1])
+            shift = f"(np.asarray({_conv(idx, u)}) % {ltype[1]}).astype(np.{dtype(u).name})"
+            cur = self.read_name(name, u)
+            code = (f"(({cur.code} & ~(np.{dtype(u).name}(1) << {shift})) | "
+                    f"((np.asarray({_conv(bit, u)}) & np.{dtype(u).name}(1)) << {shift}))")
+            self.emit(depth, f"ctx.wr({name!r}, 'u', {ltype[1]}, {code})")
+            return
         elif self.at("[") and ltype is not None:  # X.u32[31 : 0] = ...: only the whole register
             self.take("[")
             hi = _const(self.expr())
@@ -396,6 +411,22 @@ class _Compiler:
                 t = self.locals[name]
             self.locals[name] = t
             self.emit(depth, f"v_{name} = {_conv(value, t)}")
+
+    def _single_index(self) -> bool:
+        """At `[`: is it `[expr]` (one bit) rather than `[hi : lo]`? Brackets nest."""
+        depth, j = 0, self.i
+        while j < len(self.toks):
+            tok = self.toks[j][1]
+            if tok == "[":
+                depth += 1
+            elif tok == "]":
+                depth -= 1
+                if depth == 0:
+                    return True
+            elif tok == ":" and depth == 1:
+                return False
+            j += 1
+        return False
 
     def read_name(self, name: str, t: Type | None) -> Expr:
         if name in self.bound:
