@@ -1,8 +1,8 @@
 """Conformance suite options: `--target cpu` (default) runs real PTX kernels through the
 compiler; `--target semantics` / `semantics1` run the instruction definitions alone at lane
-width 32 / 1; `--target gfx1100` / `gfx950` run the kernels compiled for AMDGPU on the ISA
-emulator; `--target cuda` runs them on the CUDA driver libcuda.so.1 resolves to (NVIDIA's on
-a GPU machine: tests/hardware/README.md)."""
+width 32 / 1; `--target gfx1100` / `gfx950` (and `gfx942`, `gfx90a`, `gfx1200`) run the kernels
+compiled for AMDGPU on the ISA emulator; `--target cuda` runs them on the CUDA driver
+libcuda.so.1 resolves to (NVIDIA's on a GPU machine: tests/hardware/README.md)."""
 
 from __future__ import annotations
 
