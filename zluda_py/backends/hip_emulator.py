@@ -23,7 +23,7 @@ import numpy as np
 
 from zluda_py.compiler.amdgpu.targets import TARGETS
 from zluda_py.emulator import loader
-from zluda_py.emulator.errors import EmulatorError, MemoryFault, Trapped
+from zluda_py.emulator.errors import EmulatorError, MemoryFault
 from zluda_py.emulator.launch import launch
 from zluda_py.emulator.memory import Memory, host_view
 
