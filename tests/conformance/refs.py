@@ -208,16 +208,31 @@ def sqrt_odd(v: Fraction, extra: int = 200) -> Fraction:
 
 def reference(op: str, bits: list[int], f: Format, mode: str = "rn", ftz: bool = False) -> int:
     """Bits of op applied to operand bits in format f, correctly rounded with mode. .ftz flushes
-    subnormal inputs, and results whose exact value is below the smallest normal, even those
-    that round up to it (measured on NVIDIA H200, driver 580.159.04: mul.rn.ftz.f32
-    0x00800000 * 0x3f7fffff = +0; its records fit tininess after rounding to an unbounded
-    exponent as well, no case there tells the two apart)."""
+    subnormal inputs, and results that are tiny after rounding: rounded in `mode` to f's
+    precision with an unbounded exponent, below the smallest normal (measured on NVIDIA H200,
+    driver 580.159.04: mul.rn.ftz.f32 0x3f7ffffe * 0x00800001 = 0x00800000, the exact value
+    2^-126 (1 - 2^-46) rounding up to the smallest normal; .rm and .rz give +0;
+    0x3f7fffff * 0x00800000 = 2^-126 (1 - 2^-24) exactly, which is tiny: +0)."""
     if ftz:
         bits = [flush(x, f) for x in bits]
     x = op_exact(op, [decode(b, f) for b in bits], mode)
-    if ftz and x.kind == "fin" and abs(x.v) < Fraction(2) ** (1 - f.bias):
+    if ftz and x.kind == "fin" and _tiny_after_rounding(x, f, mode):
         x = fin(Fraction(0), x.neg)
     return encode(x, f, mode)
+
+
+def _tiny_after_rounding(x: Val, f: Format, mode: str) -> bool:
+    """|x| rounded in mode to f's precision, with no lower bound on the exponent, is below the
+    smallest normal."""
+    smallest = Fraction(2) ** (1 - f.bias)
+    a = abs(x.v)
+    if a >= smallest or a == 0:
+        return False
+    unit = Fraction(2) ** (floor_log2(a) - f.mbits)
+    n, rest = divmod(a, unit)
+    up = {"rn": rest > unit / 2 or (rest == unit / 2 and n % 2 == 1), "rz": False,
+          "rp": rest > 0 and not x.neg, "rm": rest > 0 and x.neg}[mode]
+    return (n + up) * unit < smallest
 
 
 def saturate(bits: int, f: Format) -> int:

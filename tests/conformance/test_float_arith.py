@@ -3,13 +3,15 @@ bit-exactly against the exact Fraction reference (canonical NaN for f32/f16/bf16
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from conformance.floatvals import operand_sets
 from conformance.harness import DTYPES
 from conformance.models.floating import arith_ref, check_approx
-from conformance.refs import FORMATS
+from conformance.refs import FORMATS, reference
 from conformance.values import check_bits
 
 ARITY = {"add": 2, "sub": 2, "mul": 2, "fma": 3, "div": 2, "rcp": 1, "sqrt": 1}
@@ -85,14 +87,35 @@ TININESS = {
 }
 
 
-def test_ftz_tininess(run):
+@pytest.mark.parametrize("t,op,mode", [(t, op, mode) for t, ops in TININESS.items() for op in ops
+                                       for mode in (MODES if t == "f32" else ["rn"])])
+def test_ftz_tininess(run, t, op, mode):
     """The .ftz forms on results just below the smallest normal that round up to it: the rows
-    tell tininess before rounding (the reference's rule: flushed to zero) from after rounding."""
-    for t, ops in TININESS.items():
-        for op, rows in ops.items():
-            cols = [np.array(col, DTYPES[FORMATS[t].total]) for col in zip(*rows)]
-            for mode in (MODES if t == "f32" else ["rn"]):
-                run_and_check(run, f"{op}.{mode}.ftz.{t}", op, t, mode, ftz=True, cols=cols)
+    tell tininess before rounding (flushed to zero) from after rounding (kept)."""
+    cols = [np.array(col, DTYPES[FORMATS[t].total]) for col in zip(*TININESS[t][op])]
+    run_and_check(run, f"{op}.{mode}.ftz.{t}", op, t, mode, ftz=True, cols=cols)
+
+
+H200_TININESS = Path(__file__).parents[1] / "hardware" / "golden" / "ftz_tininess.txt"
+
+
+def test_ftz_tininess_as_the_h200_gives_it(run):
+    """Every row of test_ftz_tininess as recorded on an NVIDIA H200: the reference and the target
+    give the hardware's bits (tininess after rounding, in the instruction's rounding mode)."""
+    rows: dict[str, list[tuple[list[int], int]]] = {}
+    for line in H200_TININESS.read_text().splitlines():
+        if line and not line.startswith("#"):
+            text, *operands, _, result = line.split()
+            rows.setdefault(text, []).append(([int(v, 16) for v in operands], int(result, 16)))
+    assert len(rows) == 10 and sum(map(len, rows.values())) == 51
+    for text, cases in rows.items():
+        op, mode, t = text.split(".")[0], text.split(".")[1], text.split(".")[-1]
+        f = FORMATS[t]
+        h200 = [want for _, want in cases]
+        assert [reference(op, ops, f, mode, ftz=True) for ops, _ in cases] == h200, f"{text}: reference"
+        cols = [np.array(col, DTYPES[f.total]) for col in zip(*[ops for ops, _ in cases])]
+        (d,) = run.run(text, cols)
+        assert [int(v) for v in d] == h200, f"{text}: target"
 
 
 @pytest.mark.parametrize("op,t", [(op, t) for op in ("add", "sub", "mul", "fma") for t in ("f32", "f16")])

@@ -197,12 +197,16 @@ def arith(L: Lanes, op: str, t: str, mode: str, ftz: bool, srcs: list[ir.Value])
     r = canonical_nan(L, r, fmt)
     if not ftz:
         return r
-    # .ftz judges tininess on the exact result: one below the smallest normal flushes even when
-    # it rounds up to it (measured on NVIDIA H200, driver 580.159.04). Round-to-odd in f64 keeps
-    # the exact value's side of that power of two.
+    # .ftz flushes a result that is tiny after rounding: the exact value rounded in the
+    # instruction's mode to the format's precision with an unbounded exponent lies below the
+    # smallest normal (measured on NVIDIA H200, driver 580.159.04: mul.rn.ftz.f32 0x3f7ffffe *
+    # 0x00800001 = 0x00800000, mul.rm.ftz.f32 of the same = +0). Scaled by 2^-emin, that
+    # boundary is 1.0, inside the normal range, where `narrow` rounds as if unbounded; the
+    # round-to-odd f64 exact value rounds correctly a second time.
     exact = _odd_exact(L, op, fmt, mode, srcs)
-    exact = L.intrinsic("fabs", exact.type, [exact])
-    tiny = b.fcmp_ordered("<", exact, L.like(exact, 2.0 ** fmt.emin))
+    scaled = narrow(L, b.fmul(exact, L.like(exact, 2.0 ** -fmt.emin)), fmt, mode)
+    magnitude = b.and_(scaled, c_like(L, scaled, (1 << (fmt.total - 1)) - 1))
+    tiny = b.icmp_unsigned("<", magnitude, c_like(L, scaled, fmt.bias << fmt.mbits))
     return b.select(tiny, b.and_(r, c_like(L, r, 1 << (fmt.total - 1))), r)
 
 
