@@ -194,17 +194,22 @@ class MemoryMixin:
         b = self.b
         if space == "param":  # kernel/.func parameter buffers: only symbol-based in practice
             return
-        self._check_aligned(value, nbytes if align is None else align, mask)
+        align = nbytes if align is None else align
         if space in ("shared", "local"):
             window, size = self._window_size(space), ir.Constant(I64, nbytes)
             # [value, value+nbytes) outside the window; one smaller than an access holds nothing
-            outside = b.or_(b.icmp_unsigned(">", value, V.splat(b, b.sub(window, size))),
-                            V.splat(b, b.icmp_unsigned("<", window, size)))
-            bad = V.mask_bits(b, b.and_(mask, outside))
-            with b.if_then(b.icmp_unsigned("!=", bad, ir.Constant(I32, 0)), likely=False):
-                first = V.intrinsic(b, "llvm.cttz.i32", I32, [bad, ir.Constant(I1, 1)])
-                self._illegal_address(b.shl(ir.Constant(I32, 1), first), b.extract_element(value, first))
+            bad = b.or_(b.icmp_unsigned(">", value, V.splat(b, b.sub(window, size))),
+                        V.splat(b, b.icmp_unsigned("<", window, size)))
+            if _alignment_checked(align):
+                bad = b.or_(bad, b.icmp_unsigned("!=", b.and_(value, V.splat_const(I64, align - 1)),
+                                                 V.splat_const(I64, 0)))
+            # one test inline; which lane faults, and how (716 before 700), is found out of line
+            # by a call on a path that always leaves (a call the fast path went through would cost
+            # run time: values live across it, and it may write memory)
+            with b.if_then(V.any_lane(b, b.and_(mask, bad)), likely=False):
+                self._window_fault(value, space, nbytes, mask, align)
             return
+        self._check_aligned(value, align, mask)
         cache = cache if cache is not None else self._bounds_cache()
         ok = b.call(_lanes_check_function(self.mod), [self.ctx, value, mask, ir.Constant(I64, nbytes), cache])
         with b.if_then(b.not_(ok), likely=False):
@@ -254,6 +259,34 @@ class MemoryMixin:
                 self.check_bounds(acc.offsets, acc.space, acc.nbytes, V.ALL)
             return
         self._host_check(lo, top, acc.offsets, acc.nbytes, V.ALL, cache)
+
+    def _window_fault(self, value: ir.Value, space: str, nbytes: int, mask: ir.Value, align: int) -> None:
+        """Leave with the fault of a .shared/.local access that some active lane makes (the
+        caller tested it): `zluda.window_fault` names the first misaligned lane (716), else the
+        first outside the window (700). Out of line: inline it was about 10 lines of IR per
+        check (compile time)."""
+        b = self.b
+        align_bits = align - 1 if _alignment_checked(align) else 0
+        status = b.call(_window_fault_function(self.mod), [self.ctx, value, mask, ir.Constant(I64, nbytes),
+                                                           ir.Constant(I64, align_bits), self._window_size(space)])
+        self._leave_recorded(status)
+
+    def _leave_recorded(self, status: ir.Value) -> None:
+        """Leave with `status` (i32), whose lane and address a helper recorded in the launch
+        record (FAULT_LANES, FAULT_ARG): one shared block per function."""
+        b = self.b
+        blocks = self.__dict__.setdefault("_fault_blocks", {})
+        if "recorded" not in blocks:
+            block = self.llfn.append_basic_block("fault_recorded")
+            with b.goto_block(block):
+                phi = b.phi(I32)
+                self.set_ctx_i64(Ctx.STATUS, b.zext(phi, I64))
+                self.set_ctx_i64(Ctx.FAULT_WARP, b.zext(self.warp, I64))
+                b.ret(b.sub(ir.Constant(I32, 0), phi) if self.is_kernel else ir.Constant(I32, 0))
+            blocks["recorded"] = (block, phi)
+        block, phi = blocks["recorded"]
+        phi.add_incoming(status, b.block)
+        b.branch(block)
 
     def _window_size(self, space: str) -> ir.Value:
         return self.ctx_i64(Ctx.SHARED_WINDOW if space == "shared" else Ctx.STACK_SIZE)
@@ -841,6 +874,34 @@ def _in_cached_range(b: ir.IRBuilder, lo: ir.Value, top: ir.Value, size: ir.Valu
     c_hi = b.load(b.gep(cache, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
     return b.and_(b.and_(b.icmp_unsigned(">=", lo, c_lo), b.icmp_unsigned("<=", hi, c_hi)),
                   b.and_(b.icmp_unsigned(">=", hi, top), b.icmp_unsigned(">=", top, lo)))
+
+
+def _window_fault_function(mod) -> ir.Function:
+    """`i32 zluda.window_fault(ctx, <32 x i64> offsets, <32 x i1> mask, i64 size, i64 align_bits,
+    i64 window)`: what check_bounds does inline for a .shared/.local window: the first active lane
+    whose offset has any of `align_bits` set gives 716 (misaligned), else the first whose
+    [offset, offset+size) is not inside [0, window) gives 700; its bit goes to FAULT_LANES and its
+    offset to FAULT_ARG. 0: no fault."""
+    fn = mod.ir.globals.get("zluda.window_fault")
+    if fn is not None:
+        return fn
+    fn = _helper(mod, "zluda.window_fault", I32, [PTR, V.vec(I64), V.MASK, I64, I64, I64])
+    fn.attributes.add("cold")
+    ctx, value, mask, size, align_bits, window = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    misaligned = b.icmp_unsigned("!=", b.and_(value, V.splat(b, align_bits)), V.splat_const(I64, 0))
+    outside = b.or_(b.icmp_unsigned(">", value, V.splat(b, b.sub(window, size))),
+                    V.splat(b, b.icmp_unsigned("<", window, size)))
+    for status, lanes in ((CUDA_ERROR_MISALIGNED_ADDRESS, misaligned), (CUDA_ERROR_ILLEGAL_ADDRESS, outside)):
+        bad = V.mask_bits(b, b.and_(mask, lanes))
+        with b.if_then(b.icmp_unsigned("!=", bad, ir.Constant(I32, 0)), likely=False):
+            first = V.intrinsic(b, "llvm.cttz.i32", I32, [bad, ir.Constant(I1, 1)])
+            b.store(b.extract_element(value, first), b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
+            b.store(b.shl(ir.Constant(I64, 1), b.zext(first, I64)),
+                    b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_LANES)], source_etype=V.I8))
+            b.ret(ir.Constant(I32, status))
+    b.ret(ir.Constant(I32, 0))
+    return fn
 
 
 def _lanes_check_function(mod) -> ir.Function:
