@@ -115,6 +115,15 @@ EDGES = [
     ("vshl.u32.u32.u32.clamp", 1, 31, 0, 0x80000000),
     ("vshl.u32.u32.u32.wrap", 1, 33, 0, 2),
     ("vshl.u32.u32.u32.clamp.add", 3, 31, 0x80000000, 0),
+    # vshl (H200): .sat clamps the result modulo 2^34 (as signed) both ways; .min/.max compare
+    # the result modulo 2^64 (sign-extended from 32 bits with .sat into .u32)
+    ("vshl.u32.u32.u32.clamp.sat", 1, 32, 0, 0xFFFFFFFF),
+    ("vshl.s32.s32.u32.clamp.sat", 2, 32, 0, 0x80000000),
+    ("vshl.s32.s32.u32.wrap.sat", 1, 31, 0, 0x7FFFFFFF),
+    ("vshl.u32.u32.u32.clamp.max", 0x18, 31, 0xB9BC4946, 0),
+    ("vshl.s32.u32.u32.clamp.max", 0x80000000, 32, 0x49276A1C, 0x49276A1C),
+    ("vshl.u32.u32.u32.clamp.sat.max", 0xAA, 24, 0xFB3016DC, 0xAA000000),
+    ("vshl.u32.u32.u32.wrap.max", 1, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF),
     # vset: 2^32 - 1 (unsigned) against -1 (signed); c is read as .atype (H200)
     ("vset.u32.s32.lt", 0xFFFFFFFF, 0xFFFFFFFF, 0, 0),
     ("vset.s32.u32.lt", 0xFFFFFFFF, 0xFFFFFFFF, 0, 1),
@@ -240,9 +249,8 @@ def test_vmad_refuses_two_scales():
 
 def test_vshl_samples(run):
     """Every vshl form: both .dtype/.atype signednesses, .clamp and .wrap, with .sat and each
-    secondary operation (the records of the H200 hold only vshl.u32.u32 and vshl.s32.s32 without
-    .sat/.min/.max: tests/hardware/recheck.txt). Amounts: the edges (0..65 among them), small
-    random ones and random words."""
+    secondary operation (recorded on the H200: tests/hardware/golden/video.npz). Amounts: the
+    edges (0..65 among them), small random ones and random words."""
     forms = [f"vshl.{d}.{a}.u32.{mode}{m}" for d in ("u32", "s32") for a in ("u32", "s32")
              for mode in ("clamp", "wrap")
              for m in ("", ".sat", ".add", ".sat.add", ".min", ".max", ".sat.min", ".sat.max")]

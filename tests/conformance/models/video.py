@@ -12,14 +12,16 @@ H200 computes (tests/hardware/golden/video.npz), where it departs from the manua
 * a and b are extended to 33 bits by .atype/.btype and the exact result T is formed (vshl/vshr
   shift by b, limited to 32 by .clamp or taken mod 32 by .wrap; vset gives 0/1).
 * .sat into .s32 clamps T to the signed range; into .u32 it only clamps below (T < 0 gives 0):
-  a T above 2^32 - 1 is kept, so d wraps (vadd.u32.u32.u32.sat(1, 0xffffffff) = 0).
+  a T above 2^32 - 1 is kept, so d wraps (vadd.u32.u32.u32.sat(1, 0xffffffff) = 0). vshl is
+  different: its T is taken modulo 2^64, and .sat clamps T modulo 2^34, read as signed, both
+  ways (vshl.u32.u32.u32.clamp.sat(1, 32) = 0xffffffff, vshl.s32.s32.u32.clamp.sat(2, 32) =
+  0x80000000: 2^33 is negative in 34 bits).
 * .add: d = T + c modulo 2^32.
 * .min/.max: c is read as .dtype (vset: as .atype) and compared with a key of T, signed for .s32
   and unsigned for .u32 (a negative key is above every c there); the winner's low 32 bits are d.
-  The key is T wrapped to 32 bits and sign-extended for vadd and vsub (and vshl), also for vshr
-  with .sat into .u32; otherwise the exact T. So vadd.s32.s32.s32.max(1, 0x7fffffff,
-  0x7fffffff) = 0x7fffffff, and vadd.u32.u32.u32.max(7, 0x7fffffff, 0xa073ad41) = 0x80000006.
-  vshl's .sat/.min/.max follow this by analogy (not yet measured: tests/hardware/recheck.txt).
+  The key is T wrapped to 32 bits and sign-extended for vadd and vsub, also for vshl and vshr
+  with .sat into .u32; otherwise T itself. So vadd.s32.s32.s32.max(1, 0x7fffffff, 0x7fffffff) =
+  0x7fffffff, and vadd.u32.u32.u32.max(7, 0x7fffffff, 0xa073ad41) = 0x80000006.
 * vmad (no negated operands): a, b and c are all read as signed, whatever their types;
   a*b + c (+1 for .po) is taken as a 64-bit pattern and shifted by .shr7/.shr15, arithmetically
   when .atype or .btype is signed ("signed final"), logically otherwise; .sat clamps that
@@ -94,15 +96,19 @@ def scalar(opcode: str, mods: tuple[str, ...], a: int, b: int, c: int = 0) -> in
         t = int(next(CMP[m] for m in mods if m in CMP)(x, y))
     elif opcode in ("vshl", "vshr"):
         n = min(y, 32) if "clamp" in mods else y & 31
-        t = x << n if opcode == "vshl" else x >> n
+        t = to_signed(x << n, 64) if opcode == "vshl" else x >> n  # vshl: modulo 2^64 (measured)
     else:
         t = element_op(opcode, x, y)
     if "sat" in mods:
-        t = min((1 << 31) - 1, max(-(1 << 31), t)) if signed_d else max(0, t)
+        lo, hi = (-(1 << 31), (1 << 31) - 1) if signed_d else (0, (1 << 32) - 1)
+        if opcode == "vshl":  # vshl saturates its result modulo 2^34, as signed, both ways
+            t = min(hi, max(lo, to_signed(t, 34)))
+        else:  # into .u32 the others clamp only below, keeping (and wrapping) a larger T
+            t = min(hi, max(lo, t)) if signed_d else max(0, t)
     if "add" in mods:
         return (t + c) & 0xFFFFFFFF
     if "min" in mods or "max" in mods:
-        wrapped = opcode in ("vadd", "vsub", "vshl") or (opcode == "vshr" and "sat" in mods and not signed_d)
+        wrapped = opcode in ("vadd", "vsub") or (opcode in ("vshl", "vshr") and "sat" in mods and not signed_d)
         key = to_signed(t, 32) if wrapped else t
         if signed_d:
             cv = to_signed(c, 32)

@@ -11,16 +11,17 @@ full-precision results (sum of absolute differences is vabsdiff4.add), modulo 2^
 The scalar video instructions vadd vsub vabsdiff vmin vmax vshl vshr vset work on whole words,
 as an NVIDIA H200 computes them (tests/hardware/golden/video.npz; docs/semantics.md): a and b
 extended to 33 bits by their types, the exact result T (vshl/vshr shift by b, clamped to 32 or
-taken mod 32 by .clamp/.wrap); .sat clamps T to the .s32 range, or for .u32 only below (T < 0
-gives 0, larger values wrap); .add gives T + c mod 2^32; .min/.max compare a key of T with c
-read as .dtype (vset: as .atype), signed for .s32 and unsigned for .u32 (a negative key above
-every c): the key is T wrapped to 32 bits and sign-extended for vadd vsub vshl (and vshr .sat
-into .u32), the exact T otherwise; d is the low 32 bits of the winner. vshl's .sat/.min/.max
-are modelled by analogy, not yet measured. vmad reads a, b and c as signed whatever their types,
-computes a*b + c (+1 with .po) in 64 bits, shifts it by .shr7/.shr15 (arithmetically when .atype
-or .btype is signed, else logically) and clamps it with .sat to the s32 range or, unsigned, to
-[0, 2^32 - 1] (the 64-bit value read as signed). Negated vmad operands (-a, -c) do not reach the
-semantics: the parser does not read them.
+taken mod 32 by .clamp/.wrap; vshl's T is taken modulo 2^64); .sat clamps T to the .s32 range,
+or for .u32 only below (T < 0 gives 0, larger values wrap), except that vshl clamps its T
+modulo 2^34 (read as signed) both ways; .add gives T + c mod 2^32; .min/.max compare a key of
+T with c read as .dtype (vset: as .atype), signed for .s32 and unsigned for .u32 (a negative
+key above every c): the key is T wrapped to 32 bits and sign-extended for vadd and vsub (and
+vshl/vshr with .sat into .u32), T itself otherwise; d is the low 32 bits of the winner. vmad
+reads a, b and c as signed whatever their types, computes a*b + c (+1 with .po) in 64 bits,
+shifts it by .shr7/.shr15 (arithmetically when .atype or .btype is signed, else logically) and
+clamps it with .sat to the s32 range or, unsigned, to [0, 2^32 - 1] (the 64-bit value read as
+signed). Negated vmad operands (-a, -c) do not reach the semantics: the parser does not read
+them.
 
 Only the default operand selectors and mask are translated (a.h10/b.h32, a.b3210/b.b7654,
 d.h10/d.b3210; whole words for the scalar forms): a selector on an operand is refused by name.
@@ -175,7 +176,7 @@ class Scalar(Semantic):
         op = inst.opcode
         types = [m for m in inst.mods if m in VIDEO_TYPES]
         signed_d = signed(types[0])  # vset: c is read as .atype (measured)
-        width = 128 if op == "vshl" else 64  # vshl's exact result needs 65 bits
+        width = 64  # exact for all but vshl, whose result is taken modulo 2^64 (measured)
         x = L.resize(srcs[0], width, signed(types[-2]))
         y = L.resize(srcs[1], width, signed(types[-1]))
         if op == "vset":
@@ -187,7 +188,9 @@ class Scalar(Semantic):
         else:
             t = _arith(L, op, x, y)
         if inst.has("sat"):
-            if signed_d:
+            if op == "vshl":  # the result modulo 2^34, as signed, clamped both ways (measured)
+                t = _clamp(L, b.sext(b.trunc(t, L.int_ty(34)), t.type), 32, signed_d)
+            elif signed_d:
                 t = _clamp(L, t, 32, True)
             else:  # .u32 clamps below only (measured): a result above 2^32 - 1 wraps
                 t = _min_max(L, "max", t, L.like(t, 0))
@@ -196,10 +199,10 @@ class Scalar(Semantic):
             return [b.add(b.trunc(t, i32), srcs[2])]
         second = [m for m in ("min", "max") if inst.has(m)]
         if second:
-            # The comparison key (measured): T wrapped to 32 bits and sign-extended for vadd vsub
-            # vshl, and vshr with .sat into .u32; the exact T otherwise. Signed against c as .s32,
+            # The comparison key (measured): T wrapped to 32 bits and sign-extended for vadd and
+            # vsub, and for vshl/vshr with .sat into .u32; T otherwise. Signed against c as .s32,
             # unsigned against c as .u32 (a negative key is then above every c).
-            wrapped = op in ("vadd", "vsub", "vshl") or (op == "vshr" and inst.has("sat") and not signed_d)
+            wrapped = op in ("vadd", "vsub") or (op in ("vshl", "vshr") and inst.has("sat") and not signed_d)
             key = b.sext(b.trunc(t, i32), t.type) if wrapped else t
             c = L.resize(srcs[2], width, signed_d)
             rel = "<=" if second[0] == "min" else ">="
