@@ -83,7 +83,7 @@ build() {
 export -f build; export B
 PROGRAMS=$(echo "$PROGRAMS" | grep -E "^(${PROGRAM_MATCH:-.*})\|")
 want programs && { echo "$PROGRAMS" | xargs -P 6 -I{} bash -c 'build "$@"' _ {} & }
-builds=$!
+builds=${!:-}
 
 # 2b. the .approx functions' largest errors over whole input ranges
 if want approx; then
