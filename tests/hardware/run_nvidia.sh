@@ -22,7 +22,8 @@ stamp() { echo "[$(($(date +%s) - start)) s] $*"; }
 { nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
   nvcc --version | tail -2
   python3 -c "import sys, numpy, llvmlite; print(sys.version.split()[0], 'numpy', numpy.__version__, 'llvmlite', llvmlite.__version__)"
-  uname -r; } > "$OUT/machine.txt" 2>&1
+  uname -r
+  lscpu | grep -E '^(Model name|Flags|CPU\(s\))'; } > "$OUT/machine.txt" 2>&1
 stamp "machine: $(head -2 "$OUT/machine.txt" | tail -1)"
 
 if want probes; then
