@@ -14,14 +14,13 @@ group, committed and waited for), and the data must arrive exactly.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from conformance.target_forms import TargetForm
 from conformance.targets import Instance
-from zluda_py.ptx import grammar
+from conformance.targets.memory import _line, _rng, _tag
 
 OPCODES = {"mbarrier.init", "mbarrier.inval", "mbarrier.expect_tx", "mbarrier.complete_tx", "mbarrier.arrive",
            "mbarrier.arrive_drop", "mbarrier.test_wait", "mbarrier.try_wait", "mbarrier.pending_count",
@@ -64,17 +63,6 @@ class Bar:
     def parity_done(self, parity: int) -> bool:
         return self.phase % 2 != parity
 
-
-def _rng(name: str) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(name.encode()))
-
-
-def _line(tf: TargetForm) -> int:
-    return grammar.opcodes()[tf.opcode].forms.index(tf.form)
-
-
-def _tag(mods: tuple[str, ...]) -> str:
-    return "_".join(m.replace("::", "_") for m in mods) or "plain"
 
 
 def _entry(name: str, params: list[str], body: list[str]) -> str:
