@@ -166,17 +166,9 @@ EDGES = [
 ]
 
 
-def _reference(form: str, a: int, b: int, c: int) -> int:
-    opcode, *mods = form.split(".")
-    if opcode == "vmad":
-        return ref.vmad(tuple(mods), a, b, c)
-    fn = ref.scalar if opcode in ref.SCALAR else ref.simd
-    return fn(opcode, tuple(mods), a, b, c)
-
-
 @pytest.mark.parametrize("form,a,b,c,d", EDGES, ids=[f"{e[0]}-{i}" for i, e in enumerate(EDGES)])
 def test_reference_by_hand(form, a, b, c, d):
-    assert _reference(form, a, b, c) == d
+    assert ref.form_result(form, a, b, c) == d
 
 
 def test_edges_on_target(run):

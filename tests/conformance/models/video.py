@@ -133,6 +133,14 @@ def vmad(mods: tuple[str, ...], a: int, b: int, c: int) -> int:
     return t & 0xFFFFFFFF
 
 
+def form_result(form: str, a: int, b: int, c: int) -> int:
+    """d for one row of any video form, named by its full instruction text ("vadd4.u32.u32.u32.sat")."""
+    opcode, *mods = form.split(".")
+    if opcode == "vmad":
+        return vmad(tuple(mods), a, b, c)
+    return (scalar if opcode in SCALAR else simd)(opcode, tuple(mods), a, b, c)
+
+
 def element_edges(e: int) -> list[int]:
     """Element patterns at the signed/unsigned limits and around them."""
     m = (1 << e) - 1
