@@ -112,6 +112,7 @@ class Wave:
         self.pc = 0
         self.done = False
         self.at_barrier = False
+        self.yielded = False  # s_sleep ended the wave's turn: the others run before it polls again
         self.scratch = np.zeros((lanes, max(scratch_size, 0)), np.uint8)
         self.lane_ids = np.arange(lanes, dtype=np.uint32)
 
@@ -1164,6 +1165,8 @@ def step(w: Wave) -> None:
             return
         elif name == "S_BARRIER":
             w.at_barrier = True
+        elif name == "S_SLEEP":  # a wave polling memory (mbarrier waits) lets the others run meanwhile
+            w.yielded = True
         elif name == "S_BARRIER_SIGNAL":  # RDNA4's split barrier: signal, then S_BARRIER_WAIT
             if d.inst.ssrc0.offset != 193:  # -1: the workgroup barrier; named barriers are not modelled
                 raise EmulatorError(w.where(f"{name.lower()} of a named barrier"))

@@ -1,5 +1,6 @@
 """Running a kernel launch: every wave of every workgroup, round-robin within a workgroup so that
-`s_barrier` holds each wave until all of its workgroup's live waves have reached it.
+`s_barrier` holds each wave until all of its workgroup's live waves have reached it; `s_sleep`
+ends a wave's turn (a wave polling an mbarrier lets the others arrive).
 
 A cooperative launch (hipModuleLaunchCooperativeKernel: grid.sync()) makes every workgroup
 resident at once: all their waves take turns of at most SLICE instructions, so a wave spinning on
@@ -152,11 +153,12 @@ def _run_workgroup(waves: list[Wave]) -> None:
         if not live:
             return
         for w in live:
-            while not (w.done or w.at_barrier):
+            while not (w.done or w.at_barrier or w.yielded):
                 step(w)
                 steps += 1
                 if steps > MAX_STEPS:
                     raise EmulatorError(f"workgroup ran more than {MAX_STEPS} instructions; it looks hung at {w.pc:#x}")
+            w.yielded = False
         if all(w.done or w.at_barrier for w in waves):
             for w in waves:
                 w.at_barrier = False
@@ -172,9 +174,10 @@ def _run_resident(workgroups: list[list[Wave]]) -> None:
         for waves in workgroups:
             for w in waves:
                 n = 0
-                while n < SLICE and not (w.done or w.at_barrier):
+                while n < SLICE and not (w.done or w.at_barrier or w.yielded):
                     step(w)
                     n += 1
+                w.yielded = False
                 steps += n
                 progress = progress or n > 0
             if all(w.done or w.at_barrier for w in waves) and any(w.at_barrier for w in waves):
