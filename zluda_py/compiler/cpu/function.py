@@ -74,7 +74,8 @@ class Symbol:
 
     kind: kparam (offset into the kernel parameter blob), lparam (per-lane buffer: ptr,size),
     local (offset in this function's stack frame), shared (arena offset), global/const
-    (a module global), func (a function).
+    (a module global), func (a function), texref/surfref (a module word holding the handle of
+    the object bound to a texture or surface reference).
     """
 
     kind: str

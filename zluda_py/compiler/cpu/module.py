@@ -69,8 +69,13 @@ class ModuleLowering:
         return sym
 
     def _variable(self, v: ast.Variable, name: str) -> Symbol:
-        if v.type in ("texref", "surfref", "samplerref"):
-            return Symbol("handle")  # only texture/surface instructions use these, and they are refused
+        if v.type in ("texref", "surfref"):  # a word holding the bound object's handle (driver/texrefs.py)
+            g = ir.GlobalVariable(self.ir, I64, name=name)
+            g.align, g.initializer = 8, ir.Constant(I64, 0)
+            self.globals_meta[v.name] = {"symbol": name, "size": 8, "space": v.type}
+            return Symbol(v.type, ptr=g, size=8)
+        if v.type == "samplerref":
+            return Symbol("handle")  # only the independent-sampler forms use these, and they are refused
         if v.space == "shared":  # declared in the body of the function being lowered
             if is_dynamic(v):
                 return Symbol("shared", self.shared.dynamic_base[self._lowering.name])

@@ -48,13 +48,10 @@ class TextureMixin:
         """Fill the record (args by slot, read as their PTX types), make the host call, fault on
         its answer; returns the record."""
         b = self.b
-        if isinstance(handle, ast.Sym):
-            kind = "surface" if inst.opcode.startswith("su") else "texture"
-            raise unsupported(inst, f"{kind} reference {handle.name} (only texture and surface objects)")
         record = V.entry_alloca(b, ir.ArrayType(I64, REQUEST_WORDS))
         record.align = 64
         slot = lambda k: b.gep(record, [ir.Constant(I32, 0), ir.Constant(I32, k * WARP)])  # noqa: E731
-        b.store(self.read(handle, "u64"), V.typed(b, slot(0), V.vec(I64)), align=16)
+        b.store(self._texture_handle(inst, handle), V.typed(b, slot(0), V.vec(I64)), align=16)
         for k, (op, ptype) in enumerate(args):
             if op is not None and not isinstance(op, ast.Sink):
                 value = V.resize(b, self.read(op, ptype), 64, False)
@@ -70,6 +67,17 @@ class TextureMixin:
                 self.fault(code, mask)
         self._texture_record = (record, slot)
         return record
+
+    def _texture_handle(self, inst: ast.Instruction, handle: ast.Operand) -> ir.Value:
+        """Each lane's object handle: the operand, or for a texture or surface reference the
+        handle the driver keeps in the reference's module variable (driver/texrefs.py)."""
+        if not isinstance(handle, ast.Sym):
+            return self.read(handle, "u64")
+        want = "surfref" if inst.opcode.startswith("su") else "texref"
+        sym = self.symbol(handle.name, inst.pos)
+        if sym.kind != want:
+            raise unsupported(inst, f"{handle.name} is not a .{want}")
+        return V.splat(self.b, self.b.load(sym.ptr, align=8))
 
     def _texture_results(self, dests: list[ast.Operand], ptype: str, mask: ir.Value) -> None:
         b = self.b
@@ -101,8 +109,16 @@ class TextureMixin:
             raise unsupported(inst, "independent texture and sampler ([a, b, c])")
         if extra:
             raise unsupported(inst, "texel offset or depth compare operands")
-        # .level/.grad select a mipmap level; textures here have one, so they sample level 0
-        self._texture_request(inst, mask, a.base, self._coordinates(inst, a.extra[0], inst.types[-1]))
+        args = self._coordinates(inst, a.extra[0], inst.types[-1])
+        args += [(None, "u32")] * (4 - len(args))
+        if inst.has("level"):  # the LOD and gradients go to the slots cpu/mipmap.py reads
+            args.append((rest[0], "f32"))
+        elif inst.has("grad"):
+            if inst.has("cube") or inst.has("acube"):
+                raise unsupported(inst, "gradients on a cubemap")
+            dpdx, dpdy = (_elems(g)[:4] for g in rest)
+            args += [(e, "f32") for e in dpdx] + [(None, "u32")] * (4 - len(dpdx)) + [(e, "f32") for e in dpdy]
+        self._texture_request(inst, mask, a.base, args)
         self._texture_results(self._texture_dests(inst, d, mask), inst.types[-2], mask)
 
     def op_tld4(self, inst: ast.Instruction, mask: ir.Value) -> None:

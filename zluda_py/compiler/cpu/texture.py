@@ -25,10 +25,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from zluda_py.compiler.cpu import mipmap
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS
 
 WARP = 32
-ARG_SLOTS = 8  # per lane: 4 coordinates, then data (sust) or the level (txq.level)
+ARG_SLOTS = 12  # per lane: 4 coordinates, then data (sust), the level (tex.level, txq.level) or dPdx, dPdy (tex.grad)
 RESULT_SLOTS = 4
 REQUEST_WORDS = WARP * (1 + ARG_SLOTS + RESULT_SLOTS)  # i64 words: handles, arguments, results
 
@@ -422,7 +423,9 @@ def run(form: bytes, request: int, mask: int) -> int:
         if obj is None or (obj[1] is None) == is_texture:
             return CUDA_ERROR_ILLEGAL_ADDRESS  # not a live object of the kind the instruction reads
         image, sampler = obj
-        if opcode in ("txq", "suq"):
+        if isinstance(image, mipmap.Mipmap):
+            mipmap.answer(opcode, mods, image, sampler, args[:, lanes], results, lanes)
+        elif opcode in ("txq", "suq"):
             results[0, lanes] = _query(mods, image, sampler, args[4, lanes])
         elif is_texture:
             results[:, lanes] = _fetch(opcode, mods, image, sampler, args[:, lanes]).T
