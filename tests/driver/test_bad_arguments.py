@@ -117,3 +117,65 @@ def test_internal_errors_are_one_line_without_zluda_debug(monkeypatch, capsys):
         err = capsys.readouterr().err
         assert "zluda: zluda_test_fail: internal error (ZeroDivisionError: boom); returning CUDA_ERROR_UNKNOWN" in err
         assert ("Traceback" in err) == (debug == "1"), err
+
+
+def test_a_protected_or_unmapped_page_strictly_inside_a_host_range_is_invalid_value():
+    # 3 pages whose first and last are read-write: the middle one is made PROT_NONE, read-only
+    # or unmapped; a copy or registration over all 3 must not touch it
+    r = run_case("""
+        page = mmap.PAGESIZE
+        big = ctypes.c_uint64()
+        assert cu.cuMemAlloc_v2(ctypes.byref(big), ctypes.c_size_t(3 * page)) == 0
+        libc.mprotect.argtypes = [c, ctypes.c_size_t, ctypes.c_int]
+        n = ctypes.c_size_t(3 * page)
+        stream = c()
+        assert cu.cuStreamCreate(ctypes.byref(stream), 0) == 0
+
+        def three_pages(middle_prot):
+            p = libc.mmap(None, 3 * page, 3, 0x22, -1, 0)
+            ctypes.memset(p, 1, 3 * page)
+            if middle_prot is None:
+                assert libc.munmap(c(p + page), page) == 0
+            else:
+                assert libc.mprotect(c(p + page), page, middle_prot) == 0
+            return p
+
+        for prot in (0, None, 1):  # PROT_NONE, unmapped, PROT_READ
+            p = three_pages(prot)
+            print(cu.cuMemcpyHtoD_v2(big, c(p), n), cu.cuMemcpyHtoDAsync_v2(big, c(p), n, stream),
+                  cu.cuMemcpyDtoH_v2(c(p), big, n), cu.cuMemcpyDtoHAsync_v2(c(p), big, n, stream),
+                  cu.cuMemcpy(c(p), c(big.value), n), cu.cuMemHostRegister_v2(c(p), n, 0),
+                  cu.cuStreamSynchronize(stream))
+        """)
+    lines = [line.split() for line in r.stdout.splitlines()]
+    # PROT_NONE and unmapped: every call is refused; read-only: only copies into it are
+    assert lines == [["1"] * 6 + ["0"], ["1"] * 6 + ["0"], ["0", "0", "1", "1", "1", "0", "0"]], r.stdout + r.stderr
+
+
+def test_a_2d_copy_whose_host_rows_span_a_protected_page_is_invalid_value():
+    r = run_case("""
+        page = mmap.PAGESIZE
+        big = ctypes.c_uint64()
+        assert cu.cuMemAlloc_v2(ctypes.byref(big), ctypes.c_size_t(3 * page)) == 0
+        libc.mprotect.argtypes = [c, ctypes.c_size_t, ctypes.c_int]
+        p = libc.mmap(None, 3 * page, 3, 0x22, -1, 0)
+        assert libc.mprotect(c(p + page), page, 0) == 0
+
+        class Copy2D(ctypes.Structure):  # CUDA_MEMCPY2D, cuda.h
+            _fields_ = [("srcXInBytes", ctypes.c_size_t), ("srcY", ctypes.c_size_t),
+                        ("srcMemoryType", ctypes.c_int), ("srcHost", c), ("srcDevice", ctypes.c_uint64),
+                        ("srcArray", c), ("srcPitch", ctypes.c_size_t),
+                        ("dstXInBytes", ctypes.c_size_t), ("dstY", ctypes.c_size_t),
+                        ("dstMemoryType", ctypes.c_int), ("dstHost", c), ("dstDevice", ctypes.c_uint64),
+                        ("dstArray", c), ("dstPitch", ctypes.c_size_t),
+                        ("WidthInBytes", ctypes.c_size_t), ("Height", ctypes.c_size_t)]
+
+        # 3 rows of 64 bytes, one per page: the middle row lies in the PROT_NONE page
+        host, device = 1, 2  # CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE
+        up = Copy2D(srcMemoryType=host, srcHost=p, srcPitch=page, dstMemoryType=device,
+                    dstDevice=big.value, dstPitch=page, WidthInBytes=64, Height=3)
+        down = Copy2D(srcMemoryType=device, srcDevice=big.value, srcPitch=page, dstMemoryType=host,
+                      dstHost=p, dstPitch=page, WidthInBytes=64, Height=3)
+        print(cu.cuMemcpy2D_v2(ctypes.byref(up)), cu.cuMemcpy2D_v2(ctypes.byref(down)))
+        """)
+    assert r.stdout.split() == ["1", "1"], r.stdout + r.stderr
