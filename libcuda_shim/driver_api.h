@@ -141,6 +141,45 @@ CUresult cuTexObjectGetTextureDesc(void *pTexDesc, unsigned long long texObject)
 CUresult cuSurfObjectCreate(unsigned long long *pSurfObject, const void *pResDesc);
 CUresult cuSurfObjectDestroy(unsigned long long surfObject);
 CUresult cuSurfObjectGetResourceDesc(void *pResDesc, unsigned long long surfObject);
+CUresult cuMipmappedArrayCreate(void **pHandle, const void *pMipmappedArrayDesc, unsigned int numMipmapLevels);
+CUresult cuMipmappedArrayGetLevel(void **pLevelArray, void *hMipmappedArray, unsigned int level);
+CUresult cuMipmappedArrayDestroy(void *hMipmappedArray);
+CUresult cuMipmappedArrayGetMemoryRequirements(void *memoryRequirements, void *mipmap, CUdevice device);
+CUresult cuArrayGetMemoryRequirements(void *memoryRequirements, void *array, CUdevice device);
+
+/* legacy texture and surface references */
+CUresult cuModuleGetTexRef(void **pTexRef, CUmodule hmod, const char *name);
+CUresult cuModuleGetSurfRef(void **pSurfRef, CUmodule hmod, const char *name);
+CUresult cuTexRefCreate(void **pTexRef);
+CUresult cuTexRefDestroy(void *hTexRef);
+CUresult cuTexRefSetArray(void *hTexRef, void *hArray, unsigned int Flags);
+CUresult cuTexRefSetMipmappedArray(void *hTexRef, void *hMipmappedArray, unsigned int Flags);
+CUresult cuTexRefSetAddress_v2(size_t *ByteOffset, void *hTexRef, CUdeviceptr dptr, size_t bytes);
+CUresult cuTexRefSetAddress2D_v2(void *hTexRef, const void *desc, CUdeviceptr dptr, size_t Pitch);
+CUresult cuTexRefSetAddress2D_v3(void *hTexRef, const void *desc, CUdeviceptr dptr, size_t Pitch);
+CUresult cuTexRefSetFormat(void *hTexRef, int fmt, int NumPackedComponents);
+CUresult cuTexRefSetAddressMode(void *hTexRef, int dim, int am);
+CUresult cuTexRefSetFilterMode(void *hTexRef, int fm);
+CUresult cuTexRefSetMipmapFilterMode(void *hTexRef, int fm);
+CUresult cuTexRefSetMipmapLevelBias(void *hTexRef, float bias);
+CUresult cuTexRefSetMipmapLevelClamp(void *hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp);
+CUresult cuTexRefSetMaxAnisotropy(void *hTexRef, unsigned int maxAniso);
+CUresult cuTexRefSetBorderColor(void *hTexRef, float *pBorderColor);
+CUresult cuTexRefSetFlags(void *hTexRef, unsigned int Flags);
+CUresult cuTexRefGetAddress_v2(CUdeviceptr *pdptr, void *hTexRef);
+CUresult cuTexRefGetArray(void **phArray, void *hTexRef);
+CUresult cuTexRefGetMipmappedArray(void **phMipmappedArray, void *hTexRef);
+CUresult cuTexRefGetAddressMode(int *pam, void *hTexRef, int dim);
+CUresult cuTexRefGetFilterMode(int *pfm, void *hTexRef);
+CUresult cuTexRefGetFormat(int *pFormat, int *pNumChannels, void *hTexRef);
+CUresult cuTexRefGetMipmapFilterMode(int *pfm, void *hTexRef);
+CUresult cuTexRefGetMipmapLevelBias(float *pbias, void *hTexRef);
+CUresult cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float *pmaxMipmapLevelClamp, void *hTexRef);
+CUresult cuTexRefGetMaxAnisotropy(int *pmaxAniso, void *hTexRef);
+CUresult cuTexRefGetBorderColor(float *pBorderColor, void *hTexRef);
+CUresult cuTexRefGetFlags(unsigned int *pFlags, void *hTexRef);
+CUresult cuSurfRefSetArray(void *hSurfRef, void *hArray, unsigned int Flags);
+CUresult cuSurfRefGetArray(void **phArray, void *hSurfRef);
 
 /* modules, libraries, functions, kernels, linker */
 CUresult cuModuleGetLoadingMode(int *mode);

@@ -10,9 +10,8 @@ int main(void) {
     if (cuInit(0) != CUDA_SUCCESS) return 2;
     CUcontext ctx;
     if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return 3;
-    CUmipmappedArray array = NULL;
-    CUDA_ARRAY3D_DESCRIPTOR desc = {64, 64, 0, CU_AD_FORMAT_FLOAT, 1, 0};
-    printf("cuMipmappedArrayCreate %d\n", (int)cuMipmappedArrayCreate(&array, &desc, 2));
+    CUDA_ARRAY_SPARSE_PROPERTIES props;
+    printf("cuMipmappedArrayGetSparseProperties %d\n", (int)cuMipmappedArrayGetSparseProperties(&props, NULL));
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     typedef CUresult (*get_properties_fn)(CUdevprop *, CUdevice);
     get_properties_fn get_properties = lib ? (get_properties_fn)dlsym(lib, "cuDeviceGetProperties") : NULL;

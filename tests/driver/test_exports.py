@@ -39,7 +39,7 @@ def test_every_symbol_of_the_headers_is_exported(cu):
     assert set(nvidia_exports.listed_exports()) >= wanted, "rerun libcuda_shim/nvidia_exports.py"
 
 
-@pytest.mark.parametrize("name", ["cuMipmappedArrayCreate", "cuMemAlloc", "cuProfilerInitialize"])
+@pytest.mark.parametrize("name", ["cuMipmappedArrayGetSparseProperties", "cuMemAlloc", "cuProfilerInitialize"])
 def test_unimplemented_symbols_answer_not_supported(cu, name):
     assert getattr(cu, name)() == CUDA_ERROR_NOT_SUPPORTED
 
@@ -69,7 +69,7 @@ def test_c_program_linked_with_lcuda_resolves_unimplemented_entry_points(cu, tmp
     env = dict(os.environ, LD_LIBRARY_PATH=str(library.parent))
     r = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines() == [f"cuMipmappedArrayCreate {CUDA_ERROR_NOT_SUPPORTED}",
+    assert r.stdout.splitlines() == [f"cuMipmappedArrayGetSparseProperties {CUDA_ERROR_NOT_SUPPORTED}",
                                      "cuDeviceGetProperties 0 1024 64 32 65536",
                                      "cuProfilerStart 0", "cuProfilerStop 0"]
-    assert "cuMipmappedArrayCreate is not implemented" in r.stderr
+    assert "cuMipmappedArrayGetSparseProperties is not implemented" in r.stderr

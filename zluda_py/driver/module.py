@@ -72,10 +72,12 @@ class Module:
         """Bytes of the module's .const variables (NVIDIA reports them all for every kernel)."""
         return sum(g.size for g in self.compiled.globals.values() if g.space == "const")
 
-    def global_(self, name: str) -> tuple[int, int]:
+    def global_(self, name: str, space: tuple[str, ...] = ("global", "const")) -> tuple[int, int]:
+        """(address, size) of a module variable of one of the spaces; a .texref or .surfref is
+        the word holding its object's handle (driver/texrefs.py)."""
         g = self.compiled.globals.get(name)
-        if g is None:
-            raise CudaError(CUDA_ERROR_NOT_FOUND, f"no global named {name!r} in the module")
+        if g is None or g.space not in space:
+            raise CudaError(CUDA_ERROR_NOT_FOUND, f"no {' or '.join(space)} variable named {name!r} in the module")
         return g.address, g.size
 
 

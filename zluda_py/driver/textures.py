@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from . import context as ctxs, memory
+from . import context as ctxs, memory, mipmaps
 from .api import entry
 from ..cdata import addr, ffi, store, store_ptr
 from ..curesult import CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CudaError
@@ -59,6 +59,7 @@ class Array:
     flags: int
     base: int = 0
     handle: int = 0
+    mipmapped: int = 0  # the handle of the mipmapped array this is a level of
 
     @property
     def element(self) -> int:
@@ -84,8 +85,8 @@ class Array:
 arrays: HandleTable[Array] = HandleTable("CUDA array", CUDA_ERROR_INVALID_HANDLE)
 
 
-def _create(handle_out, width: int, height: int, depth: int, fmt: int, channels: int, flags: int) -> None:
-    require(handle_out)
+def check_descriptor(width: int, height: int, depth: int, fmt: int, channels: int, flags: int) -> None:
+    """Raise the CUresult cuArray3DCreate answers for a bad descriptor."""
     _element(fmt, channels)
     if flags & CUDA_ARRAY3D_UNSUPPORTED:
         raise CudaError(CUDA_ERROR_NOT_SUPPORTED, f"array flags {flags:#x} (sparse, deferred mapping, video)")
@@ -97,9 +98,26 @@ def _create(handle_out, width: int, height: int, depth: int, fmt: int, channels:
         bad = bad or width != height or (depth % 6 if layered else depth != 6)
     if bad:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"array of {width}x{height}x{depth}, flags {flags:#x}")
-    array = Array(width, height, depth, fmt, channels, flags)
+
+
+def new_array(width: int, height: int, depth: int, fmt: int, channels: int, flags: int, mipmapped: int = 0) -> Array:
+    """A registered array with its memory, of a descriptor already checked."""
+    array = Array(width, height, depth, fmt, channels, flags, mipmapped=mipmapped)
     array.base = memory._allocate(array.size, "device", 0).base
-    store_ptr(handle_out, arrays.add(array))
+    arrays.add(array)
+    return array
+
+
+def free_array(a: Array) -> None:
+    arrays.remove(a.handle)
+    with memory._backend_errors():
+        memory._memory().release(a.base)
+
+
+def _create(handle_out, width: int, height: int, depth: int, fmt: int, channels: int, flags: int) -> None:
+    require(handle_out)
+    check_descriptor(width, height, depth, fmt, channels, flags)
+    store_ptr(handle_out, new_array(width, height, depth, fmt, channels, flags).handle)
 
 
 @entry("cuArrayCreate_v2")
@@ -135,10 +153,10 @@ def cuArray3DGetDescriptor(desc, handle):
 @entry("cuArrayDestroy")
 def cuArrayDestroy(handle):
     a = arrays.get(addr(handle))
+    if a.mipmapped:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "a level of a mipmapped array goes with cuMipmappedArrayDestroy")
     ctxs.current().synchronize()  # kernels and copies still queued may use it
-    arrays.remove(a.handle)
-    with memory._backend_errors():
-        memory._memory().release(a.base)
+    free_array(a)
 
 
 def array_layout(handle: int) -> tuple[int, int, int, int]:
@@ -181,7 +199,7 @@ def _image(textures, r, surface: bool):
     if surface:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"surfaces are made of CUDA arrays, not resource type {kind}")
     if kind == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-        raise CudaError(CUDA_ERROR_NOT_SUPPORTED, "mipmapped arrays are not supported")
+        return mipmaps.image(textures, addr(r.res.mipmap.hMipmappedArray))
     if kind == CU_RESOURCE_TYPE_LINEAR:
         m = r.res.linear
         storage, element, normalized = _element(m.format, m.numChannels)
@@ -240,7 +258,10 @@ def cuTexObjectCreate(out, res_desc, tex_desc, view_desc):
     r = ffi.cast("CUDA_RESOURCE_DESC *", res_desc)
     t = ffi.cast("CUDA_TEXTURE_DESC *", tex_desc)
     image, normalized_only = _image(textures, r, surface=False)
-    _register(out, image, _sampler(textures, image, t, normalized_only), r, t)
+    sampler = _sampler(textures, image, t, normalized_only)
+    if r.resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+        image = mipmaps.filtered(textures, image, sampler, t)
+    _register(out, image, sampler, r, t)
 
 
 @entry("cuSurfObjectCreate")
