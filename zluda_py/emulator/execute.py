@@ -41,7 +41,7 @@ class Decoded:
     `inst` is a snapshot of the fields: tinygrad decodes a field on every attribute access,
     which would dominate the time of a step. `fn` and `ctx_args` cache what executing it needs."""
 
-    __slots__ = ("inst", "size", "literal", "name", "fmt", "fn", "ctx_args", "op_bits", "halves")
+    __slots__ = ("inst", "size", "literal", "name", "fmt", "fn", "ctx_args", "op_bits", "halves", "run", "mods")
 
     def __init__(self, inst: "Inst | SimpleNamespace", size: int, literal: int | None):
         self.op_bits: dict[str, int] = {}
@@ -55,6 +55,8 @@ class Decoded:
         self.fn: Callable | None = None
         self.ctx_args: tuple | None = None
         self.halves = (0, False)  # RDNA 16-bit operands: (high-half bits as opsel lays them out, 16-bit vdst)
+        self.run: Callable | None = None  # the handler `step` calls (`_handler`)
+        self.mods: tuple | None = None  # Ctx's view of the source modifiers (`_source_modifiers`)
 
     def copy(self, name: str) -> "Decoded":
         """The same instruction under another operation name (the halves of DS 2-address forms)."""
@@ -115,6 +117,9 @@ class Wave:
         self.yielded = False  # s_sleep ended the wave's turn: the others run before it polls again
         self.scratch = np.zeros((lanes, max(scratch_size, 0)), np.uint8)
         self.lane_ids = np.arange(lanes, dtype=np.uint32)
+        # cooperative launches (launch._run_resident): what each load returned last, by PC, so
+        # that a wave polling memory nobody has changed ends its turn too
+        self.polls: dict[int, bytes] | None = None
 
     # lane masks (EXEC, VCC and compare results are lanes bits wide)
     def mask(self, reg: int) -> int:
@@ -131,7 +136,14 @@ class Wave:
         return self.mask(_EXEC)
 
     def exec_lanes(self) -> np.ndarray:
-        return ((self.exec >> self.lane_ids.astype(np.uint64)) & 1).astype(bool)
+        return mask_lanes(self.exec, self.lanes)
+
+    def polled(self, data: np.ndarray, addrs: "np.ndarray | int") -> None:
+        """A load at this PC returned `data` from `addrs`: the same as last time ends the turn."""
+        if self.polls is not None:
+            seen = data.tobytes() + np.asarray(addrs).tobytes()
+            self.yielded = self.yielded or self.polls.get(self.pc) == seen
+            self.polls[self.pc] = seen
 
     def where(self, what: str) -> str:
         return f"{what} at {self.pc:#x} (kernel offset {self.pc - self.program.base:#x})"
@@ -183,10 +195,36 @@ class Wave:
             self.sgpr[reg + 1] = (value >> 32) & 0xFFFFFFFF
 
     def write_vgpr(self, reg: int, raw: np.ndarray, bits: int, lanes: np.ndarray) -> None:
-        raw = np.broadcast_to(raw.astype(np.uint64), (self.lanes,))
-        self.vgpr[reg][lanes] = raw[lanes].astype(np.uint32)
+        """The low 32 bits of raw (one value or one per lane) into `reg` (and the high ones into
+        reg + 1 for 64-bit values) in the lanes `lanes` (a bool mask) selects."""
+        raw = raw.astype(np.uint64, copy=False)
+        np.copyto(self.vgpr[reg], raw, casting="unsafe", where=lanes)  # unsafe: truncates to 32 bits
         if bits > 32:
-            self.vgpr[reg + 1][lanes] = (raw[lanes] >> np.uint64(32)).astype(np.uint32)
+            np.copyto(self.vgpr[reg + 1], raw >> np.uint64(32), casting="unsafe", where=lanes)
+
+
+@lru_cache(maxsize=4096)
+def mask_lanes(mask: int, lanes: int) -> np.ndarray:
+    """A lane mask as a (read-only) bool array, lane 0 first."""
+    bits = np.unpackbits(np.frombuffer(mask.to_bytes(8, "little"), np.uint8), bitorder="little")[:lanes].astype(bool)
+    bits.flags.writeable = False
+    return bits
+
+
+def lanes_mask(bits: np.ndarray) -> int:
+    """A bool array (lane 0 first) as a lane mask."""
+    return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
+
+
+def _source_modifiers(d: Decoded) -> tuple[int, int, bool, bool]:
+    """(abs bits, neg bits, SDWA, none of these nor a 16-bit high half): how `Ctx` reads sources."""
+    vop3 = d.fmt.startswith("VOP3")
+    abs_, neg = (getattr(d.inst, "abs", 0), getattr(d.inst, "neg", 0)) if vop3 else (0, 0)
+    sdwa = d.fmt in _SDWA
+    if sdwa:
+        i = d.inst
+        abs_, neg = i.src0_abs | i.src1_abs << 1, i.src0_neg | i.src1_neg << 1
+    return abs_, neg, sdwa, not (abs_ or neg or sdwa or d.halves[0] & 7)
 
 
 class Ctx:
@@ -200,13 +238,9 @@ class Ctx:
         self.vcc_in, self.vcc_out, self.mask_dst = vcc_in, vcc_out, mask_dst
         self.lanes = wave.lane_ids
         self.out: dict[str, tuple[Type, np.ndarray, bool]] = {}
-        vop3 = d.fmt.startswith("VOP3")
-        self.abs = getattr(d.inst, "abs", 0) if vop3 else 0
-        self.neg = getattr(d.inst, "neg", 0) if vop3 else 0
-        self.sdwa = d.fmt in _SDWA
-        if self.sdwa:
-            i = d.inst
-            self.abs, self.neg = i.src0_abs | i.src1_abs << 1, i.src0_neg | i.src1_neg << 1
+        if d.mods is None:
+            d.mods = _source_modifiers(d)
+        self.abs, self.neg, self.sdwa, self.plain = d.mods
         self.exec_before = wave.exec
         self.sel: int | None = None  # lane by lane (`_per_lane`): the one lane this run computes
 
@@ -232,6 +266,9 @@ class Ctx:
                 raise PcodeUnsupported(f"{name} has no operand in {self.d.fmt}")
             if isinstance(reg, str):  # an immediate field standing as a source
                 return self._rd(reg, kind, bits)
+            if self.plain and bits <= 32 and reg.offset >= 256:  # the common case, with one copy
+                raw = w.vgpr[reg.offset - 256].copy()  # a copy: commit may overwrite the register
+                return raw if t == ("u", 32) else reinterpret(raw, ("u", 32), t)
             raw = w.read_raw(reg, bits, kind == "f" and bits == 64, self.d.literal)
             if self.d.halves[0] >> i & 1:
                 raw = raw >> np.uint64(16)
@@ -288,11 +325,8 @@ class Ctx:
             bit = bool(np.asarray(value).flat[0]) and self.exec_before >> self.sel & 1
             self.out[name] = (("u", 64), np.array([int(bit) << self.sel], np.uint64), True)
             return
-        bits = np.broadcast_to(np.asarray(value, bool), (self.w.lanes,))
-        exec_lanes = ((self.exec_before >> self.lanes.astype(np.uint64)) & 1).astype(bool)
-        lanes = np.nonzero(bits & exec_lanes)[0]
-        mask = sum(1 << int(i) for i in lanes)
-        self.out[name] = (("u", 64), np.array([mask], np.uint64), True)
+        bits = np.asarray(value, bool) & mask_lanes(self.exec_before, self.w.lanes)
+        self.out[name] = (("u", 64), np.array([lanes_mask(np.broadcast_to(bits, (self.w.lanes,)))], np.uint64), True)
 
     def scalar(self, name: str) -> np.ndarray:
         if name == "EXECZ":
@@ -304,7 +338,7 @@ class Ctx:
     def commit(self) -> int | None:
         """Apply the writes; returns the new PC when the instruction branched."""
         w, new_pc = self.w, None
-        exec_lanes = ((self.exec_before >> self.lanes.astype(np.uint64)) & 1).astype(bool)
+        exec_lanes = mask_lanes(self.exec_before, w.lanes)
         for name, (t, value, is_mask) in self.out.items():
             if name == "D0" and is_mask:
                 reg = self.mask_dst if self.mask_dst is not None else _VCC
@@ -825,6 +859,7 @@ def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarra
     high = "D16_HI" in name  # d16: the low or high 16 bits of the register, the other half kept
     if "LOAD" in name or "READ" in name:
         dw = _to_dwords(mem.load(lanes, addrs, size), signed)
+        w.polled(dw, addrs)
         if "D16" in name:
             old = w.vgpr[vdst, lanes]
             half = dw[:, 0] & np.uint32(0xFFFF)
@@ -853,7 +888,15 @@ def _scatter(w: Wave, reg: int, lane: int, value: int, ndw: int) -> None:
 
 
 def _active(w: Wave) -> np.ndarray:
-    return np.nonzero(w.exec_lanes())[0]
+    """The active lanes' numbers, ascending (read-only)."""
+    return _lane_numbers(w.exec, w.lanes)
+
+
+@lru_cache(maxsize=4096)
+def _lane_numbers(mask: int, lanes: int) -> np.ndarray:
+    numbers = np.nonzero(mask_lanes(mask, lanes))[0]
+    numbers.flags.writeable = False
+    return numbers
 
 
 def _flat_like(w: Wave, d: Decoded) -> None:
@@ -942,6 +985,7 @@ def _smem(w: Wave, d: Decoded) -> None:
         w.sgpr[dst] = _to_dwords(data.reshape(1, size), signed)[0, 0]
         return
     data = w.wg.memory.read((base + off) & ~3, size)
+    w.polled(data, base + off)
     w.sgpr[dst:dst + size // 4] = data.view(np.uint32)
 
 
@@ -1152,63 +1196,89 @@ _NOPS = {"S_NOP", "S_WAITCNT", "S_CLAUSE", "S_DELAY_ALU", "S_WAITCNT_DEPCTR", "S
          "GLOBAL_INV", "GLOBAL_WB", "GLOBAL_WBINV"}  # RDNA4's cache invalidate/write-back: no caches here
 
 
+def _endpgm(w: Wave, d: Decoded) -> int:
+    w.done = True
+    return w.pc
+
+
+def _barrier(w: Wave, d: Decoded) -> None:
+    w.at_barrier = True
+
+
+def _barrier_signal(w: Wave, d: Decoded) -> None:  # RDNA4's split barrier: signal, then S_BARRIER_WAIT
+    if d.inst.ssrc0.offset != 193:  # -1: the workgroup barrier; named barriers are not modelled
+        raise EmulatorError(w.where(f"{d.name.lower()} of a named barrier"))
+    # the wave is held from its signal, not from its wait: one of the orders the hardware allows
+    # (a wave may be slow to reach its wait), and the wait is then already satisfied
+    w.at_barrier = True
+
+
+def _nop(w: Wave, d: Decoded) -> None:
+    pass
+
+
+def _sleep(w: Wave, d: Decoded) -> None:  # a wave polling memory (mbarrier waits) lets the others run meanwhile
+    w.yielded = True
+
+
+def _trap(w: Wave, d: Decoded) -> None:
+    raise Trapped(w.where(f"{d.name} (the kernel trapped: an assertion or a fault)"))
+
+
+def _handler(d: Decoded) -> Callable[[Wave, Decoded], "int | None"]:
+    """What executes `d`: chosen once per decoded instruction (the step loop's dispatch)."""
+    name, fmt = d.name, d.fmt
+    if name in _NOPS or name == "S_BARRIER_WAIT":
+        return _nop
+    if name == "S_ENDPGM":
+        return _endpgm
+    if name == "S_BARRIER":
+        return _barrier
+    if name == "S_SLEEP":
+        return _sleep
+    if name == "S_BARRIER_SIGNAL":
+        return _barrier_signal
+    if fmt.startswith("SMEM"):
+        return _smem
+    if fmt.startswith("DS"):
+        return _ds
+    if fmt.removeprefix("V").startswith(("GLOBAL", "FLAT", "SCRATCH")):
+        return _flat_like
+    if fmt.startswith("MUBUF"):
+        return _mubuf
+    if fmt.startswith("VOPD"):
+        return _vopd
+    if name in _SATURATING and getattr(d.inst, "clmp", 0):
+        return _saturating
+    if name.startswith(("V_BITOP3_B32", "V_BITOP3_B16")):
+        return _bitop3
+    if name.startswith("V_PERM_B32"):
+        return _perm
+    if name in _PK_F16:
+        return _pk_f16
+    if _DOT.match(name):
+        return _dot
+    if name in ("V_MAD_U64_U32", "V_MAD_I64_I32", "V_MAD_CO_U64_U32", "V_MAD_CO_I64_I32"):  # RDNA4: _CO_
+        return _mad64
+    if name.startswith(("V_READFIRSTLANE_B32", "V_READLANE_B32")):
+        return _readlane
+    if name.startswith("V_WRITELANE_B32"):
+        return _writelane
+    if name in ("S_TRAP", "S_CODE_END"):
+        return _trap
+    return _run_pcode
+
+
 def step(w: Wave) -> None:
     """Execute the instruction at w.pc."""
     d = w.program.at(w.pc)
-    name, fmt = d.name, d.fmt
-    next_pc = w.pc + d.size
+    run = d.run
+    if run is None:
+        run = d.run = _handler(d)
     try:
-        if name in _NOPS:
-            pass
-        elif name == "S_ENDPGM":
-            w.done = True
-            return
-        elif name == "S_BARRIER":
-            w.at_barrier = True
-        elif name == "S_SLEEP":  # a wave polling memory (mbarrier waits) lets the others run meanwhile
-            w.yielded = True
-        elif name == "S_BARRIER_SIGNAL":  # RDNA4's split barrier: signal, then S_BARRIER_WAIT
-            if d.inst.ssrc0.offset != 193:  # -1: the workgroup barrier; named barriers are not modelled
-                raise EmulatorError(w.where(f"{name.lower()} of a named barrier"))
-            # the wave is held from its signal, not from its wait: one of the orders the hardware allows
-            # (a wave may be slow to reach its wait), and the wait is then already satisfied
-            w.at_barrier = True
-        elif name == "S_BARRIER_WAIT":
-            pass
-        elif fmt.startswith("SMEM"):
-            _smem(w, d)
-        elif fmt.startswith("DS"):
-            _ds(w, d)
-        elif fmt.removeprefix("V").startswith(("GLOBAL", "FLAT", "SCRATCH")):
-            _flat_like(w, d)
-        elif fmt.startswith("MUBUF"):
-            _mubuf(w, d)
-        elif fmt.startswith("VOPD"):
-            _vopd(w, d)
-        elif name in _SATURATING and getattr(d.inst, "clmp", 0):
-            _saturating(w, d)
-        elif name.startswith(("V_BITOP3_B32", "V_BITOP3_B16")):
-            _bitop3(w, d)
-        elif name.startswith("V_PERM_B32"):
-            _perm(w, d)
-        elif name in _PK_F16:
-            _pk_f16(w, d)
-        elif _DOT.match(name):
-            _dot(w, d)
-        elif name in ("V_MAD_U64_U32", "V_MAD_I64_I32", "V_MAD_CO_U64_U32", "V_MAD_CO_I64_I32"):  # RDNA4: _CO_
-            _mad64(w, d)
-        elif name.startswith(("V_READFIRSTLANE_B32", "V_READLANE_B32")):
-            _readlane(w, d)
-        elif name.startswith("V_WRITELANE_B32"):
-            _writelane(w, d)
-        elif name in ("S_TRAP", "S_CODE_END"):
-            raise Trapped(w.where(f"{name} (the kernel trapped: an assertion or a fault)"))
-        else:
-            new_pc = _run_pcode(w, d)
-            if new_pc is not None:
-                next_pc = new_pc
+        new_pc = run(w, d)
     except PcodeUnsupported as exc:
-        raise EmulatorError(w.where(f"unimplemented instruction {name.lower()} ({fmt}): {exc}")) from exc
+        raise EmulatorError(w.where(f"unimplemented instruction {d.name.lower()} ({d.fmt}): {exc}")) from exc
     except MemoryFault as exc:  # raised without the place: name the instruction and its address
-        raise MemoryFault(w.where(f"{name.lower()}: {exc}")) from None
-    w.pc = next_pc
+        raise MemoryFault(w.where(f"{d.name.lower()}: {exc}")) from None
+    w.pc = w.pc + d.size if new_pc is None else new_pc

@@ -4,7 +4,9 @@ ends a wave's turn (a wave polling an mbarrier lets the others arrive).
 
 A cooperative launch (hipModuleLaunchCooperativeKernel: grid.sync()) makes every workgroup
 resident at once: all their waves take turns of at most SLICE instructions, so a wave spinning on
-a grid barrier's counter lets the other workgroups' waves reach it."""
+a grid barrier's counter lets the other workgroups' waves reach it; a turn ends early where a
+load returns what the same load (PC and addresses) returned last time (`Wave.polled`): the
+wave is polling memory no one has changed since, and its turn is better spent on the others."""
 
 from __future__ import annotations
 
@@ -97,7 +99,10 @@ def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block
     try:
         with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are what the pseudocode computes
             if cooperative:
-                _run_resident([start(g) for g in groups])
+                resident = [start(g) for g in groups]
+                for w in (w for waves in resident for w in waves):
+                    w.polls = {}
+                _run_resident(resident)
             else:
                 for g in groups:
                     _run_workgroup(start(g))

@@ -18,6 +18,7 @@ import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
@@ -30,6 +31,7 @@ class PcodeUnsupported(Exception):
     """The pseudocode uses a construct this compiler does not translate."""
 
 
+@lru_cache(maxsize=None)  # called for every operand of every step
 def dtype(t: Type) -> np.dtype:
     kind, bits = t
     if bits == 1:
@@ -44,6 +46,7 @@ def dtype(t: Type) -> np.dtype:
     return np.dtype(f"{'int' if kind == 'i' else 'uint'}{size}")
 
 
+@lru_cache(maxsize=None)
 def _uint(bits: int) -> np.dtype:
     return dtype(("u", max(bits, 8)))
 
