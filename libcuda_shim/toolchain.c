@@ -273,10 +273,48 @@ static int looks_like_ptx(const char *data, size_t size) {
     return memmem(data, size, ".version", 8) && memmem(data, size, ".target", 7);
 }
 
-/* An input we keep (0), or one for the real linker (1): LTO-IR, and in an LTO link whatever
- * may hold LTO-IR. Returns -1 when out of memory. */
+/* Whether data is CUDA's device runtime library (libcudadevrt.a): a GNU ar archive whose only
+ * object is cuda_device_runtime.o (a long name: its header says "/N", N its offset in the "//"
+ * table). Its code is SASS, and PTX ending in the driver's private system calls; the driver
+ * provides the functions it defines instead (zluda_py/compiler/device_runtime.py). */
+static int is_device_runtime(const unsigned char *data, size_t size) {
+    static const char member[] = "cuda_device_runtime.o/\n";
+    const char *names = NULL;
+    size_t names_size = 0;
+    int found = 0;
+    if (size < 8 || memcmp(data, "!<arch>\n", 8)) return 0;
+    for (size_t at = 8; at + 60 <= size;) {
+        const char *header = (const char *)data + at;
+        char field[11] = {0};
+        memcpy(field, header + 48, 10);
+        size_t length = strtoull(field, NULL, 10);
+        if (length > size - at - 60) return 0;
+        if (!memcmp(header, "// ", 3)) {
+            names = header + 60;
+            names_size = length;
+        } else if (header[0] == '/' && header[1] >= '0' && header[1] <= '9') {
+            memcpy(field, header + 1, 10);
+            size_t offset = strtoull(field, NULL, 10);
+            if (!names || offset > names_size || names_size - offset < sizeof member - 1 ||
+                memcmp(names + offset, member, sizeof member - 1))
+                return 0;
+            found = 1;
+        } else if (memcmp(header, "/ ", 2)) {  /* anything but the symbol table: another object */
+            return 0;
+        }
+        at += 60 + length + (length & 1);
+    }
+    return found;
+}
+
+/* An input we keep (0: also the device runtime, dropped), or one for the real linker (1):
+ * LTO-IR, and in an LTO link whatever may hold LTO-IR. Returns -1 when out of memory. */
 static int keep_input(link *l, int type, const void *data, size_t size) {
     size_t n;
+    if (is_device_runtime(data, size)) {
+        if (trace()) fprintf(stderr, "zluda: nvJitLink: libcudadevrt.a left out (the driver provides it)\n");
+        return 0;
+    }
     if (zl_ptx_cubin_parts(data, size, NULL, 0, &n) == 0) {  /* ours, e.g. from NVRTC */
         zl_part *parts = malloc((n ? n : 1) * sizeof *parts);
         int rc = parts ? 0 : -1;

@@ -163,6 +163,66 @@ def test_nvjitlink_lto_of_nvrtc_ltoir(tmp_path):
     _load_elsewhere(cubin)
 
 
+# A grid barrier through the device runtime API, linked with libcudadevrt.a as numba-cuda links
+# cg.this_grid().sync(): NVRTC LTO-IR with nvJitLink -lto, or PTX with a plain link. The wrapper
+# leaves the archive out and the driver provides the functions; a cooperative launch checks them.
+DEVRT_CLIENT = r"""
+import ctypes, sys
+from ctypes import byref, c_char_p, c_size_t, c_void_p, c_ulonglong
+rtc, jl = ctypes.CDLL(sys.argv[1] + "/libnvrtc.so.13"), ctypes.CDLL(sys.argv[1] + "/libnvJitLink.so.13")
+cuda, devrt, lto = ctypes.CDLL("libcuda.so.1"), sys.argv[2].encode(), sys.argv[3] == "lto"
+def ok(rc, what):
+    if rc:
+        sys.exit(f"{what}: {rc}")
+src = (b'extern "C" __global__ void exchange(unsigned *a, unsigned *b, int *status) {'
+       b'    unsigned n = gridDim.x * blockDim.x, i = blockIdx.x * blockDim.x + threadIdx.x;'
+       b'    a[i] = i * 3 + 1;'
+       b'    status[i] = cudaCGSynchronize(cudaCGGetIntrinsicHandle(cudaCGScopeGrid), 0);'
+       b'    b[i] = a[(i + blockDim.x) % n];'
+       b'}')
+prog = c_void_p(); ok(rtc.nvrtcCreateProgram(byref(prog), src, b"exchange.cu", 0, None, None), "nvrtcCreateProgram")
+opts = [b"-arch=sm_86", b"-rdc=true"] + ([b"-dlto"] if lto else [])
+ok(rtc.nvrtcCompileProgram(prog, len(opts), (c_char_p * len(opts))(*opts)), "nvrtcCompileProgram")
+get_size, get = (rtc.nvrtcGetLTOIRSize, rtc.nvrtcGetLTOIR) if lto else (rtc.nvrtcGetPTXSize, rtc.nvrtcGetPTX)
+size = c_size_t(); ok(get_size(prog, byref(size)), "size")
+code = ctypes.create_string_buffer(size.value); ok(get(prog, code), "code")
+opts = [b"-arch=sm_86"] + ([b"-lto"] if lto else [])
+h = c_void_p(); ok(jl.nvJitLinkCreate(byref(h), len(opts), (c_char_p * len(opts))(*opts)), "create")
+ok(jl.nvJitLinkAddData(h, 3 if lto else 2, code, size, b"exchange"), "add")
+ok(jl.nvJitLinkAddFile(h, 6, devrt), "add libcudadevrt.a")  # NVJITLINK_INPUT_LIBRARY
+ok(jl.nvJitLinkComplete(h), "complete")
+ok(jl.nvJitLinkGetLinkedCubinSize(h, byref(size)), "size")
+cubin = ctypes.create_string_buffer(size.value); ok(jl.nvJitLinkGetLinkedCubin(h, cubin), "cubin")
+ok(cuda.cuInit(0), "cuInit")
+ctx = c_void_p(); ok(cuda.cuDevicePrimaryCtxRetain(byref(ctx), 0), "retain"); ok(cuda.cuCtxSetCurrent(ctx), "set")
+mod, fn = c_void_p(), c_void_p()
+ok(cuda.cuModuleLoadData(byref(mod), cubin), "cuModuleLoadData")
+ok(cuda.cuModuleGetFunction(byref(fn), mod, b"exchange"), "cuModuleGetFunction")
+blocks, threads = 4, 64
+n = blocks * threads
+bufs = [c_ulonglong() for _ in range(3)]
+for d in bufs:
+    ok(cuda.cuMemAlloc_v2(byref(d), n * 4), "cuMemAlloc")
+params = (c_void_p * 3)(*(ctypes.addressof(d) for d in bufs))
+ok(cuda.cuLaunchCooperativeKernel(fn, blocks, 1, 1, threads, 1, 1, 0, None, params), "cuLaunchCooperativeKernel")
+b, status = (ctypes.c_uint32 * n)(), (ctypes.c_int32 * n)()
+ok(cuda.cuMemcpyDtoH_v2(b, bufs[1], n * 4), "b"); ok(cuda.cuMemcpyDtoH_v2(status, bufs[2], n * 4), "status")
+print("ok" if list(b) == [(i + threads) % n * 3 + 1 for i in range(n)] and not any(status) else list(status)[:4])
+"""
+
+
+@pytest.mark.parametrize("form", ["lto", "ptx"])
+def test_nvjitlink_leaves_libcudadevrt_to_the_driver(form, tmp_path):
+    devrt = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "lib64" / "libcudadevrt.a"
+    if not devrt.exists():
+        pytest.skip(f"{devrt} (the CUDA toolkit's device runtime) is not installed")
+    script = tmp_path / "devrt.py"
+    script.write_text(DEVRT_CLIENT)
+    r = subprocess.run([sys.executable, "-m", "zluda_py.cli", "run", "--", sys.executable, str(script),
+                        str(_wheel_dir() / "lib"), str(devrt), form], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
 def test_ptxas_stand_in_run_as_triton_runs_it(tmp_path):
     """Triton (third_party/nvidia/backend/compiler.py) runs `ptxas --version` for the CUDA
     release, then `ptxas -lineinfo -v --gpu-name=sm_86 x.ptx -o x.ptx.o` and loads the output."""

@@ -1,7 +1,9 @@
-"""Linking several PTX modules into one (-rdc): .extern declarations resolve to definitions."""
+"""Linking several PTX modules into one (-rdc): .extern declarations resolve to definitions, also
+to the device runtime functions the driver provides (device_runtime.py)."""
 
 from __future__ import annotations
 
+from zluda_py.compiler import device_runtime
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.ptx import ast
 
@@ -13,6 +15,7 @@ def _is_definition(item: ast.Function | ast.Variable) -> bool:
 
 
 def link(modules: list[ast.Module]) -> ast.Module:
+    modules = [*modules, *device_runtime.needed_by(modules)]
     if len(modules) == 1:
         return modules[0]
     items: list = []
