@@ -38,11 +38,11 @@ def test_supported_and_refused_families(rows):
     assert any(r["status"] == "yes" for r in _forms(rows, "mad").values())
     assert all(r["status"] == "yes" and r["how"] == ["target"] for r in _forms(rows, "ld").values()
                if "ld{" in r["form"] or r["form"].startswith("ld."))
-    for refused in ("sured", "mma", "wmma.mma", "ldmatrix"):
+    for refused in ("mma", "wmma.mma", "ldmatrix"):
         found = _forms(rows, refused)
         assert found and all(r["status"] == "no" for r in found.values()), refused
-    for texture in ("tex", "tld4", "txq", "suld", "sust", "suq"):  # texture and surface objects (CPU target)
-        assert any(r["status"] in ("yes", "partial") and r["how"] == ["target"] for r in _forms(rows, texture).values())
+    for texture in ("tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep"):  # objects (CPU target)
+        assert all(r["status"] == "yes" and r["how"] == ["target"] for r in _forms(rows, texture).values()), texture
     assert all(r["status"] == "yes" for r in _forms(rows, "bra").values())
 
 
@@ -69,6 +69,6 @@ def test_cli_json_and_unsupported(capsys, rows):
     assert t["forms"] == len(rows) == t["yes"] + t["partial"] + t["no"] == len(data["forms"])
     assert main(["ptx", "coverage", "--unsupported"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("tex ") for line in lines)
+    assert any(line.startswith("mma ") for line in lines)
     assert not any(line.split()[1:2] == ["yes"] for line in lines if line.strip())
     assert f"{t['forms']} forms on the cpu target: {t['yes']} supported" in lines[-1]

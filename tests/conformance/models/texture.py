@@ -124,6 +124,22 @@ def cube(x: float, y: float, z: float) -> tuple[int, float, float]:
     return face, f32(f32(f32(sc / ma) + 1) / 2), f32(f32(f32(tc / ma) + 1) / 2)
 
 
+# txq/suq .channel_order and .channel_data_type: the PTX manual's "Channel Data Type and Channel
+# Order Fields" table (OpenCL's values).
+CL_CHANNEL_ORDER = {"R": 0x10B0, "A": 0x10B1, "RG": 0x10B2, "RA": 0x10B3, "RGB": 0x10B4, "RGBA": 0x10B5}
+CL_CHANNEL_TYPE = {"SNORM_INT8": 0x10D0, "SNORM_INT16": 0x10D1, "UNORM_INT8": 0x10D2, "UNORM_INT16": 0x10D3,
+                   "SIGNED_INT8": 0x10D7, "SIGNED_INT16": 0x10D8, "SIGNED_INT32": 0x10D9, "UNSIGNED_INT8": 0x10DA,
+                   "UNSIGNED_INT16": 0x10DB, "UNSIGNED_INT32": 0x10DC, "HALF_FLOAT": 0x10DD, "FLOAT": 0x10DE}
+
+
+def half_bits(value: float | int, integer: bool) -> int:
+    """A .f16 destination's bits: a float result as IEEE half (rounded to nearest even, from
+    the f32 result), an integer result's low 16 bits."""
+    if integer:
+        return int(value) & 0xFFFF
+    return int(np.array(f32(value), np.float32).astype(np.float16).view(np.uint16))
+
+
 def surface_access(memory: bytearray, row: int, slice_: int, layer_bytes: int, limits: tuple[int, int, int, int],
                    coords: list[int], size: int, mode: str) -> int | None:
     """The byte offset suld.b/sust.b touch (x in bytes, then y, z, layer), None when a .zero
@@ -139,3 +155,35 @@ def surface_access(memory: bytearray, row: int, slice_: int, layer_bytes: int, l
         x, y, z, layer = (min(max(x, 0), w_bytes - size), min(max(y, 0), h - 1), min(max(z, 0), d - 1),
                           min(max(layer, 0), layers - 1))
     return layer * layer_bytes + z * slice_ + y * row + x
+
+
+def formatted_texel(old: bytes, dtype: np.dtype, channels: int, words: list[int]) -> bytes:
+    """sust.p: the texel with the source words in its first channels (the manual: .f32 data for a
+    float format, .u32/.s32 for unsigned/signed integers, converted to the format). Our reading
+    of what the manual leaves open: floats rounded to nearest even, integers saturated (OpenCL's
+    write_image rule); channels without a word keep their value, extra words are ignored."""
+    values = list(np.frombuffer(old, dtype))
+    for c, word in enumerate(words[:channels]):
+        if dtype.kind == "f":
+            with np.errstate(over="ignore"):  # past the half range: infinity
+                values[c] = np.array(word & 0xFFFFFFFF, np.uint32).view(np.float32).astype(dtype)
+        else:
+            v = word & 0xFFFFFFFF
+            if dtype.kind == "i" and v >= 2**31:
+                v -= 2**32
+            info = np.iinfo(dtype)
+            values[c] = min(max(v, info.min), info.max)
+    return np.array(values, dtype).tobytes()
+
+
+def reduce_cell(memory: bytearray, at: int, op: str, bits: int, signed: bool, operand: int) -> None:
+    """sured: memory[at:at + bits/8] = op(old, operand) as the manual's types: add wraps, min and
+    max compare signed or unsigned, and/or are bitwise."""
+    size = bits // 8
+    mask = (1 << bits) - 1
+    old = int.from_bytes(memory[at:at + size], "little")
+    new = operand & mask
+    if signed:
+        old, new = (v - (1 << bits) if v >> (bits - 1) else v for v in (old, new))
+    result = {"add": old + new, "min": min(old, new), "max": max(old, new), "and": old & new, "or": old | new}[op]
+    memory[at:at + size] = (result & mask).to_bytes(size, "little")

@@ -11,6 +11,7 @@ lines with a separate sampler operand ([a, b, c]) share their modifiers with the
 
 from __future__ import annotations
 
+import ctypes
 import zlib
 
 import numpy as np
@@ -20,8 +21,9 @@ from conformance.target_forms import ABSENT, TargetForm
 from conformance.targets import Instance
 from zluda_py.compiler.cpu import texture as runtime
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS
+from zluda_py.ptx import grammar
 
-OPCODES = {"tex", "tld4", "txq", "suld", "sust", "suq"}
+OPCODES = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep"}
 WARP = 32
 MODES = ("wrap", "clamp", "mirror", "border")
 # geometry -> (width, height, depth, layers, cube)
@@ -30,10 +32,7 @@ SHAPES = {"1d": (5, 0, 0, 0, False), "2d": (5, 4, 0, 0, False), "3d": (5, 4, 3, 
           "2dms": (5, 4, 0, 0, False), "a2dms": (5, 4, 0, 3, False)}
 COORDS = {"1d": 1, "2d": 2, "3d": 4, "a1d": 2, "a2d": 4, "cube": 4, "acube": 4, "2dms": 4, "a2dms": 4}
 GRADS = {"1d": 1, "a1d": 1, "2d": 2, "a2d": 2, "2dms": 2, "a2dms": 2, "3d": 4, "cube": 4, "acube": 4}
-REFUSED = {"2dms": "multisample textures", "a2dms": "multisample textures", "f16": "half-precision results",
-           "channel_data_type": "texel format queries", "channel_order": "texel format queries",
-           "num_samples": "multisample textures", "force_unnormalized_coords": "independent samplers",
-           "memory_layout": "surface layout queries", "p": "formatted surface stores"}
+FIRST = {"a1d": 1, "a2d": 1, "acube": 1, "2dms": 1, "a2dms": 2}  # coordinate words before x: layer, sample
 
 
 def _rng(name: str) -> np.random.Generator:
@@ -98,10 +97,12 @@ def _lanes(geom: str, integer_coords: bool, normalized: bool, rng: np.random.Gen
     """Per lane 4 coordinate words: [layer,] x[, y[, z]] as f32 or s32 bits."""
     w, h, d, layers, cube = SHAPES[geom]
     inp = np.zeros((WARP, 16), np.uint32)
-    first = 1 if layers and geom not in ("cube",) else 0
-    if first:
+    first = FIRST.get(geom, 0)
+    if layers and geom != "cube":
         inp[:, 0] = rng.integers(-1, layers // (6 if cube else 1) + 1, WARP).astype(np.int32).view(np.uint32)
-    for axis, n in enumerate((w, h, d)[:3 if cube else COORDS[geom] - first]):
+    if geom.endswith("ms"):  # the sample number: every one reads the texel's only sample
+        inp[:, first - 1] = rng.integers(0, 4, WARP)
+    for axis, n in enumerate((w, h, d)[:3 if cube else len([n for n in (w, h, d) if n])]):
         if cube:
             values = rng.uniform(-2, 2, WARP).astype(np.float32)
         elif integer_coords:
@@ -115,10 +116,10 @@ def _lanes(geom: str, integer_coords: bool, normalized: bool, rng: np.random.Gen
 
 def _expect_fetch(tex: dict, geom: str, row: np.ndarray, integer_coords: bool, comp: int | None) -> tuple:
     w, h, d, layers, cube = SHAPES[geom]
-    first = 1 if layers and geom != "cube" else 0
+    first = FIRST.get(geom, 0)
     # the array index is a .u32 (a negative one is a large index), clamped to the last layer
-    layer = min(int(row[0]), max(layers // (6 if cube else 1), 1) - 1) if first else 0
-    words = row[first:first + (3 if cube else COORDS[geom] - first)]
+    layer = min(int(row[0]), max(layers // (6 if cube else 1), 1) - 1) if layers and geom != "cube" else 0
+    words = row[first:first + (3 if cube else len([n for n in (w, h, d) if n]))]
     if cube:
         face, s, t = model.cube(*(float(v) for v in words.view(np.float32)))
         tex = dict(tex, mode="clamp", normalized=True)
@@ -131,7 +132,7 @@ def _expect_fetch(tex: dict, geom: str, row: np.ndarray, integer_coords: bool, c
 
 
 def _check_fetch(geom: str, integer: bool, integer_coords: bool, mode: str, linear: bool, normalized: bool,
-                 comp: int | None = None):
+                 comp: int | None = None, dtype: str = "f32"):
     def check(module, name: str) -> None:
         rng = _rng(name)
         handle, tex, keep = _texture(geom, integer, rng, mode, linear, normalized)
@@ -143,6 +144,12 @@ def _check_fetch(geom: str, integer: bool, integer_coords: bool, mode: str, line
         for lane in range(WARP):
             want = _expect_fetch(tex, geom, inp[lane], integer_coords, comp)
             got = out[lane]
+            if dtype in ("f16", "f16x2"):
+                halves = [model.half_bits(v, integer) for v in want]
+                if dtype == "f16x2":
+                    halves = [halves[0] | halves[1] << 16, halves[2] | halves[3] << 16]
+                assert [int(v) for v in got[:len(halves)]] == halves, f"lane {lane}: {got} != {halves}"
+                continue
             for k in range(4):
                 if integer:
                     assert got[k] == int(want[k]) & 0xFFFFFFFF, f"lane {lane} channel {k}: {got[k]:#x} != {want[k]}"
@@ -153,18 +160,17 @@ def _check_fetch(geom: str, integer: bool, integer_coords: bool, mode: str, line
 
 
 def _tex_instances(tf: TargetForm) -> list[Instance]:
+    """Instance k takes value k of every modifier slot (cycling), so each value occurs."""
     out = []
-    head = tf.form.slots[0].values
-    variant = next(iter(head)) if head <= {"base", "level", "grad"} else None
-    dtypes, ctypes = ("f32", "s32", "u32", "f16"), ("f32", "s32")
-    geoms = sorted(g for g in SHAPES if g in set().union(*(s.values for s in tf.form.slots)))
-    for k, geom in enumerate(geoms):
-        dtype = dtypes[k % 4]
-        ctype = "s32" if geom.endswith("dms") else "f32" if geom in ("cube", "acube") else ctypes[k // 2 % 2]
-        mods = ((variant,) if variant else ()) + (geom, "v4", dtype, ctype)
+    values = [sorted(slot.values) for slot in tf.form.slots]
+    for k in range(max(len(v) for v in values)):
+        mods = tuple(v[k % len(v)] for v in values)
+        variant = next((m for m in mods if m in ("base", "level", "grad")), None)
+        geom = next(m for m in mods if m in SHAPES)
+        dtype, ctype = mods[-2], mods[-1]
         name = f"tex_{tf.syntax.count(',')}_{'_'.join(mods)}"
-        half = dtype == "f16"
-        dests = [f"%h{i}" for i in range(1, 5)] if half else [f"%r{i}" for i in range(5, 9)]
+        dests = [f"%h{i}" for i in range(1, 5)] if dtype == "f16" else \
+            [f"%r{i}" for i in range(5, 7 if dtype == "f16x2" else 9)]
         coord_regs = (["%r1"] + [f"%f{i}" for i in range(2, 5)]) if geom in ("a1d", "a2d", "acube") else \
             [f"%f{i}" for i in range(1, 5)]
         if ctype == "s32":
@@ -173,11 +179,10 @@ def _tex_instances(tf: TargetForm) -> list[Instance]:
         extra = {"level": ", %f4" if ctype == "f32" else ", %r4",
                  "grad": f", {_vec(['%f4'] * GRADS[geom])}, {_vec(['%f4'] * GRADS[geom])}"}.get(variant, "")
         inst = f"tex.{'.'.join(mods)} {_vec(dests)}, [%rd1, {coords}]{extra};"
-        refused = next((f"unsupported: tex.*{why}" for m, why in REFUSED.items() if m in mods), None)
-        integer = dtype in ("s32", "u32")
+        integer = dtype in ("s32", "u32") or (dtype.startswith("f16") and k % 5 == 3)
         mode = MODES[k % 4]
-        check = _check_fetch(geom, integer, ctype == "s32", mode, not integer and k % 3 != 1, k % 2 == 0)
-        out.append(Instance(mods, name, _entry(name, inst, dests), check, refused=refused))
+        check = _check_fetch(geom, integer, ctype == "s32", mode, not integer and k % 3 != 1, k % 2 == 0, dtype=dtype)
+        out.append(Instance(mods, name, _entry(name, inst, dests), check))
     return out
 
 
@@ -203,7 +208,9 @@ def _query_check(opcode: str, what: str, level: bool):
     def check(module, name: str) -> None:
         rng = _rng(name)
         data = np.zeros((3, 2, 4, 5, 4), np.float32)  # 3 layers of 5 x 4 x 2
-        image = runtime.Image(data.ctypes.data, 0x20, 4, 5, 4, 2, 3)
+        # txq: 8-bit unsigned RGBA read as normalized floats; suq: 16-bit signed pairs
+        fmt, channels = (0x01, 4) if opcode == "txq" else (0x09, 2)
+        image = runtime.Image(data.ctypes.data, fmt, channels, 5, 4, 2, 3)
         sampler = runtime.Sampler((0, 3, 2), True, True) if opcode == "txq" else None
         handle = runtime.register(image, sampler)
         inp = np.zeros((WARP, 16), np.uint32)
@@ -218,7 +225,10 @@ def _query_check(opcode: str, what: str, level: bool):
                 want = max(sizes[what] >> int(inp[lane, 3]), 1) if level else sizes[what]
             else:
                 want = {"array_size": 3, "num_mipmap_levels": 1, "normalized_coords": 1, "filter_mode": 1,
-                        "addr_mode_0": 0, "addr_mode_1": 3, "addr_mode_2": 2}[what]
+                        "addr_mode_0": 0, "addr_mode_1": 3, "addr_mode_2": 2, "num_samples": 1,
+                        "force_unnormalized_coords": 0, "memory_layout": 0,
+                        "channel_order": model.CL_CHANNEL_ORDER["RGBA" if opcode == "txq" else "RG"],
+                        "channel_data_type": model.CL_CHANNEL_TYPE["UNORM_INT8" if opcode == "txq" else "SIGNED_INT16"]}[what]
             assert out[lane, 0] == want, f"lane {lane}: {out[lane, 0]} != {want}"
     return check
 
@@ -231,9 +241,7 @@ def _query_instances(tf: TargetForm) -> list[Instance]:
         mods = (("level",) if level else ()) + (what, "b32")
         name = f"{tf.opcode}_{'_'.join(mods)}"
         inst = f"{tf.opcode}.{'.'.join(mods)} %r5, [%rd1]{', %r4' if level else ''};"
-        refused = f"unsupported: {tf.opcode}.*{REFUSED[what]}" if what in REFUSED else None
-        out.append(Instance(mods, name, _entry(name, inst, ["%r5"]), _query_check(tf.opcode, what, level),
-                            refused=refused))
+        out.append(Instance(mods, name, _entry(name, inst, ["%r5"]), _query_check(tf.opcode, what, level)))
     return out
 
 
@@ -307,8 +315,10 @@ def _surface_instances(tf: TargetForm) -> list[Instance]:
     out = []
     slots = {i: s for i, s in enumerate(tf.form.slots)}
     has_vec = any(s.values == {"v2", "v4"} for s in tf.form.slots)
-    cops = sorted(next(s.values for s in tf.form.slots if s.optional)) + [ABSENT]
     head = "p" if "p" in slots[0].values else "b"
+    if head == "p":
+        return _formatted_instances(tf)
+    cops = sorted(next(s.values for s in tf.form.slots if s.optional)) + [ABSENT]
     types = ("b8", "b16", "b32", "b64") if head == "b" else ("b32",)
     for k, geom in enumerate(sorted(SURFACE)):
         for j, dtype in enumerate(types):
@@ -324,14 +334,198 @@ def _surface_instances(tf: TargetForm) -> list[Instance]:
             coords = _vec([f"%r{i}" for i in range(1, 5)][:COORDS[geom]])
             inst = (f"suld.{'.'.join(mods)} {_vec(regs)}, [%rd1, {coords}];" if tf.opcode == "suld"
                     else f"sust.{'.'.join(mods)} [%rd1, {coords}], {_vec(regs)};")
-            refused = "unsupported: sust.*formatted surface stores" if head == "p" else None
             dests = regs if tf.opcode == "suld" else []
-            out.append(Instance(mods, name, _entry(name, inst, dests),
-                                _surface_check(tf.opcode, geom, count, bits, mode), refused=refused))
+            out.append(Instance(mods, name, _entry(name, inst, dests), _surface_check(tf.opcode, geom, count, bits, mode)))
+    return out
+
+
+# sust.p / sured.p surfaces: CUarray_format -> (numpy type, channels)
+FORMATTED = {0x20: (np.float32, 4), 0x01: (np.uint8, 4), 0x09: (np.int16, 2), 0x10: (np.float16, 1),
+             0x03: (np.uint32, 1), 0x0A: (np.int32, 2)}
+
+
+def _coords_in(rng: np.random.Generator, geom: str, lim: tuple[int, int, int, int], step: int, trap: bool) -> np.ndarray:
+    """(lanes, 4) x, y, z, layer: a few outside each way (none for .trap: that fault is checked
+    with one lane moved outside), x a multiple of `step` bytes or not."""
+    w, h, d, layers = SURFACE[geom]
+    coords = np.zeros((WARP, 4), np.int64)
+    coords[:, 0] = rng.integers(-2, lim[0] // step + 2, WARP) * step + rng.choice([0, 0, 0, 1], WARP)
+    for axis, n in ((1, h), (2, d)):
+        if n:
+            coords[:, axis] = rng.integers(-1, n + 1, WARP)
+    if layers:
+        coords[:, 3] = rng.integers(-1, layers + 1, WARP)
+    if trap:
+        coords = np.minimum(np.maximum(coords, 0), np.array([lim[0] - step, lim[1] - 1, lim[2] - 1, lim[3] - 1]))
+    return coords
+
+
+def _surface_launch(module, name: str, image, geom: str, coords: np.ndarray, data: np.ndarray, trap: bool,
+                    row: int) -> None:
+    """Run the kernel on the surface with per-lane coordinates and 64-bit data words; with .trap
+    also check that a lane past the row faults with 700, as on the H200."""
+    first = 1 if SURFACE[geom][3] else 0
+    inp = np.zeros((WARP, 16), np.uint32)
+    if first:
+        inp[:, 0] = coords[:, 3].astype(np.int32).view(np.uint32)
+    for axis in range(1 + (SURFACE[geom][1] > 0) + (SURFACE[geom][2] > 0)):
+        inp[:, first + axis] = coords[:, axis].astype(np.int32).view(np.uint32)
+    inp[:, 4:12] = data.view(np.uint32).reshape(WARP, 8)
+    inp[:, 12:16] = (data & 0xFFFFFFFF).astype(np.uint32)
+    handle = runtime.register(image, None)
+    try:
+        _launch(module, name, handle, inp)
+        if trap:
+            saved = bytes(np.ctypeslib.as_array((ctypes.c_uint8 * image.size).from_address(image.base)))
+            bad = inp.copy()
+            bad[7, first] = np.uint32(row)
+            try:
+                _launch(module, name, handle, bad)
+            except Exception as err:  # noqa: BLE001 - a LaunchError carries the CUresult
+                assert getattr(err, "cu_result", None) == CUDA_ERROR_ILLEGAL_ADDRESS, err
+            else:
+                raise AssertionError("a .trap access outside the surface did not fault")
+            after = bytes(np.ctypeslib.as_array((ctypes.c_uint8 * image.size).from_address(image.base)))
+            assert after == saved, "a faulting warp changed the surface"
+    finally:
+        runtime.release(handle)
+
+
+def _formatted_check(geom: str, count: int, mode: str, fmt: int):
+    dtype, channels = FORMATTED[fmt]
+    element = np.dtype(dtype).itemsize * channels
+
+    def check(module, name: str) -> None:
+        rng = _rng(name)
+        w, h, d, layers = SURFACE[geom]
+        row, slice_ = w * element, w * element * max(h, 1)
+        memory = rng.integers(0, 256, slice_ * max(d, 1) * max(layers, 1), dtype=np.uint8)
+        image = runtime.Image(memory.ctypes.data, fmt, channels, w, h, d, layers)
+        lim = (row, max(h, 1), max(d, 1), max(layers, 1))
+        coords = _coords_in(rng, geom, lim, element, mode == "trap")
+        coords[:, 0] //= element  # texels
+        if np.dtype(dtype).kind == "f":
+            floats = rng.uniform(-3, 3, (WARP, 4)) * np.where(rng.random((WARP, 4)) < 0.2, 40000, 1)
+            data = floats.astype(np.float32).view(np.uint32).astype(np.uint64)
+        else:
+            data = rng.choice([0, 1, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000,
+                               0xFFFFFF80, 0xFFFFFFFF, 12345, 0xFFFF8000], (WARP, 4)).astype(np.uint64)
+        expect = bytearray(memory.tobytes())
+        _surface_launch(module, name, image, geom, coords, data, mode == "trap", w)
+        for lane in range(WARP):
+            x, y, z, layer = (int(c) for c in coords[lane])
+            at = model.surface_access(expect, row, slice_, slice_ * max(d, 1), (row, *lim[1:]),
+                                      [x * element, y, z, layer & 0xFFFFFFFF], element, mode)
+            if at is not None:
+                words = [int(v) for v in data[lane, :count]]
+                expect[at:at + element] = model.formatted_texel(bytes(expect[at:at + element]), np.dtype(dtype), channels, words)
+        got = memory.tobytes()
+        assert got == bytes(expect), f"surface bytes differ at {next(i for i in range(len(got)) if got[i] != expect[i])}"
+    return check
+
+
+def _formatted_instances(tf: TargetForm) -> list[Instance]:
+    out = []
+    geoms = sorted(next(s.values for s in tf.form.slots if s.values & set(SURFACE)))
+    vecs = sorted(next((s.values for s in tf.form.slots if s.values == {"v2", "v4"}), {None}), key=str)
+    for k, geom in enumerate(geoms):
+        for j, vec in enumerate(vecs):
+            mode = ("trap", "clamp", "zero")[(k + j) % 3]
+            fmt = sorted(FORMATTED)[(k + 2 * j) % len(FORMATTED)]
+            mods = ("p", geom) + ((vec,) if vec else ()) + ("b32", mode)
+            name = f"sust_{'_'.join(mods)}"
+            count = {"v2": 2, "v4": 4, None: 1}[vec]
+            regs = [f"%r{12 + i}" for i in range(count)]
+            inst = f"sust.{'.'.join(mods)} [%rd1, {_vec([f'%r{i}' for i in range(1, 5)][:COORDS[geom]])}], {_vec(regs)};"
+            out.append(Instance(mods, name, _entry(name, inst, []), _formatted_check(geom, count, mode, fmt)))
+    return out
+
+
+def _sured_check(mods: tuple[str, ...]):
+    head, op, geom, ctype, mode = mods
+    bits = int(ctype[1:])
+    size = bits // 8
+    # .p reads .b32/.b64 as the format's integers, unsigned or signed; .b ignores the format
+    fmt = 0x0A if head == "p" and (op in ("min", "max") and geom != "1d") else 0x03
+    signed = fmt == 0x0A if head == "p" else ctype[0] == "s"
+    channels = 2 if head == "p" and bits == 64 else 1
+    element = 4 * channels
+
+    def check(module, name: str) -> None:
+        rng = _rng(name)
+        w, h, d, layers = SURFACE[geom]
+        row, slice_ = w * element, w * element * max(h, 1)
+        memory = rng.integers(0, 256, slice_ * max(d, 1), dtype=np.uint8)
+        memory[:8] = [0xFF, 0xFF, 0xFF, 0x7F, 0, 0, 0, 0x80]  # extremes for wrap and sign
+        image = runtime.Image(memory.ctypes.data, fmt, channels, w, h, d, 0)
+        lim = (row, max(h, 1), max(d, 1), 1)
+        coords = _coords_in(rng, geom, lim, size, mode == "trap")
+        coords[:, 1:] //= 2  # lanes meet on the same cells
+        if head == "p":
+            coords[:, 0] //= element
+        data = rng.integers(0, 2**63, (WARP, 4), dtype=np.int64).view(np.uint64)
+        data[::5, 0] = np.uint64(2**64 - 3)  # -3 as s64 (or its low half)
+        expect = bytearray(memory.tobytes())
+        _surface_launch(module, name, image, geom, coords, data, mode == "trap", w if head == "p" else row)
+        for lane in range(WARP):
+            x, y, z, _ = (int(c) for c in coords[lane])
+            at = model.surface_access(expect, row, slice_, slice_ * max(d, 1), lim,
+                                      [x * element if head == "p" else x, y, z, 0], size, mode)
+            if at is not None:
+                model.reduce_cell(expect, at - at % size, op, bits, signed, int(data[lane, 0]))
+        got = memory.tobytes()
+        assert got == bytes(expect), f"surface bytes differ at {next(i for i in range(len(got)) if got[i] != expect[i])}"
+    return check
+
+
+def _sured_instances(tf: TargetForm) -> list[Instance]:
+    """Every combination of the line (at most 45)."""
+    out = []
+    for mods in grammar.expand(tf.form)[0]:
+        name = f"sured_{'_'.join(mods)}"
+        bits = int(mods[3][1:])
+        reg = "%rd6" if bits == 64 else "%r12"
+        inst = f"sured.{'.'.join(mods)} [%rd1, {_vec([f'%r{i}' for i in range(1, 5)][:COORDS[mods[2]]])}], {reg};"
+        out.append(Instance(mods, name, _entry(name, inst, []), _sured_check(mods)))
+    return out
+
+
+def _istypep_check(kind: str):
+    def check(module, name: str) -> None:
+        rng = _rng(name)
+        data = np.zeros(64, np.float32)
+        texture = runtime.register(runtime.Image(data.ctypes.data, 0x20, 4, 4), runtime.Sampler())
+        surface = runtime.register(runtime.Image(data.ctypes.data, 0x20, 4, 4), None)
+        gone = runtime.register(runtime.Image(data.ctypes.data, 0x20, 4, 4), None)
+        runtime.release(gone)
+        handles = rng.choice([texture, surface, gone, 0, 2**63 + texture], WARP).astype(np.uint64)
+        inp = np.zeros((WARP, 16), np.uint32)
+        inp[:, 4:6] = handles.view(np.uint32).reshape(WARP, 2)
+        try:
+            out = _launch(module, name, texture, inp)
+        finally:
+            runtime.release(texture)
+            runtime.release(surface)
+        want_handle = surface if kind == "surfref" else texture  # texture objects hold the sampler too
+        for lane in range(WARP):
+            assert int(out[lane, 0]) == int(int(handles[lane]) == want_handle), f"lane {lane}: {handles[lane]:#x}"
+    return check
+
+
+def _istypep_instances(tf: TargetForm) -> list[Instance]:
+    out = []
+    for kind in sorted(tf.form.slots[0].values):
+        name = f"istypep_{kind}"
+        inst = f"istypep.{kind} %p1, %rd6;\n  selp.u32 %r5, 1, 0, %p1;"
+        out.append(Instance((kind,), name, _entry(name, inst, ["%r5"]), _istypep_check(kind)))
     return out
 
 
 def instances(tf: TargetForm) -> list[Instance]:
+    if tf.opcode == "sured":
+        return _sured_instances(tf)
+    if tf.opcode == "istypep":
+        return _istypep_instances(tf)
     if tf.opcode == "tex":
         return _tex_instances(tf)
     if tf.opcode == "tld4":

@@ -21,7 +21,7 @@ from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
 from zluda_py.compiler.cpu.mbarrier import MbarrierMixin
 from zluda_py.compiler.cpu.memory import MemoryMixin
-from zluda_py.compiler.cpu.texops import TEXTURE_OPCODES, TextureMixin, texture_form
+from zluda_py.compiler.cpu.texops import TextureMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.layout import kernel_params
@@ -46,8 +46,8 @@ NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "app
           "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep"}
 CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
 FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp frame
-# Families we refuse: surface reductions, type tests of texture handles, the tensor cores.
-REFUSED = {"sured", "istypep", "mma", "wmma", "wgmma", "ldmatrix", "stmatrix", "movmatrix", "tcgen05",
+# Families we refuse: the tensor cores.
+REFUSED = {"mma", "wmma", "wgmma", "ldmatrix", "stmatrix", "movmatrix", "tcgen05",
            "tensormap"}
 
 # Per-opcode form checks of the target's own handlers: each raises the precise unsupported
@@ -55,8 +55,7 @@ REFUSED = {"sured", "istypep", "mma", "wmma", "wgmma", "ldmatrix", "stmatrix", "
 # the same functions, so the report and the compiler cannot disagree.
 FORM_CHECKS: dict[str, Callable[[ast.Instruction], object]] = {"atom": wide_atomic_op, "red": wide_atomic_op,
                                                                 "cp": cp_async_form, "mov": mov_form, "cvta": cvta_form,
-                                                                "mbarrier": mbarrier_form,
-                                                                **{op: texture_form for op in TEXTURE_OPCODES}}
+                                                                "mbarrier": mbarrier_form}
 
 
 def check_form(inst: ast.Instruction) -> None:

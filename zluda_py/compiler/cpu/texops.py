@@ -1,4 +1,5 @@
-"""Lowering of the texture and surface instructions (tex, tld4, txq, suld.b, sust.b, suq).
+"""Lowering of the texture and surface instructions (tex, tld4, txq, suld, sust, sured, suq,
+istypep).
 
 Their semantics live in one place, the host side (cpu/texture.py), since texels sit behind the
 driver's texture objects: a warp fills a request record (each lane's handle, its operands
@@ -21,21 +22,6 @@ HOST_TEXTURE = 6  # zluda_host kind: a texture or surface request
 # what the host answers: 700 for a .trap surface access out of bounds (as the H200 does) or a
 # handle that is no live object, 719 when the host call itself failed (hostcalls.py)
 FAULTS = (CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_ILLEGAL_ADDRESS)
-TEXTURE_OPCODES = ("tex", "tld4", "txq", "suld", "sust", "suq")
-_REFUSED_QUERIES = {"channel_data_type": "texel format queries", "channel_order": "texel format queries",
-                    "num_samples": "multisample textures", "force_unnormalized_coords": "independent samplers",
-                    "memory_layout": "surface layout queries"}
-
-
-def texture_form(inst: ast.Instruction) -> None:
-    """Raise the unsupported error for the forms of these instructions we do not translate."""
-    mods = set(inst.mods)
-    refused = (("2dms" in mods or "a2dms" in mods) and "multisample textures") \
-        or (("f16" in mods or "f16x2" in mods) and inst.opcode == "tex" and "half-precision results") \
-        or (inst.opcode == "sust" and "p" in mods and "formatted surface stores (sust.p)") \
-        or next((why for q, why in _REFUSED_QUERIES.items() if q in mods), None)
-    if refused:
-        raise unsupported(inst, refused)
 
 
 def _elems(op: ast.Operand) -> list[ast.Operand]:
@@ -84,7 +70,7 @@ class TextureMixin:
         _, slot = self._texture_record
         for k, d in enumerate(dests):
             value = b.load(V.typed(b, slot(1 + ARG_SLOTS + k), V.vec(I64)), typ=V.vec(I64), align=16)
-            self.write(d, V.resize(b, value, 64 if ptype == "b64" else 32, False), ptype, mask)
+            self.write(d, V.resize(b, value, 64 if ptype == "b64" else 32, False), "b32" if ptype == "f16x2" else ptype, mask)
 
     def _coordinates(self, inst: ast.Instruction, c: ast.Operand, ctype: str) -> list[tuple[ast.Operand, str]]:
         """The coordinate slots: an array index first (a .u32 whatever the coordinate type)."""
@@ -150,3 +136,12 @@ class TextureMixin:
         coords = self._coordinates(inst, a.extra[0], "s32")
         coords += [(None, "u32")] * (4 - len(coords))
         self._texture_request(inst, mask, a.base, coords + [(e, inst.types[-1]) for e in _elems(c)])
+
+    op_sured = op_sust  # the same record: coordinates, then the operand
+
+    def op_istypep(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        p, a = inst.operands
+        self._texture_request(inst, mask, a, [])
+        _, slot = self._texture_record
+        answer = self.b.load(V.typed(self.b, slot(1 + ARG_SLOTS), V.vec(I64)), typ=V.vec(I64), align=16)
+        self.write(p, self.b.icmp_unsigned("!=", answer, V.splat_const(I64, 0)), "pred", mask)

@@ -320,7 +320,7 @@ def cube_face(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, 
 # ---------------------------------------------------------------- the host call
 GEOMETRY = {  # geometry -> (spatial dimensions, coordinate vector: index of the layer or None)
     "1d": (1, None), "2d": (2, None), "3d": (3, None), "a1d": (1, 0), "a2d": (2, 0), "cube": (3, None),
-    "acube": (3, 0),
+    "acube": (3, 0), "2dms": (2, None), "a2dms": (2, 0),
 }
 
 
@@ -338,7 +338,9 @@ def _spatial(mods: tuple[str, ...], args: np.ndarray, integer_coords: bool) -> t
     """(coordinate arrays, layer index) of a tex/tld4/suld/sust request."""
     geom = _geometry(mods)
     dims, layer_at = GEOMETRY[geom]
-    first = 0 if layer_at is None else 1
+    # multisample: the sample number follows the layer (the manual's example {idx, sample, x, y});
+    # the driver's textures hold one sample, which every sample number reads
+    first = (0 if layer_at is None else 1) + geom.endswith("ms")
     layer = args[0].astype(np.int64) if layer_at is not None else np.zeros(args.shape[1], np.int64)
     words = args[first:first + dims].astype(np.uint32)
     xs = [w.view(np.int32).astype(np.int64) if integer_coords else w.view(np.float32) for w in words]
@@ -363,6 +365,27 @@ def _fetch(opcode: str, mods: tuple[str, ...], image: Image, sampler: Sampler, a
     return values.astype(np.int32).view(np.uint32).astype(np.int64)
 
 
+def half_words(words: np.ndarray, is_float: bool, dtype: str) -> np.ndarray:
+    """(lanes, 4) tex results for a .f16 or .f16x2 destination from the f32 or 32-bit integer
+    words: floats rounded to nearest even, integers' low 16 bits; .f16x2 packs two channels a
+    word, the first in the low half (the manual gives no order)."""
+    low = words.astype(np.uint32)
+    halves = (low.view(np.float32).astype(np.float16).view(np.uint16) if is_float else low.astype(np.uint16)).astype(np.int64)
+    if dtype == "f16":
+        return halves
+    out = np.zeros_like(halves)
+    out[:, :2] = halves[:, 0::2] | halves[:, 1::2] << 16
+    return out
+
+
+# txq/suq .channel_order and .channel_data_type: the PTX manual's table of these fields (the
+# OpenCL enumeration, CL_R... and CL_SNORM_INT8...). Per format (normalized or float, integer):
+# a texture reads 8/16-bit integers as one or the other, a surface as integers.
+CHANNEL_ORDER = {1: 0x10B0, 2: 0x10B2, 4: 0x10B5}  # CL_R, CL_RG, CL_RGBA
+CHANNEL_TYPE = {0x01: (0x10D2, 0x10DA), 0x02: (0x10D3, 0x10DB), 0x03: (0x10DC, 0x10DC), 0x08: (0x10D0, 0x10D7),
+                0x09: (0x10D1, 0x10D8), 0x0A: (0x10D9, 0x10D9), 0x10: (0x10DD, 0x10DD), 0x20: (0x10DE, 0x10DE)}
+
+
 def _query(mods: tuple[str, ...], image: Image, sampler: Sampler | None, lod: np.ndarray) -> np.ndarray:
     what = mods[-2]
     layers = image.layers // 6 if image.cubemap else image.layers
@@ -372,20 +395,30 @@ def _query(mods: tuple[str, ...], image: Image, sampler: Sampler | None, lod: np
             return np.full(lod.shape, sizes[what])
         return np.maximum(sizes[what] >> np.clip(lod, 0, 63), min(sizes[what], 1))  # a level's size, at least 1
     value = {"array_size": layers, "num_mipmap_levels": 1, "normalized_coords": int(bool(sampler and sampler.normalized)),
-             "filter_mode": int(bool(sampler and sampler.linear))}.get(what)
+             "filter_mode": int(bool(sampler and sampler.linear)), "num_samples": 1, "force_unnormalized_coords": 0,
+             "memory_layout": int(image.linear_memory or image.pitch != 0), "channel_order": CHANNEL_ORDER[image.channels],
+             "channel_data_type": CHANNEL_TYPE[image.format][sampler is None or not float_result(image, sampler)]}.get(what)
     if value is None:
         value = sampler.address[int(what[-1])] if sampler else 0  # addr_mode_0/1/2
     return np.full(lod.shape, value)
 
 
+SURED_OPS = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or}
+
+
 def _surface(opcode: str, mods: tuple[str, ...], image: Image, args: np.ndarray, results: np.ndarray,
              lanes: np.ndarray) -> int:
-    """suld.b / sust.b for `lanes`: byte x, element y and z, with the boundary mode."""
+    """suld.b, sust.b/.p and sured.b/.p for `lanes`: x in bytes (.b) or texels (.p), element y
+    and z, with the boundary mode."""
     xs, layer = _spatial(mods, args, True)
-    dtype = np.dtype(f"<u{int(next(m for m in mods if m[0] == 'b' and m[1:].isdigit())[1:]) // 8}")
+    formatted = mods[0] == "p"
+    bits = int(next(m for m in mods if m[0] in "bsu" and m[1:].isdigit())[1:])
     count = int(next((m[1:] for m in mods if m in ("v2", "v4")), 1))
-    size = dtype.itemsize * count
-    limits = [image.width * image.element - size + 1, max(image.height, 1), max(image.depth, 1)]  # x: whole access inside
+    size = image.element if formatted and opcode == "sust" else bits // 8 * count
+    if formatted:  # the texel's first bytes: the access is whole inside when the texel is
+        xs[0] = xs[0] * image.element
+    limits = [image.width * image.element - (image.element if formatted else size) + 1, max(image.height, 1),
+              max(image.depth, 1)]  # x: whole access inside
     inside = (layer >= 0) & (layer < max(image.layers, 1))
     for axis, x in enumerate(xs):
         inside &= (x >= 0) & (x < limits[axis])
@@ -400,14 +433,53 @@ def _surface(opcode: str, mods: tuple[str, ...], image: Image, args: np.ndarray,
     memory = np.ctypeslib.as_array((ctypes.c_uint8 * image.size).from_address(image.base))
     keep = inside if mode == "zero" else np.ones(inside.shape, bool)
     at = offset[:, None] + np.arange(size)
-    if opcode == "suld":
-        data = memory[at].copy().view(dtype).astype(np.uint64).astype(np.int64)  # (lanes, count)
+    if opcode == "sured":
+        _reduce(mods, image, memory, offset[keep], args[4, keep], bits)
+    elif opcode == "suld":
+        data = memory[at].copy().view(f"<u{bits // 8}").astype(np.uint64).astype(np.int64)  # (lanes, count)
         data[~keep] = 0
         results[:count, lanes] = data.T
     else:
-        data = args[4:4 + count].T.astype(np.uint64).astype(dtype)  # (lanes, count), truncated to the width
+        words = args[4:4 + count].T.astype(np.uint64)  # (lanes, count)
+        data = _format(image, words, memory[at]) if formatted else words.astype(f"<u{bits // 8}")
         memory[at[keep]] = np.ascontiguousarray(data[keep]).view(np.uint8).reshape(-1, size)
     return 0
+
+
+def _format(image: Image, words: np.ndarray, texels: np.ndarray) -> np.ndarray:
+    """sust.p: the (lanes, element bytes) texels with the source words stored in their first
+    channels, R, G, B, A in order (the manual: f32 data for float formats, u32/s32 for unsigned
+    and signed integer ones, converted to the format: floats rounded to nearest even, integers
+    saturated as OpenCL's write_image does; the manual leaves both open). Words past the
+    texel's channels are ignored; channels past the words keep their value (the manual: they
+    become unpredictable)."""
+    dtype = np.dtype(FORMATS[image.format])
+    out = np.ascontiguousarray(texels).view(dtype).copy()  # (lanes, channels)
+    low = words.astype(np.uint32)
+    for c in range(min(words.shape[1], image.channels)):
+        if dtype.kind == "f":
+            with np.errstate(over="ignore"):  # past the half range: infinity
+                out[:, c] = low[:, c].view(np.float32).astype(dtype)
+        else:
+            wide = low[:, c].view(np.int32 if dtype.kind == "i" else np.uint32).astype(np.int64)
+            out[:, c] = np.clip(wide, np.iinfo(dtype).min, np.iinfo(dtype).max).astype(dtype)
+    return out.view(np.uint8)
+
+
+def _reduce(mods: tuple[str, ...], image: Image, memory: np.ndarray, offset: np.ndarray, data: np.ndarray,
+            bits: int) -> None:
+    """sured: the reduction of each lane's operand into the value at its byte offset, lanes in
+    order, atomic with other warps' reductions. .b takes the instruction's type, .p an unsigned
+    or signed integer as the surface format is (the manual); an offset that is not a multiple
+    of the access size drops its low bits (one of the manual's outcomes for misalignment)."""
+    kind = mods[-2][0]
+    if mods[0] == "p":
+        kind = "s" if np.dtype(FORMATS[image.format]).kind == "i" else "u"
+    dtype = np.dtype(f"<{'i' if kind == 's' else 'u'}{bits // 8}")
+    values = data.astype(np.uint64).astype(f"<u{bits // 8}").view(dtype)
+    cells = memory[:image.size - image.size % dtype.itemsize].view(dtype)
+    with _lock:
+        SURED_OPS[mods[1]].at(cells, offset // dtype.itemsize, values)
 
 
 def run(form: bytes, request: int, mask: int) -> int:
@@ -416,6 +488,10 @@ def run(form: bytes, request: int, mask: int) -> int:
     handles, args, results = words[0], words[1:1 + ARG_SLOTS], words[1 + ARG_SLOTS:]
     opcode, mods = _form(form)
     active = np.array([(mask >> lane) & 1 for lane in range(WARP)], bool)
+    if opcode == "istypep":  # texref and samplerref: a texture object (it holds the sampler); surfref: a surface
+        objects = [_objects.get(int(h)) for h in handles]
+        results[0] = [obj is not None and (obj[1] is None) == (mods[0] == "surfref") for obj in objects]
+        return 0
     for handle in np.unique(handles[active]):
         lanes = np.nonzero(active & (handles == handle))[0]
         obj = _objects.get(int(handle))
@@ -433,4 +509,6 @@ def run(form: bytes, request: int, mask: int) -> int:
             status = _surface(opcode, mods, image, args[:, lanes], results, lanes)
             if status:
                 return status
+        if opcode == "tex" and mods[-2] in ("f16", "f16x2"):
+            results[:, lanes] = half_words(results[:, lanes].T, float_result(image, sampler), mods[-2]).T
     return 0
