@@ -1,5 +1,5 @@
-"""Texture and surface objects on the CPU target: what `tex`, `tld4`, `txq`, `suld.b`,
-`sust.b` and `suq` do, run on the host for one warp at a time.
+"""Texture and surface objects on the CPU target: what `tex`, `tld4`, `txq`, `suld`, `sust`,
+`sured`, `suq` and `istypep` do, run on the host for one warp at a time.
 
 The driver registers each CUtexObject/CUsurfObject here (`register`); its handle is what kernels
 receive. Generated code (cpu/texops.py) fills a request record with the lanes' handles and
