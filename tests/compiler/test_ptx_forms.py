@@ -146,8 +146,6 @@ def test_brx_idx_and_barrier_after_early_exit():
      "tex.2d.v4.f32.f32 (sx is not a .texref)"),
     ("suld.b.1d.v4.b32.trap {%r1, %r2, %r3, %r4}, [tx, {%r1}];",
      "suld.b.1d.v4.b32.trap (tx is not a .surfref)"),
-    ("tex.grad.cube.v4.f32.f32 {%f1, %f2, %f3, %f4}, [tx, {%f1, %f2, %f3, %f4}], {%f1, %f2, %f3, %f4}, {%f1, %f2, %f3, %f4};",
-     "tex.grad.cube.v4.f32.f32 (gradients on a cubemap)"),
 ])
 def test_refused_instructions_name_the_form_and_line(text, what):
     src = HEAD + f""".global .texref tx;

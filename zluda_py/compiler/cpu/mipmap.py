@@ -7,7 +7,9 @@ descriptor's mipmap fields. The level of detail (LOD), from the CUDA driver API'
 descriptor and the PTX manual's tex modifiers:
 * `tex` and `tex.base` use LOD 0, `tex.level` the given LOD, `tex.grad` log2 of the longer of
   the two screen-axis gradients measured in level-0 texels (the usual isotropic rule: a
-  normalized coordinate's gradient is scaled by the level-0 size);
+  normalized coordinate's gradient is scaled by the level-0 size; on a cubemap, the gradient
+  of the face coordinates s and t of the programming guide's cubemap table, on the face the
+  coordinate selects, times the face size);
 * the texture's mipmapLevelBias is added, the result clamped to [minMipmapLevelClamp,
   maxMipmapLevelClamp], then to the levels the array has;
 * mipmapFilterMode point takes the nearest level (ties up); linear blends the samples of the
@@ -48,19 +50,49 @@ def _f32(words: np.ndarray) -> np.ndarray:
     return words.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
+def _footprint(mods: tuple[str, ...], mip: Mipmap, sampler: texture.Sampler, args: np.ndarray,
+               slot: int) -> np.ndarray:
+    """Length in level-0 texels of the gradient in argument slots slot.. (float64 per lane)."""
+    geom = texture._geometry(mods)
+    dims = texture.GEOMETRY[geom][0]
+    grad = [_f32(args[slot + k]) for k in range(dims)]
+    base = mip.levels[0]
+    if geom in ("cube", "acube"):  # the gradient of the face coordinates s, t = (sc / ma + 1) / 2
+        xs, _ = texture._spatial(mods, args, False)
+        sc, tc, ma = _face_terms(xs, [x.astype(np.float64) for x in xs])
+        dsc, dtc, dma = _face_terms(xs, grad)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ds = (dsc * ma - sc * dma) / (2 * ma * ma)
+            dt = (dtc * ma - tc * dma) / (2 * ma * ma)
+        return np.hypot(ds, dt) * base.width
+    sizes = (base.width, max(base.height, 1), max(base.depth, 1))
+    return np.sqrt(sum((g * (sizes[k] if sampler.normalized else 1.0)) ** 2 for k, g in enumerate(grad)))
+
+
+def _face_terms(at: list[np.ndarray], v: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sc, tc, ma) of the programming guide's cubemap table for vector v, on the face the
+    direction `at` selects (texture.cube_face's choice): linear in v, so also their gradients."""
+    x, y, z = at
+    vx, vy, vz = v
+    ax, ay, az = np.abs(x), np.abs(y), np.abs(z)
+    on_z = (az >= ax) & (az >= ay)
+    on_y = ~on_z & (ay >= ax)
+    on_x = ~on_z & ~on_y
+    sign = lambda c: np.where(c >= 0, 1.0, -1.0)  # noqa: E731
+    sc = np.where(on_x, -sign(x) * vz, np.where(on_y, vx, sign(z) * vx))
+    tc = np.where(on_x, -vy, np.where(on_y, sign(y) * vz, -vy))
+    ma = np.where(on_x, sign(x) * vx, np.where(on_y, sign(y) * vy, sign(z) * vz))
+    return sc, tc, ma
+
+
 def level_of_detail(mods: tuple[str, ...], mip: Mipmap, sampler: texture.Sampler, args: np.ndarray) -> np.ndarray:
     """Each lane's LOD after bias and clamps, in [0, levels - 1] (float64)."""
     lanes = args.shape[1]
     if "level" in mods:
         lod = _f32(args[LOD_SLOT])
     elif "grad" in mods:
-        dims = texture.GEOMETRY[texture._geometry(mods)][0]
-        base = mip.levels[0]
-        sizes = (base.width, max(base.height, 1), max(base.depth, 1))
-        scale = [float(sizes[k]) if sampler.normalized else 1.0 for k in range(dims)]
-        dx = np.sqrt(sum((_f32(args[DPDX_SLOT + k]) * scale[k]) ** 2 for k in range(dims)))
-        dy = np.sqrt(sum((_f32(args[DPDY_SLOT + k]) * scale[k]) ** 2 for k in range(dims)))
-        with np.errstate(divide="ignore"):
+        dx, dy = (_footprint(mods, mip, sampler, args, slot) for slot in (DPDX_SLOT, DPDY_SLOT))
+        with np.errstate(divide="ignore", invalid="ignore"):
             lod = np.log2(np.maximum(dx, dy))  # no footprint: -inf, clamped below
     else:
         lod = np.zeros(lanes)

@@ -100,8 +100,6 @@ class TextureMixin:
         if inst.has("level"):  # the LOD and gradients go to the slots cpu/mipmap.py reads
             args.append((rest[0], "f32"))
         elif inst.has("grad"):
-            if inst.has("cube") or inst.has("acube"):
-                raise unsupported(inst, "gradients on a cubemap")
             dpdx, dpdy = (_elems(g)[:4] for g in rest)
             args += [(e, "f32") for e in dpdx] + [(None, "u32")] * (4 - len(dpdx)) + [(e, "f32") for e in dpdy]
         self._texture_request(inst, mask, a.base, args)
