@@ -199,3 +199,90 @@ def test_texture_object_descriptor_checks(drv):
     assert back.mipmapFilterMode == 0
     cu.ok(cu.cuTexObjectDestroy(obj))
     cu.ok(cu.cuMipmappedArrayDestroy(mip))
+
+
+CUBE_PTX = """
+.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry cube(.param .u64 tex, .param .u64 inp, .param .u64 outp)
+{
+  .reg .b32 %r<4>; .reg .f32 %f<24>; .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [tex];
+  ld.param.u64 %rd2, [inp];
+  ld.param.u64 %rd3, [outp];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd4, %r1, 48;
+  add.u64 %rd5, %rd2, %rd4;
+  ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd5];
+  ld.global.v4.f32 {%f5, %f6, %f7, %f8}, [%rd5+16];
+  ld.global.v4.f32 {%f9, %f10, %f11, %f12}, [%rd5+32];
+  tex.level.cube.v4.f32.f32 {%f13, %f14, %f15, %f16}, [%rd1, {%f1, %f2, %f3, %f3}], %f4;
+  tex.grad.cube.v4.f32.f32 {%f17, %f18, %f19, %f20}, [%rd1, {%f1, %f2, %f3, %f3}], {%f5, %f6, %f7, %f7}, {%f9, %f10, %f11, %f11};
+  mul.wide.u32 %rd4, %r1, 8;
+  add.u64 %rd6, %rd3, %rd4;
+  st.global.v2.f32 [%rd6], {%f13, %f17};
+  ret;
+}
+"""
+
+
+def _face_st(p: np.ndarray) -> tuple[int, float, float]:
+    """The programming guide's cubemap table: face and normalized s, t of direction p."""
+    x, y, z = p
+    ax, ay, az = abs(x), abs(y), abs(z)
+    if az >= ax and az >= ay:  # ties: z over y over x (as measured for cube fetches)
+        face, sc, tc, ma = (4 if z >= 0 else 5), (x if z >= 0 else -x), -y, az
+    elif ay >= ax:
+        face, sc, tc, ma = (2 if y >= 0 else 3), x, (z if y >= 0 else -z), ay
+    else:
+        face, sc, tc, ma = (0 if x >= 0 else 1), (-z if x >= 0 else z), -y, ax
+    return face, (sc / ma + 1) / 2, (tc / ma + 1) / 2
+
+
+def test_cubemap_lod_from_gradients(drv):
+    cu = drv
+    size, levels = 16, 5
+    mip = _create(cu, levels, size, size, 6, flags=0x04)  # CUDA_ARRAY3D_CUBEMAP
+    for level in range(levels):
+        n = size >> level
+        faces = (100 * level + 10 * np.arange(6, dtype=np.float32))[:, None, None] * np.ones((6, n, n), np.float32)
+        to_array(cu, _level(cu, mip, level), faces, height=n, depth=6)
+    res = RESOURCE_DESC(resType=CU_RESOURCE_TYPE_MIPMAPPED_ARRAY)
+    res.res.hMipmappedArray = mip.value
+    tex = TEXTURE_DESC(flags=CU_TRSF_NORMALIZED_COORDINATES, mipmapFilterMode=1, maxMipmapLevelClamp=levels - 1)
+    obj = c_ulonglong()
+    cu.ok(cu.cuTexObjectCreate(byref(obj), byref(res), byref(tex), None))
+    rng = np.random.default_rng(6)
+    threads = 32
+    inp = np.zeros((threads, 12), np.float32)
+    inp[:, 0:3] = rng.uniform(-1, 1, (threads, 3))
+    inp[:, 3] = rng.uniform(-0.5, 4.5, threads)
+    inp[:, 4:7] = rng.uniform(-1, 1, (threads, 3)) * 2.0 ** rng.uniform(-6, 0, (threads, 1))
+    inp[:, 8:11] = rng.uniform(-1, 1, (threads, 3)) * 2.0 ** rng.uniform(-6, 0, (threads, 1))
+    out = np.zeros((threads, 2), np.float32)
+    d_in, d_out = device_buffer(cu, inp), device_buffer(cu, out)
+    module = load(cu, CUBE_PTX)
+    launch(cu, module, "cube", threads, obj.value, d_in, d_out)
+    out = from_device(cu, d_out, out)
+
+    def blend(face: int, lod: float) -> float:  # every level's face is one value: only the LOD matters
+        lod = min(max(lod, 0.0), levels - 1.0)
+        d = int(np.floor(lod))
+        value = lambda level: 100 * level + 10 * face  # noqa: E731
+        return (1 - (lod - d)) * value(d) + (lod - d) * value(min(d + 1, levels - 1))
+
+    eps = 1e-7
+    for t in range(threads):
+        p = inp[t, 0:3].astype(np.float64)
+        face, s, tt = _face_st(p)
+        lengths = []
+        for g in (inp[t, 4:7], inp[t, 8:11]):  # central differences of s, t along the gradient
+            _, s1, t1 = _face_st(p + eps * g)
+            _, s0, t0 = _face_st(p - eps * g)
+            lengths.append(np.hypot(s1 - s0, t1 - t0) / (2 * eps) * size)
+        expected = [blend(face, float(inp[t, 3])), blend(face, float(np.log2(max(lengths))))]
+        np.testing.assert_allclose(out[t], expected, rtol=1e-5, err_msg=f"thread {t}")
+    cu.ok(cu.cuTexObjectDestroy(obj))
+    cu.ok(cu.cuModuleUnload(module))
+    cu.ok(cu.cuMipmappedArrayDestroy(mip))
