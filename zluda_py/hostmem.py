@@ -188,3 +188,28 @@ def valid(address: int, size: int, writable: bool = False) -> bool:
     if _reader() == "vm" and last - start < 2 * mmap.PAGESIZE:  # both ends are every page
         return _probe(address, last, writable)
     return _mapped(address, last, writable)
+
+
+def all_valid(pieces: list[tuple[int, int]]) -> bool:
+    """Whether each small (address, size) piece is valid() to read. With MADV_POPULATE_READ, one
+    call for each run of adjacent pages they touch: kernel parameters, for one, mostly lie in
+    one or two pages of a stack."""
+    if not _can_populate():
+        return all(valid(a, n) for a, n in pieces)
+    page = mmap.PAGESIZE
+    low = min(a for a, _ in pieces)
+    high = max(a + n for a, n in pieces)
+    if 0 < low and high <= _TOP and high - (low - low % page) <= 2 * page:
+        return _populated(low - low % page, high - (low - low % page), False)  # each page holds an end
+    pages: set[int] = set()
+    for address, size in pieces:
+        if address <= 0 or address + size > _TOP:
+            return False
+        pages.update(range(address - address % page, address + size, page))
+    runs: list[list[int]] = []
+    for p in sorted(pages):
+        if runs and runs[-1][1] == p:
+            runs[-1][1] = p + page
+        else:
+            runs.append([p, p + page])
+    return all(_populated(low, high - low, False) for low, high in runs)

@@ -23,6 +23,10 @@ libc = ctypes.CDLL(None)
 libc.mmap.restype = c
 libc.mmap.argtypes = [c, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 libc.munmap.argtypes = [c, ctypes.c_size_t]
+libc.mprotect.argtypes = [c, ctypes.c_size_t, ctypes.c_int]
+page = mmap.PAGESIZE
+big = ctypes.c_uint64()  # device memory of 3 pages
+assert cu.cuMemAlloc_v2(ctypes.byref(big), ctypes.c_size_t(3 * page)) == 0
 
 def unmapped(size):
     p = libc.mmap(None, size, 3, 0x22, -1, 0)  # PROT_READ|WRITE, MAP_PRIVATE|ANONYMOUS
@@ -123,10 +127,6 @@ def test_a_protected_or_unmapped_page_strictly_inside_a_host_range_is_invalid_va
     # 3 pages whose first and last are read-write: the middle one is made PROT_NONE, read-only
     # or unmapped; a copy or registration over all 3 must not touch it
     r = run_case("""
-        page = mmap.PAGESIZE
-        big = ctypes.c_uint64()
-        assert cu.cuMemAlloc_v2(ctypes.byref(big), ctypes.c_size_t(3 * page)) == 0
-        libc.mprotect.argtypes = [c, ctypes.c_size_t, ctypes.c_int]
         n = ctypes.c_size_t(3 * page)
         stream = c()
         assert cu.cuStreamCreate(ctypes.byref(stream), 0) == 0
@@ -154,10 +154,6 @@ def test_a_protected_or_unmapped_page_strictly_inside_a_host_range_is_invalid_va
 
 def test_a_2d_copy_whose_host_rows_span_a_protected_page_is_invalid_value():
     r = run_case("""
-        page = mmap.PAGESIZE
-        big = ctypes.c_uint64()
-        assert cu.cuMemAlloc_v2(ctypes.byref(big), ctypes.c_size_t(3 * page)) == 0
-        libc.mprotect.argtypes = [c, ctypes.c_size_t, ctypes.c_int]
         p = libc.mmap(None, 3 * page, 3, 0x22, -1, 0)
         assert libc.mprotect(c(p + page), page, 0) == 0
 
@@ -179,3 +175,115 @@ def test_a_2d_copy_whose_host_rows_span_a_protected_page_is_invalid_value():
         print(cu.cuMemcpy2D_v2(ctypes.byref(up)), cu.cuMemcpy2D_v2(ctypes.byref(down)))
         """)
     assert r.stdout.split() == ["1", "1"], r.stdout + r.stderr
+
+
+PUT_PTX = (".version 7.0\\n.target sm_52\\n.address_size 64\\n"
+           ".visible .entry put(.param .u64 out, .param .u32 v)\\n{\\n  .reg .b64 %rd<2>;\\n  .reg .b32 %r<2>;\\n"
+           "  ld.param.u64 %rd1, [out];\\n  ld.param.u32 %r1, [v];\\n  st.global.u32 [%rd1], %r1;\\n  ret;\\n}\\n")
+# put(out, v): parameters at offsets 0 (8 bytes) and 8 (4 bytes), 12 bytes in all
+LAUNCH_PRELUDE = f"""
+mod, fn = c(), c()
+assert cu.cuModuleLoadData(ctypes.byref(mod), b"{PUT_PTX}") == 0
+assert cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"put") == 0
+out = ctypes.c_uint64()
+assert cu.cuMemAlloc_v2(ctypes.byref(out), ctypes.c_size_t(4)) == 0
+v = ctypes.c_uint32(0x5EED)
+P = ctypes.POINTER(c)
+
+# PROT_NONE pages stand for memory that is not there: unlike an unmapped page, the driver's
+# own mappings cannot take their place
+gone = libc.mmap(None, page, 0, 0x22, -1, 0)
+
+def at_edge(data: bytes) -> int:
+    # a copy of data ending where a PROT_NONE page begins
+    p = libc.mmap(None, 2 * page, 3, 0x22, -1, 0)
+    assert libc.mprotect(c(p + page), page, 0) == 0
+    ctypes.memmove(p + page - len(data), data, len(data))
+    return p + page - len(data)
+
+def params(*pointers) -> P:
+    return ctypes.cast((c * len(pointers))(*pointers), P)
+
+def launch(kernel_params, extra) -> int:
+    return cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, None, kernel_params, extra)
+
+def result() -> str:
+    got = ctypes.c_uint32()
+    assert cu.cuCtxSynchronize() == 0
+    assert cu.cuMemcpyDtoH_v2(ctypes.byref(got), out, ctypes.c_size_t(4)) == 0
+    return hex(got.value)
+
+good = params(ctypes.addressof(out), ctypes.addressof(v))
+size = ctypes.c_size_t(12)
+buffer = ctypes.create_string_buffer(out.value.to_bytes(8, "little") + bytes(v) + bytes(4))
+"""
+
+
+def run_launch_case(body: str) -> subprocess.CompletedProcess:
+    return run_case(LAUNCH_PRELUDE + textwrap.dedent(body))
+
+
+def test_bad_kernel_params_are_invalid_value():
+    r = run_launch_case("""
+        print(launch(None, None))  # no parameters for a kernel that takes 2
+        print(launch(params(ctypes.addressof(out), None), None))  # a NULL entry
+        print(launch(params(ctypes.addressof(out), gone), None))  # an entry pointing nowhere
+        print(launch(ctypes.cast(c(gone), P), None))  # the array itself nowhere
+        # an array of one pointer where the kernel takes 2, at the end of the accessible memory
+        print(launch(ctypes.cast(c(at_edge(bytes(c(ctypes.addressof(out))))), P), None))
+        # the u32 v straddling into a PROT_NONE page
+        print(launch(params(ctypes.addressof(out), at_edge(b"\\x01\\x02")), None))
+        print(cu.cuLaunchCooperativeKernel(fn, 1, 1, 1, 1, 1, 1, 0, None, params(ctypes.addressof(out), gone)))
+        print(result())  # none of the above ran
+        print(launch(good, None), result())
+        """)
+    assert r.stdout.split() == ["1"] * 7 + ["0x0", "0", "0x5eed"], r.stdout + r.stderr
+
+
+def test_bad_extra_is_invalid_value():
+    r = run_launch_case("""
+        def extra(*words) -> P:
+            return params(*words)
+        good_extra = [1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0]
+        print(launch(good, extra(*good_extra)))  # both kernelParams and extra (cuda.h: INVALID_VALUE)
+        small = ctypes.c_size_t(8)
+        print(launch(None, extra(1, ctypes.addressof(buffer), 2, ctypes.addressof(small), 0)))  # 8 < 12 bytes
+        print(launch(None, extra(1, gone, 2, ctypes.addressof(size), 0)))  # the buffer nowhere
+        print(launch(None, extra(1, ctypes.addressof(buffer), 2, gone, 0)))  # the size nowhere
+        print(launch(None, ctypes.cast(c(gone), P)))  # the list itself nowhere
+        print(launch(None, extra(7, 0, 0)))  # an unknown key
+        print(launch(None, extra(1, ctypes.addressof(buffer), 0)))  # a buffer without its size
+        # unterminated: the list runs into a PROT_NONE page
+        words = good_extra[:4]
+        print(launch(None, ctypes.cast(c(at_edge(bytes((c * 4)(*words)))), P)))
+        # a key whose value would lie in the PROT_NONE page
+        print(launch(None, ctypes.cast(c(at_edge(bytes((c * 1)(1)))), P)))
+        # the buffer's last parameter byte in the PROT_NONE page
+        edge = at_edge(buffer.raw[:11])
+        print(launch(None, extra(1, edge, 2, ctypes.addressof(size), 0)))
+        print(result())  # none of the above ran
+        print(launch(None, extra(*good_extra)), result())
+        # the list may end right after its END
+        print(launch(None, ctypes.cast(c(at_edge(bytes((c * 5)(*good_extra)))), P)))
+        """)
+    assert r.stdout.split() == ["1"] * 10 + ["0x0", "0", "0x5eed", "0"], r.stdout + r.stderr
+
+
+def test_bad_launch_config_is_invalid_value():
+    r = run_launch_case("""
+
+        class Config(ctypes.Structure):  # CUlaunchConfig, cuda.h
+            _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                        ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                        ("sharedMemBytes", ctypes.c_uint), ("hStream", c), ("attrs", c), ("numAttrs", ctypes.c_uint)]
+
+        one = dict(gridDimX=1, gridDimY=1, gridDimZ=1, blockDimX=1, blockDimY=1, blockDimZ=1)
+        ex = lambda config, kernel_params: cu.cuLaunchKernelEx(config, fn, kernel_params, None)
+        print(ex(ctypes.byref(Config(**one)), params(ctypes.addressof(out), gone)))
+        print(ex(c(gone), good))  # the configuration nowhere
+        print(ex(ctypes.byref(Config(**one, attrs=gone, numAttrs=3)), good))  # its attributes nowhere
+        print(ex(ctypes.byref(Config(**one, attrs=ctypes.addressof(out), numAttrs=2**32 - 1)), good))  # too many
+        print(result())
+        print(ex(ctypes.byref(Config(**one)), good), result())
+        """)
+    assert r.stdout.split() == ["1", "1", "1", "1", "0x0", "0", "0x5eed"], r.stdout + r.stderr

@@ -94,3 +94,12 @@ def test_a_file_page_past_the_end_of_its_file_inside_a_range_is_invalid(tmp_path
     assert hostmem.valid(p + (n - 1) * PAGE, PAGE, writable=True)
     assert not hostmem.valid(p, n * PAGE)
     assert not hostmem.valid(p, n * PAGE, writable=True)
+
+
+def test_all_valid_sees_a_bad_page_under_any_piece(method, pages):
+    p = pages(5, 3, PROT_NONE)  # pages 0-2 and 4 read-write, page 3 PROT_NONE
+    assert hostmem.all_valid([(p, 8), (p + PAGE - 4, 8), (p + 2 * PAGE, 16), (p + 4 * PAGE, 8)])
+    assert not hostmem.all_valid([(p, 8), (p + 3 * PAGE + 100, 4)])  # far apart
+    assert not hostmem.all_valid([(p + 3 * PAGE - 4, 8)])  # one piece straddling into it
+    assert not hostmem.all_valid([(p + 2 * PAGE, 8), (p + 3 * PAGE, 4)])  # neighbours
+    assert not hostmem.all_valid([(p, 8), (0, 4)])

@@ -7,6 +7,7 @@ worker thread. CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous."""
 from __future__ import annotations
 
 import os
+import struct
 
 from . import context as ctxs, device as devices
 from .api import entry
@@ -14,40 +15,80 @@ from ..cdata import addr, ffi, read_bytes, store
 from ..curesult import (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_INVALID_VALUE, CudaError)
 from .init_device import require
 from .module import Function, function_of
-from .. import backends, devinfo
+from .. import backends, devinfo, hostmem
 
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
 GRID_WORKSPACE_BYTES = 8  # cooperative_groups' grid_workspace: {u32 wsSize; u32 barrier}
+WORD = ffi.sizeof("void *")  # an entry of kernelParams or extra
+
+
+def _host(address: int, size: int, what: str) -> bytes:
+    """size bytes of the program's memory at address, checked before they are read: memory that
+    is not there is CUDA_ERROR_INVALID_VALUE, never a segfault."""
+    if not hostmem.valid(address, size):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{what}: {size} bytes at {address:#x} are not readable memory")
+    return read_bytes(address, size)
+
+
+def _word(address: int, what: str) -> int:
+    return int.from_bytes(_host(address, WORD, what), "little")
+
+
+def _kernel_params(fn: Function, array: int) -> bytes:
+    """The parameters kernelParams points to, laid out as the kernel takes them. All are checked
+    at once (hostmem.all_valid: a call or two); only a failure looks at them one by one, to name
+    the culprit."""
+    info = fn.info
+    n = len(info.params)
+    pointers: tuple[int, ...] = ()
+    if hostmem.valid(array, n * WORD):
+        pointers = struct.unpack(f"<{n}Q", read_bytes(array, n * WORD))
+    if not (pointers and all(pointers) and hostmem.all_valid([(q, p.size) for q, p in zip(pointers, info.params)])):
+        for i, p in enumerate(info.params):  # raises for the first bad entry
+            pointer = _word(array + i * WORD, f"kernelParams[{i}] of {fn.name}")
+            if not pointer:
+                raise CudaError(CUDA_ERROR_INVALID_VALUE, f"kernelParams[{i}] of {fn.name} is NULL")
+            _host(pointer, p.size, f"parameter {i} of {fn.name} at kernelParams[{i}]")
+        # every piece is valid alone: another thread changed the mappings between the checks
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"kernelParams of {fn.name}: memory changed while read")
+    buf = bytearray(info.param_size)
+    for p, pointer in zip(info.params, pointers):
+        buf[p.offset:p.offset + p.size] = read_bytes(pointer, p.size)
+    return bytes(buf)
 
 
 def _params(fn: Function, kernel_params, extra) -> bytes:
     info = fn.info
+    if kernel_params != ffi.NULL and extra != ffi.NULL:  # cuda.h: INVALID_VALUE
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"launch of {fn.name}: both kernelParams and extra given")
     if kernel_params != ffi.NULL:
-        buf = bytearray(info.param_size)
-        for i, p in enumerate(info.params):
-            if kernel_params[i] == ffi.NULL:
-                raise CudaError(CUDA_ERROR_INVALID_VALUE, f"kernelParams[{i}] of {fn.name} is NULL")
-            buf[p.offset:p.offset + p.size] = read_bytes(addr(kernel_params[i]), p.size)
-        return bytes(buf)
+        return _kernel_params(fn, addr(kernel_params)) if info.params else b""
     if extra != ffi.NULL:
-        pointer, size, i = None, None, 0
-        while (key := addr(extra[i])) != CU_LAUNCH_PARAM_END:
-            if key == CU_LAUNCH_PARAM_BUFFER_POINTER:
-                pointer = addr(extra[i + 1])
-            elif key == CU_LAUNCH_PARAM_BUFFER_SIZE:
-                size = ffi.cast("size_t *", extra[i + 1])[0]
-            else:
-                raise CudaError(CUDA_ERROR_INVALID_VALUE, f"unknown launch parameter key {key:#x} in extra")
-            i += 2
-        if pointer is None or size is None:
-            raise CudaError(CUDA_ERROR_INVALID_VALUE, "extra needs CU_LAUNCH_PARAM_BUFFER_POINTER and _SIZE")
-        if size < info.param_size:
-            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{fn.name} takes {info.param_size} bytes of parameters, got {size}")
-        return read_bytes(pointer, info.param_size)
+        return _extra_params(fn, addr(extra))
     if info.params:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{fn.name} takes {len(info.params)} parameters, none given")
     return b""
+
+
+def _extra_params(fn: Function, extra: int) -> bytes:
+    """The parameter buffer of an `extra` list: (key, value) pairs up to CU_LAUNCH_PARAM_END, each
+    word read as it is reached, so a list running into memory that is not there is an error."""
+    pointer, size, i = None, None, 0
+    while (key := _word(extra + i * WORD, f"extra[{i}]")) != CU_LAUNCH_PARAM_END:
+        value = _word(extra + (i + 1) * WORD, f"extra[{i + 1}], the value of key {key}")
+        if key == CU_LAUNCH_PARAM_BUFFER_POINTER:
+            pointer = value
+        elif key == CU_LAUNCH_PARAM_BUFFER_SIZE:
+            size = _word(value, "the size_t of CU_LAUNCH_PARAM_BUFFER_SIZE")
+        else:
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"unknown launch parameter key {key:#x} in extra[{i}]")
+        i += 2
+    if pointer is None or size is None:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, "extra needs CU_LAUNCH_PARAM_BUFFER_POINTER and _SIZE")
+    if size < fn.info.param_size:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{fn.name} takes {fn.info.param_size} bytes of parameters, got {size}")
+    return _host(pointer, fn.info.param_size, "the buffer of CU_LAUNCH_PARAM_BUFFER_POINTER")
 
 
 def check_config(fn: Function, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:
@@ -128,14 +169,25 @@ def cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream, kernel_
 @entry("cuLaunchKernelEx")
 def cuLaunchKernelEx(config, f, kernel_params, extra):
     require(config)
-    c = ffi.cast("CUlaunchConfig *", config)
+    configs = _copy_in("CUlaunchConfig", addr(config), 1, "config")
+    c = configs[0]  # a view into configs, which lives as long as this call
+    attrs = _copy_in("CUlaunchAttribute", addr(c.attrs), c.numAttrs, "config->attrs") if c.numAttrs else []
     cooperative = False
-    for i in range(c.numAttrs):
-        a = c.attrs[i]
+    for a in attrs:
         if a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
             cooperative = ffi.cast("int *", a.value)[0] != 0
     launch(addr(f), (c.gridDimX, c.gridDimY, c.gridDimZ), (c.blockDimX, c.blockDimY, c.blockDimZ),
            c.sharedMemBytes, addr(c.hStream), kernel_params, extra, cooperative)
+
+
+def _copy_in(ctype: str, address: int, count: int, what: str):
+    """Our copy of the array of count structs the program passed at address."""
+    size = count * ffi.sizeof(ctype)
+    if not hostmem.valid(address, size):  # before a buffer of a size the program chose is made
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{what}: {size} bytes at {address:#x} are not readable memory")
+    copy = ffi.new(f"{ctype}[]", count)
+    ffi.memmove(copy, _host(address, size, what), size)
+    return copy
 
 
 @entry("cuLaunchHostFunc")
