@@ -3,7 +3,8 @@
 // details it leaves open as measured on NVIDIA H200 (tests/hardware/golden/texture_probe.txt):
 // address modes (wrap, clamp, mirror, border), point and linear filtering, normalized
 // coordinates, element and normalized-float read modes, in every geometry. Sections:
-// `textures`, `image` (a bilinear resampling kernel) and `surfaces`.
+// `textures`, `image` (a bilinear resampling kernel), `surfaces` and `forms` (PTX forms CUDA C
+// does not emit, through inline PTX: half results, sust.p, sured, istypep, format queries).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -615,6 +616,83 @@ static void test_surfaces() {
     for (cudaArray_t a : {in, out, a3, al}) OK(cudaFreeArray(a));
 }
 
+// PTX forms without a CUDA C spelling. What the PTX manual defines is checked here; what it
+// leaves open (query encodings, the .f16x2 channel order, istypep on texture objects) is
+// printed, for the H200's run to record.
+__global__ void ptx_forms(cudaTextureObject_t t, cudaSurfaceObject_t counts, cudaSurfaceObject_t rgba, unsigned* out) {
+    int i = threadIdx.x;
+    asm volatile("sured.b.add.1d.u32.trap [%0, {%1}], %2;" ::"l"(counts), "r"((i % 8) * 4), "r"(1) : "memory");
+    asm volatile("sured.b.max.1d.s32.trap [%0, {%1}], %2;" ::"l"(counts), "r"(32 + (i % 4) * 4), "r"(i - 100) : "memory");
+    if (i < 8) {  // texel (i, 1) of a 8x2 float4 surface, in texels
+        float v = i * 0.5f;
+        asm volatile("sust.p.2d.v4.b32.trap [%0, {%1, %2}], {%3, %4, %5, %6};" ::"l"(rgba), "r"(i), "r"(1), "f"(v),
+                     "f"(-v), "f"(v + 1), "f"(2 * v) : "memory");
+    }
+    if (i != 0) return;
+    unsigned short h[4];
+    asm("tex.2d.v4.f16.f32 {%0, %1, %2, %3}, [%4, {%5, %6}];" : "=h"(h[0]), "=h"(h[1]), "=h"(h[2]), "=h"(h[3])
+        : "l"(t), "f"(2.5f), "f"(0.5f));
+    for (int k = 0; k < 4; k++) out[k] = h[k];
+    asm("tex.2d.v2.f16x2.f32 {%0, %1}, [%2, {%3, %4}];" : "=r"(out[4]), "=r"(out[5]) : "l"(t), "f"(2.5f), "f"(0.5f));
+    asm("txq.channel_order.b32 %0, [%1];" : "=r"(out[6]) : "l"(t));
+    asm("txq.channel_data_type.b32 %0, [%1];" : "=r"(out[7]) : "l"(t));
+    asm("txq.num_samples.b32 %0, [%1];" : "=r"(out[8]) : "l"(t));
+    asm("suq.channel_data_type.b32 %0, [%1];" : "=r"(out[9]) : "l"(counts));
+    asm("suq.memory_layout.b32 %0, [%1];" : "=r"(out[10]) : "l"(counts));
+    asm("{ .reg .pred p; istypep.texref p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(out[11]) : "l"(t));
+    asm("{ .reg .pred p; istypep.surfref p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(out[12]) : "l"(counts));
+    asm("{ .reg .pred p; istypep.surfref p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(out[13]) : "l"(t));
+}
+
+static void test_ptx_forms() {
+    // a 4x1 float4 texture whose texels halves hold exactly, 16 u32 counters, an 8x2 float4 surface
+    const float texels[16] = {0, 1, 2, 3, 0.5f, -1, 0.25f, 8, -2, 1024, 0.125f, -0.5f, 3, 2, 1, 0};
+    cudaChannelFormatDesc f4 = cudaCreateChannelDesc<float4>(), u1 = cudaCreateChannelDesc<unsigned>();
+    cudaArray_t ta, ca, sa;
+    OK(cudaMallocArray(&ta, &f4, 4, 1));
+    OK(cudaMallocArray(&ca, &u1, 16, 0, cudaArraySurfaceLoadStore));
+    OK(cudaMallocArray(&sa, &f4, 8, 2, cudaArraySurfaceLoadStore));
+    OK(cudaMemcpy2DToArray(ta, 0, 0, texels, sizeof texels, sizeof texels, 1, cudaMemcpyHostToDevice));
+    std::vector<unsigned> zero(16, 0);
+    std::vector<float> ones(8 * 2 * 4, 1.0f);
+    OK(cudaMemcpy2DToArray(ca, 0, 0, zero.data(), 64, 64, 1, cudaMemcpyHostToDevice));
+    OK(cudaMemcpy2DToArray(sa, 0, 0, ones.data(), 8 * 16, 8 * 16, 2, cudaMemcpyHostToDevice));
+    cudaTextureObject_t t = make_texture(ta, cudaAddressModeClamp, false, false);
+    cudaResourceDesc res = {};
+    res.resType = cudaResourceTypeArray;
+    cudaSurfaceObject_t counts, rgba;
+    res.res.array.array = ca;
+    OK(cudaCreateSurfaceObject(&counts, &res));
+    res.res.array.array = sa;
+    OK(cudaCreateSurfaceObject(&rgba, &res));
+    unsigned* out;
+    OK(cudaMallocManaged(&out, 16 * sizeof(unsigned)));
+    ptx_forms<<<1, 256>>>(t, counts, rgba, out);
+    OK(cudaDeviceSynchronize());
+    std::vector<unsigned> got(16);
+    OK(cudaMemcpy2DFromArray(got.data(), 64, ca, 0, 0, 64, 1, cudaMemcpyDeviceToHost));
+    for (int k = 0; k < 8; k++) EXPECT(got[k] == 32);                // 256 adds of 1 over 8 cells
+    for (int k = 0; k < 4; k++) EXPECT((int)got[8 + k] == 155 - 3 + k);  // max of i - 100 over i = k mod 4
+    std::vector<float> surf(8 * 2 * 4);
+    OK(cudaMemcpy2DFromArray(surf.data(), 8 * 16, sa, 0, 0, 8 * 16, 2, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 8; i++) {
+        float v = i * 0.5f, want[4] = {v, -v, v + 1, 2 * v};
+        for (int c = 0; c < 4; c++) {
+            EXPECT(surf[(8 + i) * 4 + c] == want[c]);
+            EXPECT(surf[i * 4 + c] == 1.0f);  // row 0 untouched
+        }
+    }
+    for (int k = 0; k < 4; k++) EXPECT(out[k] == __half_as_ushort(__float2half_rn(texels[8 + k])));  // texel 2
+    printf("forms: tex.f16x2 %08x %08x\n", out[4], out[5]);
+    printf("forms: txq channel_order %#x channel_data_type %#x num_samples %u\n", out[6], out[7], out[8]);
+    printf("forms: suq channel_data_type %#x memory_layout %u\n", out[9], out[10]);
+    printf("forms: istypep texref(texture) %u surfref(surface) %u surfref(texture) %u\n", out[11], out[12], out[13]);
+    OK(cudaDestroyTextureObject(t));
+    for (cudaSurfaceObject_t s : {counts, rgba}) OK(cudaDestroySurfaceObject(s));
+    for (cudaArray_t a : {ta, ca, sa}) OK(cudaFreeArray(a));
+    OK(cudaFree(out));
+}
+
 int main(int argc, char** argv) {
     const char* section = argc > 1 ? argv[1] : "textures";
     if (!strcmp(section, "textures")) {
@@ -626,6 +704,8 @@ int main(int argc, char** argv) {
         test_image();
     } else if (!strcmp(section, "surfaces")) {
         test_surfaces();
+    } else if (!strcmp(section, "forms")) {
+        test_ptx_forms();
     } else {
         fprintf(stderr, "unknown section %s\n", section);
         return 2;

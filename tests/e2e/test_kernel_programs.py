@@ -27,6 +27,7 @@ PROGRAMS = {
     "textures": (["e2e_textures.cu"], [], ["textures"], ()),
     "textures-image-filtering": (["e2e_textures.cu"], [], ["image"], ()),
     "surfaces": (["e2e_textures.cu"], [], ["surfaces"], ()),
+    "texture-ptx-forms": (["e2e_textures.cu"], [], ["forms"], ()),
     "graphs-captured": (["e2e_graphs.cu"], [], ["capture"], ()),
     "graphs-hand-built": (["e2e_graphs.cu"], [], ["manual"], ()),
     "graphs-capture-errors": (["e2e_graphs.cu"], [], ["errors"], ()),
@@ -45,11 +46,13 @@ PROGRAMS = {
 
 # The same programs run natively on an NVIDIA H200 (tests/hardware/golden/programs.txt, one
 # section per run_nvidia.sh program): every line we print must be one the H200 printed, so the
-# digests some sections print are checked against the hardware too.
+# digests some sections print are checked against the hardware too. A run the golden file
+# does not hold yet (texture_forms, added after the last H200 run) is checked by its own
+# PASSED alone until run_nvidia.sh records it.
 GOLDEN = Path(__file__).parents[1] / "hardware" / "golden" / "programs.txt"
 GOLDEN_RUN = {"blocks": "blocks", "atomics": "atomics", "warp-shuffles-votes": "warp", "warp-cooperative-groups": "warp",
               "grid-sync": "grid_sync", "textures": "textures", "textures-image-filtering": "textures_image",
-              "surfaces": "surfaces", "graphs-captured": "graphs_captured", "graphs-hand-built": "graphs_manual",
+              "surfaces": "surfaces", "texture-ptx-forms": "texture_forms", "graphs-captured": "graphs_captured", "graphs-hand-built": "graphs_manual",
               "graphs-capture-errors": "graphs_errors", "memory-pools": "memory_pools", "vmm-growing-buffer": "vmm",
               "ipc-two-processes": "ipc", "rdc-two-files": "rdc", "async-barrier-cuda-barrier": "async_barrier",
               "async-barrier-memcpy-async-pipelines": "async_barrier",
