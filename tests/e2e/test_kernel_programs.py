@@ -28,6 +28,7 @@ PROGRAMS = {
     "textures-image-filtering": (["e2e_textures.cu"], [], ["image"], ()),
     "surfaces": (["e2e_textures.cu"], [], ["surfaces"], ()),
     "texture-ptx-forms": (["e2e_textures.cu"], [], ["forms"], ()),
+    "mipmaps": (["e2e_mipmaps.cu"], [], [], ()),
     "graphs-captured": (["e2e_graphs.cu"], [], ["capture"], ()),
     "graphs-hand-built": (["e2e_graphs.cu"], [], ["manual"], ()),
     "graphs-capture-errors": (["e2e_graphs.cu"], [], ["errors"], ()),

@@ -69,6 +69,7 @@ textures|e2e_textures.cu||textures
 textures_image|e2e_textures.cu||image
 surfaces|e2e_textures.cu||surfaces
 texture_forms|e2e_textures.cu||forms
+mipmaps|e2e_mipmaps.cu||
 graphs_captured|e2e_graphs.cu||capture
 graphs_manual|e2e_graphs.cu||manual
 graphs_errors|e2e_graphs.cu||errors
