@@ -1,5 +1,5 @@
 """Run a Python script under `zluda run` in a subprocess: the third-party clients' checks
-(CuPy, cuda.core, Warp, numba-cuda's suite) load our libcuda.so.1 as they would NVIDIA's."""
+(CuPy, cuda.core, Warp, Triton, numba-cuda's suite) load our libcuda.so.1 as they would NVIDIA's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def client_env(tmp_path: Path) -> dict[str, str]:
     compiles, as on a fresh machine), no pytest variables of the outer run (xdist's worker id)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(CUPY_CACHE_DIR=str(tmp_path / "cupy-cache"), NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"),
-               WARP_CACHE_PATH=str(tmp_path / "warp-cache"))
+               WARP_CACHE_PATH=str(tmp_path / "warp-cache"), TRITON_CACHE_DIR=str(tmp_path / "triton-cache"))
     return env
 
 
