@@ -21,6 +21,7 @@ from tinygrad.renderer.amd import decode_inst
 from tinygrad.renderer.amd.dsl import Inst, Reg, SrcField, VGPRField
 
 from zluda_py.emulator import memory as memmod
+from zluda_py.emulator import strict
 from zluda_py.emulator.errors import EmulatorError, MemoryFault, Trapped
 from zluda_py.emulator.pcode import BOOL, LaneVarying, PcodeUnsupported, Type, compile_pcode, convert, dtype, reinterpret
 
@@ -120,6 +121,7 @@ class Wave:
         # cooperative launches (launch._run_resident): what each load returned last, by PC, so
         # that a wave polling memory nobody has changed ends its turn too
         self.polls: dict[int, bytes] | None = None
+        self.pending: list[strict.Pending] | None = None  # strict mode: outstanding memory operations
 
     # lane masks (EXEC, VCC and compare results are lanes bits wide)
     def mask(self, reg: int) -> int:
@@ -832,12 +834,16 @@ def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarra
     size, signed = _size_of(name)
     mem = _Space(w, space)
     ndw = (size + 3) // 4
-    if "ATOMIC" in name or (space == "lds" and re.search(r"DS_(PK_ADD|ADD|SUB|RSUB|INC|DEC|MIN|MAX|AND|OR|XOR|MSKOR|"
-                                                          r"STOREXCHG|CMPSTORE|CMPST|WRXCHG)", name)):
+    atomic = "ATOMIC" in name or (space == "lds" and re.search(r"DS_(PK_ADD|ADD|SUB|RSUB|INC|DEC|MIN|MAX|AND|OR|XOR|"
+                                                               r"MSKOR|STOREXCHG|CMPSTORE|CMPST|WRXCHG)", name))
+    if w.pending is not None and (atomic or not ("STORE" in name or "WRITE" in name)):
+        strict.flush_stores(w)  # what the wave reads includes its own earlier stores
+    if atomic:
         bits = size * 8
         if "MSKOR" in name or "2ADDR" in name or "WRXCHG2" in name:
             raise EmulatorError(w.where(name))
-        for lane, addr in zip(lanes.tolist(), addrs.tolist()):
+        olds = np.zeros((ndw, lanes.size), np.uint32)
+        for k, (lane, addr) in enumerate(zip(lanes.tolist(), addrs.tolist())):
             old = int.from_bytes(mem.read(lane, addr, size).tobytes(), "little")
             data = _gather(w, data_reg, lane, ndw)
             cmp = 0
@@ -853,8 +859,11 @@ def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarra
             except KeyError:
                 raise EmulatorError(w.where(f"unimplemented atomic {name.lower()}")) from None
             mem.write(lane, addr, np.frombuffer(new.to_bytes(size, "little"), np.uint8))
-            if returns and vdst is not None:
-                _scatter(w, vdst, lane, old, ndw)
+            olds[:, k] = [(old >> (32 * i)) & 0xFFFFFFFF for i in range(ndw)]
+        if returns and vdst is not None:
+            _result(w, d, w.vgpr, (slice(vdst, vdst + ndw), lanes), olds)
+        elif w.pending is not None:  # counted until its wait, its effect already in memory
+            strict.defer(w, d, False, lambda: None, False)
         return
     high = "D16_HI" in name  # d16: the low or high 16 bits of the register, the other half kept
     if "LOAD" in name or "READ" in name:
@@ -865,26 +874,33 @@ def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarra
             half = dw[:, 0] & np.uint32(0xFFFF)
             dw = ((old & np.uint32(0xFFFF)) | half << np.uint32(16) if high else
                   (old & np.uint32(0xFFFF0000)) | half)[:, None]
-        w.vgpr[vdst:vdst + dw.shape[1], lanes] = dw.T
+        _result(w, d, w.vgpr, (slice(vdst, vdst + dw.shape[1]), lanes), dw.T)
         return
     if "STORE" in name or "WRITE" in name:
         regs = w.vgpr[data_reg:data_reg + ndw, lanes]
         if high:
             regs = regs >> np.uint32(16)
-        mem.store(lanes, addrs, np.ascontiguousarray(regs.T).view(np.uint8)[:, :size])
+        data = np.ascontiguousarray(regs.T).view(np.uint8)[:, :size]
+        if w.pending is None:
+            mem.store(lanes, addrs, data)
+        else:
+            strict.defer(w, d, False, lambda: mem.store(lanes, addrs, data), True)
         return
     raise EmulatorError(w.where(name))
+
+
+def _result(w: Wave, d: Decoded, regs: np.ndarray, index: tuple, values: np.ndarray) -> None:
+    """A memory instruction's result into regs[index]: now, or at its s_waitcnt in strict mode."""
+    if w.pending is None:
+        regs[index] = values
+    else:
+        strict.deliver(w, d, regs, index, values)
 
 
 def _gather(w: Wave, reg: int | None, lane: int, ndw: int) -> int:
     if reg is None:
         return 0
     return sum(int(w.vgpr[reg + k, lane]) << (32 * k) for k in range(ndw))
-
-
-def _scatter(w: Wave, reg: int, lane: int, value: int, ndw: int) -> None:
-    for k in range(ndw):
-        w.vgpr[reg + k, lane] = (value >> (32 * k)) & 0xFFFFFFFF
 
 
 def _active(w: Wave) -> np.ndarray:
@@ -982,11 +998,11 @@ def _smem(w: Wave, d: Decoded) -> None:
     dst = inst.sdata.offset
     if size < 4:  # RDNA4's S_LOAD_U8/I8/U16/I16: one SGPR, zero- or sign-extended
         data = w.wg.memory.read((base + off) & ~(size - 1), size)
-        w.sgpr[dst] = _to_dwords(data.reshape(1, size), signed)[0, 0]
+        _result(w, d, w.sgpr, (slice(dst, dst + 1),), _to_dwords(data.reshape(1, size), signed)[0])
         return
     data = w.wg.memory.read((base + off) & ~3, size)
     w.polled(data, base + off)
-    w.sgpr[dst:dst + size // 4] = data.view(np.uint32)
+    _result(w, d, w.sgpr, (slice(dst, dst + size // 4),), data.view(np.uint32))
 
 
 _DS_LEGACY = [("READ2ST64_", "LOAD_2ADDR_STRIDE64_"), ("WRITE2ST64_", "STORE_2ADDR_STRIDE64_"),
@@ -1003,7 +1019,7 @@ def _ds(w: Wave, d: Decoded) -> None:
     d0, d1 = inst.data0.offset - 256, inst.data1.offset - 256
     lanes = _active(w)
     if name in ("DS_BPERMUTE_B32", "DS_PERMUTE_B32", "DS_SWIZZLE_B32"):
-        _ds_cross_lane(w, name, inst, lanes, addr_reg, d0, vdst)
+        _ds_cross_lane(w, d, name, lanes, addr_reg, d0, vdst)
         return
     offset = inst.offset0 | inst.offset1 << 8
     if "2ADDR" in name:
@@ -1020,7 +1036,8 @@ def _ds(w: Wave, d: Decoded) -> None:
     _mem_op(w, sub, "lds", lanes, addrs, d0, d1, vdst, "RTN" in name)
 
 
-def _ds_cross_lane(w: Wave, name: str, inst, lanes: np.ndarray, addr_reg: int, d0: int, vdst: int) -> None:
+def _ds_cross_lane(w: Wave, d: Decoded, name: str, lanes: np.ndarray, addr_reg: int, d0: int, vdst: int) -> None:
+    inst = d.inst
     n = w.lanes
     exec_l = w.exec_lanes()
     src = w.vgpr[d0].copy()
@@ -1046,7 +1063,7 @@ def _ds_cross_lane(w: Wave, name: str, inst, lanes: np.ndarray, addr_reg: int, d
         else:  # forward permute: lane i sends to lane sel[i]
             for i in lanes:
                 out[sel[i]] = src[i]
-    w.vgpr[vdst][exec_l] = out[exec_l]
+    _result(w, d, w.vgpr, (vdst, exec_l), out[exec_l])
 
 
 def _mad64(w: Wave, d: Decoded) -> None:
@@ -1197,6 +1214,8 @@ _NOPS = {"S_NOP", "S_WAITCNT", "S_CLAUSE", "S_DELAY_ALU", "S_WAITCNT_DEPCTR", "S
 
 
 def _endpgm(w: Wave, d: Decoded) -> int:
+    if w.pending is not None:
+        strict.drain(w)
     w.done = True
     return w.pc
 
@@ -1228,6 +1247,8 @@ def _trap(w: Wave, d: Decoded) -> None:
 def _handler(d: Decoded) -> Callable[[Wave, Decoded], "int | None"]:
     """What executes `d`: chosen once per decoded instruction (the step loop's dispatch)."""
     name, fmt = d.name, d.fmt
+    if name in strict.WAITS:
+        return strict.wait
     if name in _NOPS or name == "S_BARRIER_WAIT":
         return _nop
     if name == "S_ENDPGM":

@@ -10,6 +10,7 @@ wave is polling memory no one has changed since, and its turn is better spent on
 
 from __future__ import annotations
 
+import os
 import struct
 from typing import Sequence
 
@@ -92,9 +93,16 @@ def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block
     nwaves = (threads + k.wave - 1) // k.wave
     groups = [(gx, gy, gz) for gz in range(grid3[2]) for gy in range(grid3[1]) for gx in range(grid3[0])]
 
+    strict = os.environ.get("ZLUDA_EMULATOR_STRICT") == "1"  # memory completes at s_waitcnt (strict.py)
+    if strict and family not in ("rdna3", "cdna"):
+        raise EmulatorError(f"ZLUDA_EMULATOR_STRICT models the gfx11 and CDNA wait counters, not {arch}'s")
+
     def start(group: tuple[int, int, int]) -> list[Wave]:
         wg = Workgroup(memory, k.group_segment_size + dynamic_lds)
-        return [_start_wave(k, program, wg, i, group, block3, threads, arch, inputs) for i in range(nwaves)]
+        waves = [_start_wave(k, program, wg, i, group, block3, threads, arch, inputs) for i in range(nwaves)]
+        for w in waves if strict else ():
+            w.pending = []
+        return waves
 
     try:
         with np.errstate(all="ignore"):  # IEEE results (inf, NaN) are what the pseudocode computes
