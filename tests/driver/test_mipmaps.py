@@ -13,9 +13,10 @@ from ctypes import byref, c_ulonglong, c_void_p
 import numpy as np
 import pytest
 
-from texture_abi import (ARRAY3D_DESCRIPTOR, CLAMP, CU_AD_FORMAT_FLOAT, CU_RESOURCE_TYPE_MIPMAPPED_ARRAY,
-                         CU_TRSF_NORMALIZED_COORDINATES, RESOURCE_DESC, TEXTURE_DESC, device_buffer, from_device,
-                         launch, load, set_arg_types, to_array)
+from texture_abi import (ARRAY3D_DESCRIPTOR, CLAMP, CU_AD_FORMAT_FLOAT, CU_AD_FORMAT_UNSIGNED_INT32,
+                         CU_RESOURCE_TYPE_MIPMAPPED_ARRAY, CU_TRSF_NORMALIZED_COORDINATES, CUDA_ARRAY3D_CUBEMAP,
+                         CUDA_ARRAY3D_LAYERED, RESOURCE_DESC, TEXTURE_DESC, device_buffer, from_device, launch, load,
+                         set_arg_types, to_array)
 
 INVALID_VALUE, INVALID_HANDLE = 1, 400
 W, H, LEVELS = 16, 8, 5  # 1 + floor(log2(16))
@@ -95,7 +96,7 @@ def test_levels_halve_down_to_one_texel_and_their_count_is_clamped(drv):
 
 def test_layered_and_3d_levels(drv):
     cu = drv
-    layered = _create(cu, 0, 8, 0, 5, flags=1)  # 1-D layered: 5 layers stay, width halves; 0 levels -> 1
+    layered = _create(cu, 0, 8, 0, 5, flags=CUDA_ARRAY3D_LAYERED)  # 1-D layered: 5 layers stay, width halves; 0 levels -> 1
     d = ARRAY3D_DESCRIPTOR()
     cu.ok(cu.cuArray3DGetDescriptor_v2(byref(d), _level(cu, layered, 0)))
     assert (d.Width, d.Height, d.Depth) == (8, 0, 5)
@@ -181,7 +182,7 @@ def test_texture_object_lod_selection(drv, linear, bias, low, high):
 def test_texture_object_descriptor_checks(drv):
     cu = drv
     mip = c_void_p()
-    desc = ARRAY3D_DESCRIPTOR(8, 8, 0, 0x03, 1, 0)  # 32-bit unsigned: fetches return integers
+    desc = ARRAY3D_DESCRIPTOR(8, 8, 0, CU_AD_FORMAT_UNSIGNED_INT32, 1, 0)  # fetches return integers
     cu.ok(cu.cuMipmappedArrayCreate(byref(mip), byref(desc), 2))
     res = RESOURCE_DESC(resType=CU_RESOURCE_TYPE_MIPMAPPED_ARRAY)
     res.res.hMipmappedArray = mip.value
@@ -243,7 +244,7 @@ def _face_st(p: np.ndarray) -> tuple[int, float, float]:
 def test_cubemap_lod_from_gradients(drv):
     cu = drv
     size, levels = 16, 5
-    mip = _create(cu, levels, size, size, 6, flags=0x04)  # CUDA_ARRAY3D_CUBEMAP
+    mip = _create(cu, levels, size, size, 6, flags=CUDA_ARRAY3D_CUBEMAP)
     for level in range(levels):
         n = size >> level
         faces = (100 * level + 10 * np.arange(6, dtype=np.float32))[:, None, None] * np.ones((6, n, n), np.float32)

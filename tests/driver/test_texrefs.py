@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from texture_abi import (ARRAY3D_DESCRIPTOR, ARRAY_DESCRIPTOR, CLAMP, CU_AD_FORMAT_FLOAT, CU_AD_FORMAT_SIGNED_INT32,
-                         CU_TRSF_NORMALIZED_COORDINATES, CUDA_ARRAY3D_SURFACE_LDST, WRAP, device_buffer, from_device,
-                         launch, load, set_arg_types, to_array)
+                         CU_MEMORYTYPE_ARRAY, CU_MEMORYTYPE_HOST, CU_TRSF_NORMALIZED_COORDINATES,
+                         CUDA_ARRAY3D_SURFACE_LDST, MEMCPY3D, WRAP, device_buffer, from_device, launch, load,
+                         set_arg_types, to_array)
 
 INVALID_VALUE, NOT_FOUND = 1, 500
 
@@ -154,14 +155,11 @@ def test_references_bound_to_arrays_linear_and_pitched_memory(drv):
         assert out[t, 2].view(np.float32) == pitched[_clamped(v, PITCH_H), _clamped(u, PITCH_W)], t
     assert (out[:, 3] == ARR_W).all()
     assert (out[:, 4] == cells.reshape(-1)).all()  # thread t read cell (t % 8, t // 8) before adding
-    back = np.zeros_like(cells)
-    copy = np.zeros_like(cells)
-    from texture_abi import MEMCPY3D  # the reverse copy: array to host
-    c = MEMCPY3D(srcMemoryType=3, srcArray=surface.value, dstMemoryType=1, dstHost=back.ctypes.data,
-                 WidthInBytes=32, Height=4, Depth=1, dstPitch=32, dstHeight=4)
+    back = np.zeros_like(cells)  # the stores: each cell plus its thread's addend
+    c = MEMCPY3D(srcMemoryType=CU_MEMORYTYPE_ARRAY, srcArray=surface.value, dstMemoryType=CU_MEMORYTYPE_HOST,
+                 dstHost=back.ctypes.data, WidthInBytes=32, Height=4, Depth=1, dstPitch=32, dstHeight=4)
     cu.ok(cu.cuMemcpy3D_v2(byref(c)))
-    copy[:] = cells + inp[:, 3].reshape(4, 8)
-    assert (back == copy).all()
+    assert (back == cells + inp[:, 3].reshape(4, 8)).all()
 
     # rebinding: normalized coordinates, wrap and linear filtering on the same array
     cu.ok(cu.cuTexRefSetFlags(tex_arr, CU_TRSF_NORMALIZED_COORDINATES))

@@ -8,11 +8,11 @@ from ctypes import POINTER, byref, c_float, c_int, c_size_t, c_uint, c_ulonglong
 
 import numpy as np
 
-CU_AD_FORMAT_UNSIGNED_INT8, CU_AD_FORMAT_SIGNED_INT32, CU_AD_FORMAT_FLOAT = 0x01, 0x0A, 0x20
-CU_RESOURCE_TYPE_ARRAY, CU_RESOURCE_TYPE_MIPMAPPED_ARRAY, CU_RESOURCE_TYPE_LINEAR = 0, 1, 2
-WRAP, CLAMP, MIRROR, BORDER = 0, 1, 2, 3
-CU_TRSF_READ_AS_INTEGER, CU_TRSF_NORMALIZED_COORDINATES = 0x01, 0x02
-CUDA_ARRAY3D_LAYERED, CUDA_ARRAY3D_SURFACE_LDST = 0x01, 0x02
+CU_AD_FORMAT_UNSIGNED_INT32, CU_AD_FORMAT_SIGNED_INT32, CU_AD_FORMAT_FLOAT = 0x03, 0x0A, 0x20
+CU_RESOURCE_TYPE_MIPMAPPED_ARRAY = 1
+WRAP, CLAMP = 0, 1
+CU_TRSF_NORMALIZED_COORDINATES = 0x02
+CUDA_ARRAY3D_LAYERED, CUDA_ARRAY3D_SURFACE_LDST, CUDA_ARRAY3D_CUBEMAP = 0x01, 0x02, 0x04
 CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_ARRAY = 1, 3
 
 
@@ -25,12 +25,8 @@ class ARRAY3D_DESCRIPTOR(ctypes.Structure):
                 ("NumChannels", c_uint), ("Flags", c_uint)]
 
 
-class _Linear(ctypes.Structure):
-    _fields_ = [("devPtr", c_ulonglong), ("format", c_int), ("numChannels", c_uint), ("sizeInBytes", c_size_t)]
-
-
 class _Res(ctypes.Union):
-    _fields_ = [("hArray", c_void_p), ("hMipmappedArray", c_void_p), ("linear", _Linear), ("reserved", c_int * 32)]
+    _fields_ = [("hArray", c_void_p), ("hMipmappedArray", c_void_p), ("reserved", c_int * 32)]
 
 
 class RESOURCE_DESC(ctypes.Structure):

@@ -20,7 +20,7 @@ from . import context as ctxs, mipmaps, textures
 from .api import entry
 from .init_device import require
 from .module import modules
-from ..cdata import addr, ffi, store, store_ptr, cstr
+from ..cdata import addr, cstr, ffi, store, store_ptr
 from ..curesult import CUDA_ERROR_INVALID_VALUE, CudaError
 from .handles import HandleTable
 
@@ -79,7 +79,8 @@ def _resource(ref: Reference):
 def _texture_desc(ref: Reference):
     t = ffi.new("CUDA_TEXTURE_DESC *")
     t.addressMode = ref.address
-    t.filterMode, t.flags, t.maxAnisotropy, t.mipmapFilterMode = ref.filter, ref.flags, ref.anisotropy, ref.mipmap_filter
+    t.filterMode, t.flags, t.maxAnisotropy = ref.filter, ref.flags, ref.anisotropy
+    t.mipmapFilterMode = ref.mipmap_filter
     t.mipmapLevelBias, (t.minMipmapLevelClamp, t.maxMipmapLevelClamp) = ref.bias, ref.clamp
     t.borderColor = list(ref.border)
     return t
@@ -300,9 +301,17 @@ def cuTexRefSetFlags(handle, flags):
     _update(texrefs, handle, flags=flags)
 
 
-def _get(out, handle, attribute: str):
-    require(out)
-    store(out, getattr(texrefs.get(addr(handle)), attribute))
+def _getter(attribute: str):
+    def get(out, handle):
+        require(out)
+        store(out, getattr(texrefs.get(addr(handle)), attribute))
+    return get
+
+
+for _name, _attribute in (("cuTexRefGetFilterMode", "filter"), ("cuTexRefGetMipmapFilterMode", "mipmap_filter"),
+                          ("cuTexRefGetMipmapLevelBias", "bias"), ("cuTexRefGetMaxAnisotropy", "anisotropy"),
+                          ("cuTexRefGetFlags", "flags")):
+    entry(_name)(_getter(_attribute))
 
 
 @entry("cuTexRefGetAddressMode")
@@ -311,31 +320,6 @@ def cuTexRefGetAddressMode(out, handle, dim):
     if dim not in (0, 1, 2):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"dimension {dim}")
     store(out, texrefs.get(addr(handle)).address[dim])
-
-
-@entry("cuTexRefGetFilterMode")
-def cuTexRefGetFilterMode(out, handle):
-    _get(out, handle, "filter")
-
-
-@entry("cuTexRefGetMipmapFilterMode")
-def cuTexRefGetMipmapFilterMode(out, handle):
-    _get(out, handle, "mipmap_filter")
-
-
-@entry("cuTexRefGetMipmapLevelBias")
-def cuTexRefGetMipmapLevelBias(out, handle):
-    _get(out, handle, "bias")
-
-
-@entry("cuTexRefGetMaxAnisotropy")
-def cuTexRefGetMaxAnisotropy(out, handle):
-    _get(out, handle, "anisotropy")
-
-
-@entry("cuTexRefGetFlags")
-def cuTexRefGetFlags(out, handle):
-    _get(out, handle, "flags")
 
 
 @entry("cuTexRefGetFormat")
@@ -350,8 +334,9 @@ def cuTexRefGetFormat(fmt_out, channels_out, handle):
 @entry("cuTexRefGetMipmapLevelClamp")
 def cuTexRefGetMipmapLevelClamp(low_out, high_out, handle):
     require(low_out, high_out)
-    store(low_out, texrefs.get(addr(handle)).clamp[0])
-    store(high_out, texrefs.get(addr(handle)).clamp[1])
+    low, high = texrefs.get(addr(handle)).clamp
+    store(low_out, low)
+    store(high_out, high)
 
 
 @entry("cuTexRefGetBorderColor")
