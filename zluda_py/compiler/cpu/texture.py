@@ -417,7 +417,7 @@ def _surface(opcode: str, mods: tuple[str, ...], image: Image, args: np.ndarray,
     size = image.element if formatted and opcode == "sust" else bits // 8 * count
     if formatted:  # the texel's first bytes: the access is whole inside when the texel is
         xs[0] = xs[0] * image.element
-    limits = [image.width * image.element - (image.element if formatted else size) + 1, max(image.height, 1),
+    limits = [image.width * image.element - (max(image.element, size) if formatted else size) + 1, max(image.height, 1),
               max(image.depth, 1)]  # x: whole access inside
     inside = (layer >= 0) & (layer < max(image.layers, 1))
     for axis, x in enumerate(xs):
