@@ -233,4 +233,6 @@ def test_state_getters_and_errors(drv):
     assert cu.cuSurfRefSetArray(surf, ints, 0) == INVALID_VALUE  # not made with CUDA_ARRAY3D_SURFACE_LDST
     assert cu.cuSurfRefGetArray(byref(bound), surf) == INVALID_VALUE  # unbound
     cu.ok(cu.cuModuleUnload(module))
+    assert cu.cuTexRefGetFlags(byref(flags), ref) == INVALID_VALUE  # the references went with the module
+    assert cu.cuSurfRefGetArray(byref(bound), surf) == INVALID_VALUE
     cu.ok(cu.cuArrayDestroy(ints))

@@ -55,6 +55,7 @@ class Module:
     # the context current at load: once it is destroyed, so are the module's functions
     context: "ctxs.Context | None" = field(default_factory=lambda: ctxs.current(required=False))
     handle: int = 0
+    on_unload: list = field(default_factory=list)  # callables run when the module goes (texrefs.py)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def function(self, name: str) -> Function:
@@ -185,6 +186,8 @@ def load_image(address: int) -> Module:
 
 def _release(m: Module) -> None:
     modules.remove(m.handle)
+    for forget in m.on_unload:
+        forget()
     for fn in m.functions.values():
         functions.remove(fn.handle)
     backend = backends.select()

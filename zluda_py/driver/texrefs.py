@@ -35,7 +35,6 @@ FLAGS = (textures.CU_TRSF_READ_AS_INTEGER | textures.CU_TRSF_NORMALIZED_COORDINA
 class Reference:
     surface: bool
     word: int = 0  # the module word kernels read (0: a cuTexRefCreate reference)
-    module: object = None  # the module holding the word
     binding: str = ""  # a key of CU_RESOURCE_TYPE, "" while unbound
     target: int = 0  # the array or mipmapped array handle, or the device address
     size: int = 0  # bytes of linear memory
@@ -56,7 +55,7 @@ class Reference:
 
 texrefs: HandleTable[Reference] = HandleTable("texture reference", CUDA_ERROR_INVALID_VALUE)
 surfrefs: HandleTable[Reference] = HandleTable("surface reference", CUDA_ERROR_INVALID_VALUE)
-_by_name: dict[tuple[int, str], Reference] = {}  # (id of the module, name): one reference, whoever asks
+_by_name: dict[tuple[int, str], Reference] = {}  # (id of the live module, name): one reference, whoever asks
 
 
 def _resource(ref: Reference):
@@ -102,8 +101,6 @@ def _publish(ref: Reference) -> None:
             image = mipmaps.filtered(runtime, image, sampler, t)
     if not ref.word:
         return
-    if modules.find(ref.module.handle) is not ref.module:
-        raise CudaError(CUDA_ERROR_INVALID_VALUE, "the reference's module is unloaded")
     handle = runtime.register(image, sampler)
     ctxs.current().synchronize()  # queued kernels read the word when they run
     ffi.cast("unsigned long long *", ref.word)[0] = handle
@@ -128,11 +125,21 @@ def _module_reference(out, hmod, name, surface: bool) -> None:
     require(out, name)
     module = modules.get(addr(hmod))
     word, _ = module.global_(cstr(name), ("surfref",) if surface else ("texref",))
-    ref = _by_name.get((id(module), cstr(name)))
-    if ref is None:  # the module object stays referenced, so its id is not reused
-        ref = _by_name[(id(module), cstr(name))] = Reference(surface, word, module)
+    key = (id(module), cstr(name))
+    ref = _by_name.get(key)
+    if ref is None:
+        ref = _by_name[key] = Reference(surface, word)
         (surfrefs if surface else texrefs).add(ref)
+        module.on_unload.append(lambda: _forget(key, surfrefs if surface else texrefs))
     store_ptr(out, ref.handle)
+
+
+def _forget(key: tuple[int, str], table: HandleTable[Reference]) -> None:
+    """The module is unloaded: its references and the objects they hold go."""
+    ref = _by_name.pop(key)
+    table.remove(ref.handle)
+    if ref.bound_handle:
+        textures._textures().release(ref.bound_handle)
 
 
 @entry("cuModuleGetTexRef")
