@@ -236,3 +236,63 @@ def test_state_getters_and_errors(drv):
     assert cu.cuTexRefGetFlags(byref(flags), ref) == INVALID_VALUE  # the references went with the module
     assert cu.cuSurfRefGetArray(byref(bound), surf) == INVALID_VALUE
     cu.ok(cu.cuArrayDestroy(ints))
+
+
+MIP_PTX = """
+.version 6.0
+.target sm_80
+.address_size 64
+.global .texref mt;
+
+.visible .entry lod(.param .u64 inp, .param .u64 outp)
+{
+  .reg .b32 %r<4>; .reg .f32 %f<8>; .reg .b64 %rd<8>;
+  ld.param.u64 %rd2, [inp];
+  ld.param.u64 %rd3, [outp];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd4, %r1, 4;
+  add.u64 %rd5, %rd2, %rd4;
+  ld.global.f32 %f1, [%rd5];
+  mov.f32 %f2, 0f3F000000;
+  tex.level.2d.v4.f32.f32 {%f3, %f4, %f5, %f6}, [mt, {%f2, %f2}], %f1;
+  txq.num_mipmap_levels.b32 %r2, [mt];
+  mul.wide.u32 %rd4, %r1, 8;
+  add.u64 %rd6, %rd3, %rd4;
+  st.global.f32 [%rd6], %f3;
+  st.global.u32 [%rd6+4], %r2;
+  ret;
+}
+"""
+
+
+def test_reference_bound_to_a_mipmapped_array(drv):
+    """Every level holds one value, 10 * level + 1, so a linear blend between levels reads
+    10 * LOD + 1 for the LOD after bias and clamps."""
+    cu = drv
+    module = load(cu, MIP_PTX)
+    ref = _ref(cu, module, "mt")
+    mip = c_void_p()
+    cu.ok(cu.cuMipmappedArrayCreate(byref(mip), byref(ARRAY3D_DESCRIPTOR(4, 4, 0, CU_AD_FORMAT_FLOAT, 1, 0)), 3))
+    for level in range(3):
+        array = c_void_p()
+        cu.ok(cu.cuMipmappedArrayGetLevel(byref(array), mip, level))
+        n = 4 >> level
+        to_array(cu, array, np.full((n, n), 10 * level + 1, np.float32), height=n)
+    cu.ok(cu.cuTexRefSetMipmappedArray(ref, mip, 1))
+    cu.ok(cu.cuTexRefSetFlags(ref, CU_TRSF_NORMALIZED_COORDINATES))
+    cu.ok(cu.cuTexRefSetMipmapFilterMode(ref, 1))
+    cu.ok(cu.cuTexRefSetMipmapLevelBias(ref, 0.5))
+    cu.ok(cu.cuTexRefSetMipmapLevelClamp(ref, 0.75, 2.0))
+    bound = c_void_p()
+    cu.ok(cu.cuTexRefGetMipmappedArray(byref(bound), ref))
+    assert bound.value == mip.value
+    lods = np.array([-1.0, 0.0, 0.125, 0.5, 1.0, 1.25, 1.5, 5.0], np.float32)
+    out = np.zeros((len(lods), 2), np.float32)
+    d_in, d_out = device_buffer(cu, lods), device_buffer(cu, out)
+    launch(cu, module, "lod", len(lods), d_in, d_out)
+    out = from_device(cu, d_out, out)
+    expected = 10 * np.clip(lods.astype(np.float64) + 0.5, 0.75, 2.0) + 1
+    np.testing.assert_allclose(out[:, 0], expected, rtol=1e-6)
+    assert (out[:, 1].view(np.uint32) == 3).all()
+    cu.ok(cu.cuModuleUnload(module))
+    cu.ok(cu.cuMipmappedArrayDestroy(mip))
