@@ -21,7 +21,6 @@ from conformance.target_forms import ABSENT, TargetForm
 from conformance.targets import Instance
 from zluda_py.compiler.cpu import texture as runtime
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS
-from zluda_py.ptx import grammar
 
 OPCODES = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep"}
 WARP = 32
@@ -159,12 +158,16 @@ def _check_fetch(geom: str, integer: bool, integer_coords: bool, mode: str, line
     return check
 
 
-def _tex_instances(tf: TargetForm) -> list[Instance]:
-    """Instance k takes value k of every modifier slot (cycling), so each value occurs."""
-    out = []
+def _cycle(tf: TargetForm) -> list[tuple[str, ...]]:
+    """Modifier lists of the line in which list k takes value k of every slot (cycling), so each
+    value occurs."""
     values = [sorted(slot.values) for slot in tf.form.slots]
-    for k in range(max(len(v) for v in values)):
-        mods = tuple(v[k % len(v)] for v in values)
+    return [tuple(v[k % len(v)] for v in values) for k in range(max(len(v) for v in values))]
+
+
+def _tex_instances(tf: TargetForm) -> list[Instance]:
+    out = []
+    for k, mods in enumerate(_cycle(tf)):
         variant = next((m for m in mods if m in ("base", "level", "grad")), None)
         geom = next(m for m in mods if m in SHAPES)
         dtype, ctype = mods[-2], mods[-1]
@@ -479,9 +482,8 @@ def _sured_check(mods: tuple[str, ...]):
 
 
 def _sured_instances(tf: TargetForm) -> list[Instance]:
-    """Every combination of the line (at most 45)."""
     out = []
-    for mods in grammar.expand(tf.form)[0]:
+    for mods in _cycle(tf):
         name = f"sured_{'_'.join(mods)}"
         bits = int(mods[3][1:])
         reg = "%rd6" if bits == 64 else "%r12"
