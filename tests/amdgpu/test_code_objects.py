@@ -17,9 +17,8 @@ from zluda_py.compiler.amdgpu import codeobject
 
 
 # programs the AMDGPU target refuses by design, loudly (test_refused_programs_say_why)
-# texture/surface instructions and asynchronous barriers (mbarrier, bulk copies): docs/amdgpu.md
-REFUSED = {"e2e_textures.cu": "unsupported: tex",
-           "e2e_async_barrier.cu": "asynchronous barriers (mbarrier) and bulk copies are not supported on AMDGPU"}
+# texture/surface instructions: docs/amdgpu.md
+REFUSED = {"e2e_textures.cu": "unsupported: tex"}
 
 
 def _names() -> list[str]:

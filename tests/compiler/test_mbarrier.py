@@ -1,8 +1,9 @@
-"""mbarrier waits on the CPU target make progress (cpu/mbarrier.py, function.py `park`): a warp
-spinning on try_wait/test_wait lets the block's other warps run, lanes of one warp waiting on
-lanes of the same warp let those run first, and a wait in a `.func` is inlined. Also: arrivals
-of a warp's lanes apply in lane order, a bulk copy outside memory faults with 700, and the
-AMDGPU target refuses the instructions by name (218)."""
+"""mbarrier waits make progress, on the CPU target (cpu/mbarrier.py, function.py `park`) and on
+AMDGPU code run by the ISA emulator (amdgpu/mbarrier.py; gfx1100 wave32, gfx950 wave64 with two
+CUDA warps a wave): a warp spinning on try_wait/test_wait lets the block's other warps run, lanes
+of one warp waiting on lanes of the same warp let those run first, and a wait in a `.func` is
+inlined (CPU) or called (AMDGPU). Also: arrivals of a warp's lanes apply in lane order, a bulk
+copy outside memory faults with 700, and a wait nobody completes fails the CPU launch."""
 
 from __future__ import annotations
 
@@ -58,12 +59,6 @@ DONE:
 """
 
 
-def test_waiting_warp_yields_to_the_producer_warp():
-    out = np.zeros(32, np.uint32)
-    compile(PRODUCER_CONSUMER).launch("pc", (3,), (64,), [out])
-    np.testing.assert_array_equal(out, 3 * (np.arange(32) + 32))
-
-
 # One warp: lane 0 waits for phase 0 (laid out before the other lanes' code), lanes 1..31
 # each add their id to a shared sum and arrive; the barrier expects those 31 arrivals.
 INTRA_WARP = HEAD + """
@@ -100,12 +95,6 @@ DONE:
 """
 
 
-def test_lanes_waiting_on_their_own_warp_let_it_arrive():
-    out = np.zeros(1, np.uint32)
-    compile(INTRA_WARP).launch("iw", (2,), (32,), [out])
-    assert out[0] == sum(range(1, 32))
-
-
 # A `.func` that spins on try_wait (as libcu++'s barrier::wait in a -G build) is inlined.
 IN_FUNC = PRODUCER_CONSUMER.replace(".visible .entry pc", """.func wait_phase(.reg .b32 addr, .reg .b32 parity)
 {
@@ -118,12 +107,6 @@ AGAIN:
 .visible .entry pc""").replace("""WAIT:
   mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r2], %r6;
   @!%p3 bra WAIT;""", """  call wait_phase, (%r2, %r6);""")
-
-
-def test_wait_inside_a_function_is_inlined():
-    out = np.zeros(32, np.uint32)
-    compile(IN_FUNC).launch("pc", (1,), (64,), [out])
-    np.testing.assert_array_equal(out, 3 * (np.arange(32) + 32))
 
 
 # Every lane arrives once on a barrier expecting 40: the states, read with pending_count, show
@@ -157,13 +140,6 @@ LANE_ORDER = HEAD + """
 """
 
 
-def test_arrivals_apply_in_lane_order():
-    out = np.zeros(64, np.uint32)
-    compile(LANE_ORDER).launch("lo", (1,), (32,), [out])
-    np.testing.assert_array_equal(out[0::2], 40 - np.arange(32))
-    np.testing.assert_array_equal(out[1::2], np.ones(32))
-
-
 BULK_OOB = HEAD + """
 .shared .align 8 .b64 bar;
 .shared .align 128 .b8 buf[256];
@@ -171,35 +147,163 @@ BULK_OOB = HEAD + """
 {
   .reg .b32 %r<4>;
   .reg .b64 %rd<4>;
-  ld.param.u64 %rd1, [in_p];
-  add.u64 %rd1, %rd1, 0x100000000000;
+  .reg .pred %p1;
+  ld.param.u64 %rd3, [in_p];
+  add.u64 %rd1, %rd3, 0x100000000000;
   mov.u32 %r1, bar;
   mov.u32 %r2, buf;
   mbarrier.init.shared.b64 [%r1], 1;
   mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r1], 256;
   cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1], 256, [%r1];
+WAIT:
+  mbarrier.try_wait.parity.shared.b64 %p1, [%r1], 0;
+  @!%p1 bra WAIT;
+  ld.shared.u32 %r3, [%r2];
+  st.global.u32 [%rd3], %r3;
   ret;
 }
 """
 
 
-def test_bulk_copy_outside_memory_faults():
+# Warps 0 (lanes 0..31) and 1 (32..63): warp 1 leaves with arrive_drop while warp 0 arrives and
+# waits, on a barrier expecting all 64. On wave64 both warps are one wave, so the dropping lanes
+# must run before the waiting ones (amdgpu/mbarrier.py `first_sides`).
+DROP = HEAD + """
+.shared .align 8 .b64 bar;
+.visible .entry drop(.param .u64 out_p)
+{
+  .reg .b32 %r<10>;
+  .reg .b64 %rd<6>;
+  .reg .pred %p<4>;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  setp.ne.u32 %p1, %r1, 0;
+  @!%p1 mbarrier.init.shared.b64 [%r2], 64;
+  bar.sync 0;
+  ld.param.u64 %rd2, [out_p];
+  cvta.to.global.u64 %rd2, %rd2;
+  mul.wide.u32 %rd3, %r1, 4;
+  add.u64 %rd2, %rd2, %rd3;
+  setp.gt.s32 %p2, %r1, 31;
+  @%p2 bra DROP;
+  mbarrier.arrive.shared.b64 %rd1, [%r2];
+WAIT:
+  mbarrier.try_wait.shared.b64 %p3, [%r2], %rd1;
+  @!%p3 bra WAIT;
+  mov.u32 %r5, 9;
+  st.global.u32 [%rd2], %r5;
+  bra.uni END;
+DROP:
+  mbarrier.arrive_drop.shared.b64 _, [%r2];
+  mov.u32 %r5, 7;
+  st.global.u32 [%rd2], %r5;
+END:
+  ret;
+}
+"""
+
+# One warp, as cuda::barrier's arrive(2) does for another thread: lane 1 does not arrive and
+# waits by parity; lane 0 arrives for itself and lane 1 (count 2) after writing both lanes'
+# slots, the others write theirs, arrive and wait on their state. Each lane then reads its
+# neighbour's slot.
+ARRIVE_FOR_ANOTHER = HEAD + """
+.shared .align 8 .b64 bar;
+.shared .align 4 .b32 slot[32];
+.visible .entry af(.param .u64 out_p)
+{
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<6>;
+  .reg .pred %p<4>;
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, bar;
+  mov.u32 %r3, slot;
+  setp.ne.u32 %p1, %r1, 0;
+  @!%p1 mbarrier.init.shared.b64 [%r2], 32;
+  bar.sync 0;
+  setp.eq.u32 %p2, %r1, 1;
+  @%p2 bra PARITY;
+  mul.lo.u32 %r4, %r1, 5;
+  shl.b32 %r5, %r1, 2;
+  add.u32 %r6, %r3, %r5;
+  st.shared.u32 [%r6], %r4;
+  selp.u32 %r7, 1, 2, %p1;
+  mov.u32 %r11, 5;
+  @!%p1 st.shared.u32 [%r3+4], %r11;
+  mbarrier.arrive.shared.b64 %rd1, [%r2], %r7;
+STATE:
+  mbarrier.try_wait.shared.b64 %p3, [%r2], %rd1;
+  @!%p3 bra STATE;
+  bra.uni READ;
+PARITY:
+  mov.u32 %r8, 0;
+SPIN:
+  mbarrier.test_wait.parity.shared.b64 %p3, [%r2], %r8;
+  @!%p3 bra SPIN;
+READ:
+  add.u32 %r9, %r1, 1;
+  and.b32 %r9, %r9, 31;
+  shl.b32 %r9, %r9, 2;
+  add.u32 %r9, %r3, %r9;
+  ld.shared.u32 %r10, [%r9];
+  ld.param.u64 %rd2, [out_p];
+  cvta.to.global.u64 %rd2, %rd2;
+  mul.wide.u32 %rd3, %r1, 4;
+  add.u64 %rd2, %rd2, %rd3;
+  st.global.u32 [%rd2], %r10;
+  ret;
+}
+"""
+
+# name: (PTX, kernel, grid, block, output words, the output the program's logic gives)
+CASES = {
+    "waiting-warp-yields-to-the-producer-warp": (PRODUCER_CONSUMER, "pc", 3, 64, 32, 3 * (np.arange(32) + 32)),
+    "lanes-waiting-on-their-own-warp-let-it-arrive": (INTRA_WARP, "iw", 2, 32, 1, [sum(range(1, 32))]),
+    "wait-inside-a-function": (IN_FUNC, "pc", 1, 64, 32, 3 * (np.arange(32) + 32)),
+    "arrivals-apply-in-lane-order": (LANE_ORDER, "lo", 1, 32, 64,
+                                     np.stack([40 - np.arange(32), np.ones(32)], axis=1).ravel()),
+    "arrive-drop-beside-waiting-lanes": (DROP, "drop", 1, 64, 64, np.repeat([9, 7], 32)),
+    "arrive-for-another-lane": (ARRIVE_FOR_ANOTHER, "af", 1, 32, 32, (np.arange(1, 33) % 32) * 5),
+}
+TARGETS = ["cpu", "gfx1100", "gfx950"]
+
+
+def _module(text: str, target: str):
+    if target == "cpu":
+        return compile(text)
+    pytest.importorskip("tinygrad", reason="the emulator decodes with tinygrad (pip install '.[test]')")
+    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
+    from zluda_py.emulator.module import EmulatedModule
+    try:
+        find_lld()
+    except LinkerError as exc:
+        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
+    return EmulatedModule.from_ptx(text, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_waits_make_progress(case: str, target: str) -> None:
+    text, kernel, grid, block, words, want = CASES[case]
+    out = np.zeros(words, np.uint32)
+    _module(text, target).launch(kernel, (grid,), (block,), [out])
+    np.testing.assert_array_equal(out, np.asarray(want, np.uint32))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_bulk_copy_outside_memory_faults(target: str) -> None:
     from zluda_py.compiler.errors import LaunchError
     with pytest.raises(LaunchError) as err:
-        compile(BULK_OOB).launch("oob", (1,), (1,), [np.zeros(64, np.uint8)])
+        _module(BULK_OOB, target).launch("oob", (1,), (1,), [np.zeros(64, np.uint8)])
     assert err.value.cu_result == 700
 
 
-@pytest.mark.parametrize("needle", ["mbarrier.init", "cp.async.bulk"])
-def test_amdgpu_refuses_by_name(needle):
+def test_amdgpu_refuses_async_stores_by_name() -> None:
     from zluda_py.compiler.pipeline import compile_object
     from zluda_py.compiler.target import get
-    text = BULK_OOB if needle == "cp.async.bulk" else PRODUCER_CONSUMER
-    if needle == "cp.async.bulk":  # the first refused line: drop the mbarrier lines before it
-        text = text.replace("  mbarrier.init.shared.b64 [%r1], 1;\n", "").replace(
-            "  mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r1], 256;\n", "")
-    line = next(i + 1 for i, s in enumerate(text.splitlines()) if needle in s)
-    with pytest.raises(UnsupportedError, match=rf"{needle}.*asynchronous barriers \(mbarrier\).*:{line}") as err:
+    text = BULK_OOB.replace(".version 8.0", ".version 8.1").replace("  cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r2], [%rd1], 256, [%r1];",
+                            "  st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%r2], %r1, [%r1];")
+    line = next(i + 1 for i, s in enumerate(text.splitlines()) if "st.async" in s)
+    with pytest.raises(UnsupportedError, match=rf"st\.async.*another CTA.*:{line}") as err:
         compile_object(text, get("gfx1100"))
     assert err.value.cu_result == 218
 

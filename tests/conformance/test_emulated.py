@@ -5,8 +5,9 @@ The whole sweeps take too long for CI (the emulator is Python): `python -m pytes
 tests/conformance/test_sweep.py tests/conformance/test_target_sweep.py --target gfx1100` (and
 `--target gfx950`) run them; docs/amdgpu.md lists what fails there and why. Here: a few forms of
 every opcode of the value sweep on gfx1100 and one on gfx950, the forms that once found emulator
-or lowering bugs, and the warp collectives of the target sweep on both (on wave64 a hardware wave
-holds two CUDA warps).
+or lowering bugs, and the warp collectives and the mbarrier family (mbarrier objects, cp.async
+.mbarrier.arrive, bulk copies) of the target sweep on both (on wave64 a hardware wave holds two
+CUDA warps).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import pytest
 
 from conformance.forms import supported_forms
-from conformance.harness import Runner
+from conformance.harness import Runner, compile_module
 from conformance.models import case_for
 from conformance.test_sweep import _failures
-from conformance.test_target_sweep import all_instances, sweep_chunk
+from conformance.targets import mbarrier
+from conformance.test_target_sweep import _module_text, all_instances, sweep_chunk
+from zluda_py.compiler import UnsupportedError
 
 pytest.importorskip("tinygrad", reason="the emulator decodes with tinygrad (pip install '.[test]')")
 
@@ -73,13 +76,31 @@ def test_value_forms_on_the_emulator(arch: str, texts: list[str]) -> None:
     assert not failures, "\n".join(failures)
 
 
+def _family_chunks(opcodes: set[str]) -> list[list]:
+    """The family's instances the target translates, in modules of one header and 24 kernels."""
+    by_head: dict[tuple, list] = {}
+    for tf, inst in all_instances():
+        if tf.opcode in opcodes and not inst.refused:
+            by_head.setdefault((inst.version, inst.target, inst.address_size), []).append(inst)
+    return [insts[lo:lo + 24] for insts in by_head.values() for lo in range(0, len(insts), 24)]
+
+
 @pytest.mark.xdist_group("emulator-conformance")
 @pytest.mark.parametrize("arch", list(FORMS_PER_OPCODE))
 def test_warp_collectives_on_the_emulator(arch: str) -> None:
-    by_head: dict[tuple, list] = {}  # a module has one .version/.target header
+    failures = [f for insts in _family_chunks(WARP) for f in sweep_chunk(insts, arch)]
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.xdist_group("emulator-conformance")
+@pytest.mark.parametrize("arch", list(FORMS_PER_OPCODE))
+def test_mbarrier_family_on_the_emulator(arch: str) -> None:
+    """Every instance of targets/mbarrier.py: the scripts on one object against the manual's
+    model, bulk copies in each direction; the forms it refuses (multicast, byte masks) refuse on
+    this target too, by name."""
+    failures = [f for insts in _family_chunks(mbarrier.OPCODES) for f in sweep_chunk(insts, arch)]
     for tf, inst in all_instances():
-        if tf.opcode in WARP and not inst.refused:
-            by_head.setdefault((inst.version, inst.target, inst.address_size), []).append(inst)
-    failures = [f for insts in by_head.values() for lo in range(0, len(insts), 24)
-                for f in sweep_chunk(insts[lo:lo + 24], arch)]
+        if tf.opcode in mbarrier.OPCODES and inst.refused:
+            with pytest.raises(UnsupportedError, match=inst.refused):
+                compile_module(_module_text([inst]), arch)
     assert not failures, "\n".join(failures)

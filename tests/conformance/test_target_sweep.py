@@ -118,7 +118,6 @@ AMDGPU_REFUSALS = [
     (r"exit inside a \.func", "exit in a function (documented in docs/amdgpu.md)"),
     (r"(red|atom)\..*\.v[248]\.", "vector atomics not lowered"),
     (r"unsupported: (tex|tld4|txq|suld|sust|sured|suq|istypep)\..*textures, surfaces", "texture and surface objects: CPU target only"),
-    (r"asynchronous barriers \(mbarrier\) and bulk copies", "mbarrier objects and bulk copies: CPU target only"),
 ]
 
 

@@ -1,5 +1,6 @@
 """The mbarrier object (PTX ISA "Parallel synchronization: mbarrier"): its 64-bit encoding
-and every operation on it, defined once for the targets that model it (the CPU target).
+and every operation on it, defined once for the targets that model it (the CPU target:
+cpu/mbarrier.py; AMDGPU: amdgpu/mbarrier.py).
 
 PTX makes the object opaque; what it holds is fixed by the manual:
 * the phase (only its parity is observable: test_wait/try_wait .parity),
@@ -144,6 +145,48 @@ def update(b: ir.IRBuilder, word: ir.Value, arrivals: ir.Value, drop: ir.Value, 
     done = b.and_(b.icmp_unsigned("==", pending, zero), b.icmp_unsigned("==", txc, zero))
     nxt = _with(b, expected, expected, zero, b.xor(phase, _k(word, 1)))
     return b.select(done, nxt, stay)
+
+
+def tx_update(b: ir.IRBuilder, word: ir.Value, what: str, n: ir.Value) -> ir.Value:
+    """mbarrier.expect_tx (`what`) adds `n` to the tx-count, complete_tx (and a bulk copy's
+    completion) subtracts it."""
+    zero = _k(word, 0)
+    return update(b, word, zero, zero, n if what == "expect_tx" else b.sub(zero, n))
+
+
+def arrive_operands(inst: ast.Instruction) -> tuple[ast.Operand | None, ast.Operand | None]:
+    """The (count, tx-count) operands of mbarrier.arrive/arrive_drop after the state and the
+    address: a count (absent: 1) or, in the .expect_tx forms, a tx-count."""
+    rest = inst.operands[2:3]
+    if inst.has("expect_tx"):
+        return None, rest[0]
+    return (rest[0] if rest else None), None
+
+
+def arrive(b: ir.IRBuilder, inst: ast.Instruction, word: ir.Value, count: ir.Value | None,
+           tx: ir.Value | None) -> ir.Value:
+    """The object after mbarrier.arrive/arrive_drop `inst` of `count` arrivals (None: 1) with an
+    expect-tx of `tx` (None: none); the values are i64 like `word`."""
+    n = _k(word, 1) if count is None else count
+    drop = n if operation(inst) == "arrive_drop" else _k(word, 0)
+    return update(b, word, n, drop, _k(word, 0) if tx is None else tx, may_complete=not inst.has("noComplete"))
+
+
+def cp_async_arrive(b: ir.IRBuilder, inst: ast.Instruction, word: ir.Value) -> ir.Value:
+    """cp.async.mbarrier.arrive, once the thread's earlier cp.async copies have completed: an
+    arrive-on. Without .noinc the pending count is first incremented by one, so the arrival does
+    not count against the phase's expected arrivals (it can still complete a phase waiting only
+    for it); with .noinc it does."""
+    one, zero = _k(word, 1), _k(word, 0)
+    if not inst.has("noinc"):
+        word = update(b, word, _k(word, -1), zero, zero, may_complete=False)
+    return update(b, word, one, zero, zero)
+
+
+def completed(b: ir.IRBuilder, inst: ast.Instruction, word: ir.Value, arg: ir.Value) -> ir.Value:
+    """test_wait/try_wait `inst`: has the phase named by `arg` (a state, or with .parity a
+    parity; i64 like `word`) completed?"""
+    return parity_completed(b, word, arg) if inst.has("parity") else phase_completed(b, word, arg)
 
 
 def phase_completed(b: ir.IRBuilder, word: ir.Value, state: ir.Value) -> ir.Value:

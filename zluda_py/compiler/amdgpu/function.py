@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from zluda_py.compiler import cfg
 from zluda_py.compiler.amdgpu.ir_extras import PrivateAlloca, insert
+from zluda_py.compiler.amdgpu.mbarrier import MbarrierMixin, first_sides
 from zluda_py.compiler.amdgpu.memory import MemoryMixin
 from zluda_py.compiler.amdgpu.printf import PrintfMixin
 from zluda_py.compiler.amdgpu.warp import WarpMixin
@@ -38,7 +39,7 @@ NO_OPS = {"prefetch", "prefetchu", "pmevent", "discard", "applypriority", "creat
           "setmaxnreg", "nanosleep"}
 # Refused until a later issue adds them: textures, surfaces and the tensor cores.
 REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma", "wmma", "wgmma",
-           "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "cp.async.bulk", "tensormap"}
+           "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "tensormap"}
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
 # v5 implicit kernel arguments (offsets from llvm.amdgcn.implicitarg.ptr).
 IMPLICIT_BLOCK_COUNT = 0  # u32 x3
@@ -64,7 +65,7 @@ class Symbol:
     size: int = 0
 
 
-class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
+class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin):
     def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
         self.mod = mod
         self.fn = fn
@@ -85,6 +86,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
         self._declare_params()
         if self.is_kernel and self.mod.has_bar_red:
             self.init_bar_red()
+        self.run_first = first_sides(self.body)  # mbarrier waits: which side of a branch runs first
         self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{local_name(blk.label)}" if blk.label else ""))
                        for i, blk in enumerate(self.body.blocks)]
         start = self.b.block
@@ -169,11 +171,15 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
         if term.guard is None:
             b.branch(dest)
         else:
+            first = self.run_first.get(blk.index)
             if fall is None:
                 fall = self.llfn.append_basic_block("end")
                 with b.goto_block(fall):
                     self._return()
-            b.cbranch(self.guard_value(term), dest, fall)
+            if first is not None and term.opcode == "bra":
+                self.branch_first(self.guard_value(term), dest, fall, self.blocks[first])
+            else:
+                b.cbranch(self.guard_value(term), dest, fall)
         if term.opcode != "bra":
             b.position_at_end(dest)
             if term.opcode == "trap":
@@ -237,9 +243,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin):
 
     def lower_inst(self, inst: ast.Instruction) -> None:
         op = inst.opcode
-        if op == "mbarrier" or (op == "cp" and (inst.has("bulk") or inst.has("mbarrier"))):
-            # the CPU target models mbarrier objects (compiler/mbarrier.py); this target does not yet
-            raise unsupported(inst, "asynchronous barriers (mbarrier) and bulk copies are not supported on AMDGPU")
+        if op in ("st", "red") and inst.has("async"):  # remote stores completing on another CTA's mbarrier
+            raise unsupported(inst, "asynchronous stores to another CTA are not supported")
         if op in REFUSED:
             raise unsupported(inst, "textures, surfaces and tensor-core instructions are not supported")
         if op in NO_OPS:

@@ -203,7 +203,14 @@ class MemoryMixin:
             self.write(dst, old, t)
 
     def op_cp(self, inst: ast.Instruction) -> None:
-        """cp.async: the copy completes at once (see cp_async_size)."""
+        """cp.async: the copy completes at once (see cp_async_size); the bulk copies and
+        cp.async.mbarrier.arrive are mbarrier.py's."""
+        if inst.has("bulk") or inst.has("reduce"):
+            self.cp_async_bulk(inst)
+            return
+        if inst.has("mbarrier"):
+            self.cp_async_mbarrier_arrive(inst)
+            return
         n = cp_async_size(inst)
         if n is None:
             return

@@ -64,7 +64,6 @@ class MbarrierMixin:
         what = M.operation(inst)
         space = M.space(inst)
         ops = inst.operands
-        zero = ir.Constant(I64, 0)
         if what == "pending_count":
             state = self.read(ops[1], "b64")
             count = b.and_(b.lshr(state, V.splat_const(I64, M.PENDING)), V.splat_const(I64, M.FIELD_MASK))
@@ -80,35 +79,26 @@ class MbarrierMixin:
             return
         if what in ("expect_tx", "complete_tx"):
             tx = self._lane_u64(ops[1])
-            sign = (lambda v: v) if what == "expect_tx" else (lambda v: b.neg(v))
             self._mbar_lanes(inst, ops[0], space, mask,
-                             lambda old, i: M.update(b, old, zero, zero, sign(b.extract_element(tx, i))))
+                             lambda old, i: M.tx_update(b, old, what, b.extract_element(tx, i)))
             return
         if what in ("arrive", "arrive_drop"):
-            dst, addr, rest = ops[0], ops[1], ops[2:]
-            expect = inst.has("expect_tx")
-            tx = self._lane_u64(rest[0]) if expect else None
-            count = self._lane_u64(rest[0]) if rest and not expect else V.splat_const(I64, 1)
-            drop = what == "arrive_drop"
+            count, tx = (None if op is None else self._lane_u64(op) for op in M.arrive_operands(inst))
 
             def arrive(old: ir.Value, i: ir.Value) -> ir.Value:
-                n = b.extract_element(count, i)
-                t = b.extract_element(tx, i) if tx is not None else zero
-                return M.update(b, old, n, n if drop else zero, t, may_complete=not inst.has("noComplete"))
+                return M.arrive(b, inst, old, None if count is None else b.extract_element(count, i),
+                                None if tx is None else b.extract_element(tx, i))
 
             # the state: the object before the instruction (an expect-tx changes neither the
             # phase nor the pending count, the two things a state is read for)
-            self.write(dst, self._mbar_lanes(inst, addr, space, mask, arrive), "b64", mask)
+            self.write(ops[0], self._mbar_lanes(inst, ops[1], space, mask, arrive), "b64", mask)
             return
         if what in M.WAITS:
             if not self.is_kernel:  # a wait must be able to return to the block runner (see park)
                 raise M.unsupported(inst, "mbarrier wait inside a .func that was not inlined")
             dst, addr, arg = ops[0], ops[1], ops[2]  # a suspend-time hint (ops[3]) changes nothing here
             words = self._mbar_lanes(inst, addr, space, mask, None)
-            if inst.has("parity"):
-                done = M.parity_completed(b, words, self._lane_u64(arg))
-            else:
-                done = M.phase_completed(b, words, self.read(arg, "b64"))
+            done = M.completed(b, inst, words, self._lane_u64(arg) if inst.has("parity") else self.read(arg, "b64"))
             self.write(dst, done, "pred", mask)
             self.park(b.and_(mask, b.not_(done)))
             return
@@ -117,18 +107,8 @@ class MbarrierMixin:
     # ------------------------------------------------------------------ cp.async.mbarrier.arrive
     def cp_async_mbarrier_arrive(self, inst: ast.Instruction, mask: ir.Value) -> None:
         """The arrive-on that follows completion of the thread's earlier cp.async copies: those
-        completed when they executed, so it happens now. Without .noinc the pending count is
-        first incremented by one, so the arrival does not count against the phase's expected
-        arrivals (it can still complete a phase waiting only for it); with .noinc it does."""
-        b = self.b
-        zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
-        space = M.space(inst)
-        if inst.has("noinc"):
-            self._mbar_lanes(inst, inst.operands[0], space, mask, lambda old, i: M.update(b, old, one, zero, zero))
-        else:
-            self._mbar_lanes(inst, inst.operands[0], space, mask,
-                             lambda old, i: M.update(b, M.update(b, old, b.neg(one), zero, zero, may_complete=False),
-                                                     one, zero, zero))
+        completed when they executed, so it happens now (M.cp_async_arrive)."""
+        self._mbar_lanes(inst, inst.operands[0], M.space(inst), mask, lambda old, i: M.cp_async_arrive(self.b, inst, old))
 
     # ------------------------------------------------------------------ cp.async.bulk
     def cp_async_bulk(self, inst: ast.Instruction, mask: ir.Value) -> None:
@@ -163,6 +143,5 @@ class MbarrierMixin:
                         [b.inttoptr(b.extract_element(dst_host, idx), PTR),
                          b.inttoptr(b.extract_element(src_host, idx), PTR), bytes_, ir.Constant(I1, 0)])
         if mbar is not None:
-            zero = ir.Constant(I64, 0)
             self._mbar_lanes(inst, mbar, "shared", mask,
-                             lambda old, i: M.update(b, old, zero, zero, b.neg(b.extract_element(n, i))))
+                             lambda old, i: M.tx_update(b, old, "complete_tx", b.extract_element(n, i)))
