@@ -24,6 +24,8 @@ TARGETS = {
         "s_waitcnt lgkmcnt(0)": "07fc89bf",
         "global_store_b32 v0, v5, s[2:3] offset:256": "00016adc 00050200",
         "s_waitcnt_vscnt null, 0x0": "00007cbc",
+        "global_load_d16_b16 v1, v0, s[2:3]": "000082dc 00000201",
+        "global_load_d16_hi_b16 v1, v0, s[2:3] offset:2": "02008edc 00000201",
         "s_endpgm": "0000b0bf"}),
     "gfx950": ("cdna", 64, {
         "global_load_dword v1, v0, s[2:3]": "008050dc 00000201",
@@ -31,6 +33,8 @@ TARGETS = {
         "s_waitcnt vmcnt(0)": "700f8cbf",
         "s_waitcnt lgkmcnt(0)": "7fc08cbf",
         "global_store_dword v0, v5, s[2:3] offset:256": "008170dc 00050200",
+        "global_load_short_d16 v1, v0, s[2:3]": "008090dc 00000201",
+        "global_load_short_d16_hi v1, v0, s[2:3] offset:2": "028094dc 00000201",
         "s_endpgm": "000081bf"}),
 }
 MOVES = "010304 7e 040206 7e"  # v_mov_b32_e32 v2, v1; v_mov_b32_e32 v3, s4 (the same on both)
@@ -104,3 +108,15 @@ def test_a_store_is_visible_after_its_wait(arch: str) -> None:
     np.testing.assert_array_equal(memory.read(base + 256, 4 * lanes).view(np.uint32), data[64:64 + lanes])
     step(w)
     np.testing.assert_array_equal(memory.read(base + 256, 4 * lanes).view(np.uint32), np.arange(lanes) + 1000)
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_two_d16_loads_into_one_register(arch: str) -> None:
+    """The low and the high half of v1 loaded with no wait between: each half is merged into the
+    register as it is when its data arrives (the emulator once kept the other load's poison)."""
+    low, high = (line for line in TARGETS[arch][2] if "d16" in line)
+    w, _, _, data = _wave(arch, [low, high, "s_waitcnt vmcnt(0)", "s_endpgm"], strict=True)
+    _run(w, 2)
+    np.testing.assert_array_equal(w.vgpr[1], np.full(w.lanes, POISON, np.uint32))
+    step(w)
+    np.testing.assert_array_equal(w.vgpr[1], data[: w.lanes])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import re
 import struct
-import time
 from functools import lru_cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Callable
@@ -870,12 +869,11 @@ def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarra
     if "LOAD" in name or "READ" in name:
         dw = _to_dwords(mem.load(lanes, addrs, size), signed)
         w.polled(dw, addrs)
-        if "D16" in name:
-            old = w.vgpr[vdst, lanes]
-            half = dw[:, 0] & np.uint32(0xFFFF)
-            dw = ((old & np.uint32(0xFFFF)) | half << np.uint32(16) if high else
-                  (old & np.uint32(0xFFFF0000)) | half)[:, None]
-        _result(w, d, w.vgpr, (slice(vdst, vdst + dw.shape[1]), lanes), dw.T)
+        keep = 0
+        if "D16" in name:  # the half is merged into the register as it is when the data arrives
+            half = dw[:, :1] & np.uint32(0xFFFF)
+            dw, keep = (half << np.uint32(16), 0xFFFF) if high else (half, 0xFFFF0000)
+        _result(w, d, w.vgpr, (slice(vdst, vdst + dw.shape[1]), lanes), dw.T, keep)
         return
     if "STORE" in name or "WRITE" in name:
         regs = w.vgpr[data_reg:data_reg + ndw, lanes]
@@ -890,12 +888,13 @@ def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarra
     raise EmulatorError(w.where(name))
 
 
-def _result(w: Wave, d: Decoded, regs: np.ndarray, index: tuple, values: np.ndarray) -> None:
-    """A memory instruction's result into regs[index]: now, or at its s_waitcnt in strict mode."""
+def _result(w: Wave, d: Decoded, regs: np.ndarray, index: tuple, values: np.ndarray, keep: int = 0) -> None:
+    """A memory instruction's result into regs[index], the bits `keep` of the register kept
+    (d16 loads): now, or at its s_waitcnt in strict mode."""
     if w.pending is None:
-        regs[index] = values
+        regs[index] = regs[index] & np.uint32(keep) | values if keep else values
     else:
-        strict.deliver(w, d, regs, index, values)
+        strict.deliver(w, d, regs, index, values, keep)
 
 
 def _gather(w: Wave, reg: int | None, lane: int, ndw: int) -> int:
@@ -1241,22 +1240,6 @@ def _sleep(w: Wave, d: Decoded) -> None:  # a wave polling memory (mbarrier wait
     w.yielded = True
 
 
-MSG_RTN_GET_REALTIME = 0x83
-
-
-def _realtime(w: Wave, d: Decoded) -> None:
-    """The 100 MHz constant-rate counter (%globaltimer): S_MEMREALTIME (gfx9), or S_SENDMSG_RTN_B64
-    with MSG_RTN_GET_REALTIME (gfx11+); the host's monotonic clock in its units."""
-    if d.name == "S_MEMREALTIME":
-        dst = d.inst.sdata.offset
-    elif d.inst.ssrc0.offset == MSG_RTN_GET_REALTIME:
-        dst = d.inst.sdst.offset
-    else:
-        raise EmulatorError(w.where(f"{d.name.lower()} of message {d.inst.ssrc0.offset:#x}"))
-    value = time.monotonic_ns() // 10
-    w.sgpr[dst], w.sgpr[dst + 1] = value & 0xFFFFFFFF, value >> 32 & 0xFFFFFFFF
-
-
 def _trap(w: Wave, d: Decoded) -> None:
     raise Trapped(w.where(f"{d.name} (the kernel trapped: an assertion or a fault)"))
 
@@ -1274,8 +1257,6 @@ def _handler(d: Decoded) -> Callable[[Wave, Decoded], "int | None"]:
         return _barrier
     if name == "S_SLEEP":
         return _sleep
-    if name in ("S_MEMREALTIME", "S_SENDMSG_RTN_B64"):
-        return _realtime
     if name == "S_BARRIER_SIGNAL":
         return _barrier_signal
     if fmt.startswith("SMEM"):

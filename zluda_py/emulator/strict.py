@@ -54,11 +54,17 @@ def counters(w: "Wave", d: "Decoded", returns: bool) -> tuple[str, ...]:
     return (vmem, "lgkm") if fmt.startswith("FLAT") else (vmem,)
 
 
-def deliver(w: "Wave", d: "Decoded", regs: np.ndarray, index: tuple, values: np.ndarray) -> None:
-    """A memory instruction's result for regs[index]: POISON there until its s_waitcnt."""
-    regs[index] = POISON
+def deliver(w: "Wave", d: "Decoded", regs: np.ndarray, index: tuple, values: np.ndarray, keep: int) -> None:
+    """A memory instruction's result for regs[index]: POISON there until its s_waitcnt. `keep`:
+    the register bits the result leaves alone (a d16 load's other half), merged at completion."""
+    kept = np.uint32(keep)
+    regs[index] = regs[index] & kept | np.uint32(POISON & ~keep)
     values = np.array(values, regs.dtype)  # a copy: the values as they were read at issue
-    w.pending.append(Pending(counters(w, d, True), lambda: regs.__setitem__(index, values), False))
+
+    def complete() -> None:
+        regs[index] = regs[index] & kept | values
+
+    w.pending.append(Pending(counters(w, d, True), complete, False))
 
 
 def defer(w: "Wave", d: "Decoded", returns: bool, complete: Callable[[], None], store: bool) -> None:
