@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import re
 import struct
+import time
 from functools import lru_cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Callable
@@ -1240,6 +1241,22 @@ def _sleep(w: Wave, d: Decoded) -> None:  # a wave polling memory (mbarrier wait
     w.yielded = True
 
 
+MSG_RTN_GET_REALTIME = 0x83
+
+
+def _realtime(w: Wave, d: Decoded) -> None:
+    """The 100 MHz constant-rate counter (%globaltimer): S_MEMREALTIME (gfx9), or S_SENDMSG_RTN_B64
+    with MSG_RTN_GET_REALTIME (gfx11+); the host's monotonic clock in its units."""
+    if d.name == "S_MEMREALTIME":
+        dst = d.inst.sdata.offset
+    elif d.inst.ssrc0.offset == MSG_RTN_GET_REALTIME:
+        dst = d.inst.sdst.offset
+    else:
+        raise EmulatorError(w.where(f"{d.name.lower()} of message {d.inst.ssrc0.offset:#x}"))
+    value = time.monotonic_ns() // 10
+    w.sgpr[dst], w.sgpr[dst + 1] = value & 0xFFFFFFFF, value >> 32 & 0xFFFFFFFF
+
+
 def _trap(w: Wave, d: Decoded) -> None:
     raise Trapped(w.where(f"{d.name} (the kernel trapped: an assertion or a fault)"))
 
@@ -1257,6 +1274,8 @@ def _handler(d: Decoded) -> Callable[[Wave, Decoded], "int | None"]:
         return _barrier
     if name == "S_SLEEP":
         return _sleep
+    if name in ("S_MEMREALTIME", "S_SENDMSG_RTN_B64"):
+        return _realtime
     if name == "S_BARRIER_SIGNAL":
         return _barrier_signal
     if fmt.startswith("SMEM"):
