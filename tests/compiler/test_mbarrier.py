@@ -350,3 +350,20 @@ def test_reference_interpreter_refuses_by_name():
             "  mbarrier.try_wait.parity.shared.b64 %p3, [%r2], %r3;", "  " + body)
         with pytest.raises(NotImplementedError, match=rf"reference: {name}.* at <ptx>:\d+"):
             run(text, "dl", (1,), (64,), [])
+
+
+@pytest.mark.parametrize("text, branch_to, first", [(DROP, "DROP", "DROP"), (INTRA_WARP, "ARRIVE", "ARRIVE"),
+                                                     (ARRIVE_FOR_ANOTHER, "PARITY", None)],
+                         ids=["drop", "intra-warp", "arrive-for-another"])
+def test_amdgpu_runs_the_arriving_side_of_a_branch_first(text: str, branch_to: str, first: str | None) -> None:
+    """amdgpu/mbarrier.first_sides: at `@p bra branch_to`, the side that arrives (or never waits)
+    runs first: the label `first`, or None for the fall-through."""
+    from zluda_py.compiler import cfg
+    from zluda_py.compiler.amdgpu.mbarrier import first_sides
+    from zluda_py.compiler.semantics import SEMANTICS
+    from zluda_py.ptx import parse
+    body = cfg.build(parse(text).functions()[0].body, keep=lambda op: op in SEMANTICS)
+    block = next(b for b in body.blocks if b.insts and b.insts[-1].opcode == "bra"
+                 and b.insts[-1].guard is not None and b.insts[-1].operands[0].name == branch_to)
+    want = body.labels[first] if first else block.fallthrough
+    assert first_sides(body).get(block.index) == want
