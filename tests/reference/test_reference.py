@@ -342,6 +342,35 @@ def test_recursive_calls_with_local_frames():
     assert e.value.cu_result == 719 and "stack overflow" in str(e.value)
 
 
+def test_a_call_chain_larger_than_the_stack_limit_runs():
+    """The driver grows the stack to a kernel's frame plus its deepest non-recursive chain of
+    calls (cuCtxSetLimit: "automatically increases the per-thread stack size ... as needed"):
+    a 64-byte kernel frame calling a 96-byte function runs with a 32-byte limit."""
+    ptx = """.version 7.0
+.target sm_80
+.address_size 64
+.func (.reg .b32 d) deep(.reg .b32 x)
+{
+ .local .align 4 .b8 buf[96];
+ st.local.u32 [buf+92], x;
+ ld.local.u32 d, [buf+92];
+ add.s32 d, d, 5;
+ ret;
+}
+.visible .entry k(.param .u64 out)
+{""" + TID + """
+ .local .align 4 .b8 mine[64];
+ st.local.u32 [mine+60], %r1;
+ ld.local.u32 %r2, [mine+60];
+ call.uni (%r3), deep, (%r2);
+ st.global.u32 [%rd3], %r3;
+ ret;
+}
+"""
+    out = np.zeros(8, np.uint32)
+    run(ptx, "k", (1,), (8,), [out], stack_size=32)
+    np.testing.assert_array_equal(out, np.arange(8) + 5)
+
 def test_atomics_global_and_shared():
     ptx = kernel("""
  ld.param.u64 %rd6, [cnt];

@@ -78,5 +78,6 @@ def unload(module) -> None:
 
 
 def launch(module, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
-           shared_mem: int, grid_workspace: int = 0) -> None:
-    module.launch_raw(kernel, grid, block, params, shared_mem, grid_workspace=grid_workspace)
+           shared_mem: int, grid_workspace: int = 0, stack_size: int = 1024) -> None:
+    """`stack_size`: the context's CU_LIMIT_STACK_SIZE (per thread)."""
+    module.launch_raw(kernel, grid, block, params, shared_mem, stack_size=stack_size, grid_workspace=grid_workspace)

@@ -335,5 +335,6 @@ def unload(module: HipModule) -> None:
 
 
 def launch(module: HipModule, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
-           shared_mem: int, grid_workspace: int = 0) -> None:
+           shared_mem: int, grid_workspace: int = 0, stack_size: int = 1024) -> None:
+    """`stack_size` is not used: an AMDGPU code object's private segment is sized by its compiler."""
     module.launch(kernel, grid, block, params, shared_mem, thread_stream(), grid_workspace)

@@ -20,6 +20,7 @@ CU_STREAM_LEGACY = 0x1
 CU_STREAM_PER_THREAD = 0x2
 _ids = itertools.count(1)
 
+CU_LIMIT_STACK_SIZE = 0
 # CUlimit -> default value
 DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 32, 6: 0}
 

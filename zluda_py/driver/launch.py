@@ -134,14 +134,23 @@ class KernelLaunch:
     def __call__(self) -> None:
         backend = backends.select()
         compiled, name = self.function.module.compiled, self.function.name
+        # the driver grows the per-thread stack to what the kernel needs without recursion, and it
+        # stays grown (cuCtxGetLimit reports it); info builds a lazily loaded kernel
+        limits = self.ctx.limits
+        need = getattr(self.function.info, "stack_size", 0)
+        limits[ctxs.CU_LIMIT_STACK_SIZE] = max(limits[ctxs.CU_LIMIT_STACK_SIZE], (need + 15) // 16 * 16)
+        self._run(backend, compiled, name, limits[ctxs.CU_LIMIT_STACK_SIZE])
+
+    def _run(self, backend, compiled, name: str, stack: int) -> None:
         if not self.cooperative:
-            backend.launch(compiled, name, self.grid, self.block, self.params, self.shared)
+            backend.launch(compiled, name, self.grid, self.block, self.params, self.shared, stack_size=stack)
             return
         # the grid workspace nvcc's grid.sync() counts arrivals in: zeroed, one per launch
         workspace = backend.memory.allocate(GRID_WORKSPACE_BYTES, "device", 0, self.ctx)
         try:
             backend.memory.fill(workspace.base, 0, 1, GRID_WORKSPACE_BYTES)  # device memory on HIP
-            backend.launch(compiled, name, self.grid, self.block, self.params, self.shared, grid_workspace=workspace.base)
+            backend.launch(compiled, name, self.grid, self.block, self.params, self.shared, grid_workspace=workspace.base,
+                           stack_size=stack)
         finally:
             backend.memory.release(workspace.base)
 

@@ -28,7 +28,7 @@ def run(ptx: str | list[str], kernel: str, grid: tuple[int, ...], block: tuple[i
     program = load(ptx if isinstance(ptx, str) else tuple(ptx))
     func, params, size = program.kernel(kernel)
     grid3, block3 = _dims(grid), _dims(block)
-    launch = Launch(program, grid3, block3, shared_mem, stack_size, max_steps)
+    launch = Launch(program, grid3, block3, shared_mem, max(stack_size, program.static_stack(kernel)), max_steps)
     bind_arguments(launch, params, size, args)
     gx, gy, gz = grid3
     for z in range(gz):

@@ -132,6 +132,25 @@ class Program:
         k, rem = divmod(address - FUNC_BASE, 16)
         return self.func_list[k] if rem == 0 and 0 <= k < len(self.func_list) else None
 
+    def static_stack(self, kernel: str) -> int:
+        """Stack bytes `kernel` needs before any recursion: its .local frame plus the largest sum of
+        frames along a chain of direct calls in which no function repeats. NVIDIA's driver grows the
+        per-thread stack to a launch's need (cuCtxSetLimit); the limit caps only what recursion adds."""
+        below: dict[str, int] = {}
+
+        def callees(name: str) -> set[str]:
+            return {next(o.name for o in s.operands if isinstance(o, ast.Sym)) for s in self.bodies[name][1]
+                    if isinstance(s, ast.Instruction) and s.opcode == "call"
+                    and any(isinstance(o, ast.Sym) for o in s.operands)} & self.functions.keys()
+
+        def deepest(name: str, chain: frozenset[str]) -> int:
+            if name not in below:
+                below[name] = max((self.functions[c].frame_size + deepest(c, chain | {c})
+                                   for c in callees(name) if c not in chain), default=0)
+            return below[name]
+
+        return self.functions[kernel].frame_size + deepest(kernel, frozenset([kernel]))
+
     def kernel(self, name: str) -> tuple[Func, list[dict], int]:
         func = self.functions.get(name)
         if func is None or func.fn.kind != "entry":

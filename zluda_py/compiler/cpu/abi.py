@@ -31,6 +31,10 @@ RESERVED_SMEM = 1024
 # and no mbarrier changed, after which the block is deadlocked (nothing else can complete its
 # waits): the launch fails with 719, as when every warp waits at a barrier nobody else reaches.
 STALLED_ROUNDS = 1 << 20
+# Ctx.FAULT_ARG of a 719 that is not a `trap`: what the launch failure message names.
+FAULT_BRKPT = 1  # brkpt with no debugger attached
+FAULT_STACK = 2  # a call whose frame overflows the per-thread stack
+FAULT_DEADLOCK = 3  # every live warp of the block waits for something no thread will do
 
 
 class Ctx(IntEnum):

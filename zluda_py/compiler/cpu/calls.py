@@ -12,7 +12,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
-from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, WARP, BarSlot, Ctx, Frame
+from zluda_py.compiler.cpu.abi import DONE, FAULT_BRKPT, FRAME_HEADER, WARP, BarSlot, Ctx, Frame
 from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.ptx import ast
@@ -25,7 +25,6 @@ HOST_ASSERT = 2
 HOST_MALLOC = 4  # device-side malloc/free: (un)register the block as valid device memory
 HOST_FREE = 5
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
-FAULT_BRKPT = 1  # Ctx.FAULT_ARG of a 719 raised by brkpt rather than trap
 
 
 class CallMixin:
@@ -42,6 +41,7 @@ class CallMixin:
             return
         if isinstance(target, ast.Sym) and self.symbol(target.name, inst.pos).kind == "func":
             callee = self.mod.functions[target.name]
+            self.callees.add(target.name)
             buffers = self._call_buffers(callee, rets, args, mask)
             exited = self.b.call(self.mod.llfns[target.name],
                                  [self.ctx, self.warp, self.b.add(self.sp, ir.Constant(I64, self.frame_size)), mask, *buffers])

@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu import values as V
-from zluda_py.compiler.cpu.abi import DONE, FRAME_HEADER, RESERVED_SMEM, STACK_ALIGN, WARP, Ctx, Frame
+from zluda_py.compiler.cpu.abi import DONE, FAULT_STACK, FRAME_HEADER, RESERVED_SMEM, STACK_ALIGN, WARP, Ctx, Frame
 from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
 from zluda_py.compiler.cpu.mbarrier import MbarrierMixin
@@ -101,6 +101,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self.symbols: dict[str, Symbol] = {}
         self.resume_sites: list[tuple[ir.Block, ast.Instruction]] = []
         self.frame_size = 0  # local (stack) bytes of this function
+        self.callees: set[str] = set()  # .funcs it calls directly (the kernel's static stack)
         self.frame_offsets: dict[str, int] = {}  # register -> its place in a warp frame
         self.frame_end = FRAME_HEADER
         self.in_frame = self.is_kernel and sum(len(b.insts) for b in self.body.blocks) > FRAME_REGS_LIMIT
@@ -145,7 +146,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             b.position_at_end(start)
             b.store(b.select(self._initial_mask(), V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
         else:
-            self._check_stack()
+            self._check_stack(entry_mask)
             b.store(b.select(entry_mask, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
         b.branch(self.dispatch_block)
         self._emit_dispatch()
@@ -230,7 +231,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
                                 self.ctx_i64(Ctx.BLOCK_Z)), I32)
         return b.icmp_unsigned("<", self.thread_index, V.splat(b, threads))
 
-    def _check_stack(self) -> None:
+    def _check_stack(self, lanes: ir.Value) -> None:
         """A call whose frame does not fit the per-thread stack faults like a GPU stack overflow."""
         if self.frame_size == 0:
             return
@@ -239,6 +240,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         over = b.icmp_unsigned(">", end, self.ctx_i64(Ctx.STACK_SIZE))
         with b.if_then(over, likely=False):
             self.set_ctx_i64(Ctx.STATUS, ir.Constant(I64, CUDA_ERROR_LAUNCH_FAILED))
+            self.set_ctx_i64(Ctx.FAULT_LANES, b.zext(V.mask_bits(b, lanes), I64))
+            self.set_ctx_i64(Ctx.FAULT_WARP, b.zext(self.warp, I64))
+            self.set_ctx_i64(Ctx.FAULT_ARG, ir.Constant(I64, FAULT_STACK))
             b.ret(ir.Constant(I32, 0))
 
     # ------------------------------------------------------------------ divergence

@@ -12,7 +12,8 @@ from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.calls import SYSCALLS
-from zluda_py.compiler.cpu.abi import BAR_SLOTS, NBARRIERS, STALLED_ROUNDS, WARP, BarSlot, Ctx, Frame
+from zluda_py.compiler.cpu.abi import (BAR_SLOTS, FAULT_DEADLOCK, NBARRIERS, STALLED_ROUNDS, WARP, BarSlot, Ctx,
+                                       Frame)
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
 from zluda_py.compiler.cpu.shared import is_dynamic, layout_shared
 from zluda_py.compiler.errors import UnsupportedError
@@ -39,6 +40,7 @@ class ModuleLowering:
         self._lowering: ast.Function | None = None
         self.globals_meta: dict[str, dict] = {}
         self.kernels_meta: dict[str, dict] = {}
+        self.frames: dict[str, tuple[int, set[str]]] = {}  # function -> (.local frame bytes, direct callees)
         self.reads_reserved_smem = False  # set by FunctionLowering.special
         self._initializers: list[tuple[ast.Variable, ir.GlobalVariable]] = []
 
@@ -54,6 +56,8 @@ class ModuleLowering:
         for f in self.ast.functions():
             if f.body is not None:
                 self._define(f)
+        for name, k in self.kernels_meta.items():
+            k["stack_size"] = self._static_stack(name)
         return {"kernels": self.kernels_meta, "globals": self.globals_meta,
                 "reserved_smem": self.reads_reserved_smem}
 
@@ -128,12 +132,14 @@ class ModuleLowering:
         if f.kind == "func":
             lowering = FunctionLowering(self, f, self.llfns[f.name])
             lowering.lower()
+            self.frames[f.name] = (lowering.frame_size, lowering.callees)
             return
         warp = ir.Function(self.ir, ir.FunctionType(I32, [PTR, PTR, I32]), name=f"{f.name}.warp")
         warp.linkage = "internal"
         warp.attributes.add("noinline")  # one call per warp and barrier; keeps the runner small
         lowering = FunctionLowering(self, f, warp)
         lowering.lower()
+        self.frames[f.name] = (lowering.frame_size, lowering.callees)
         runner = f"zluda_run.{f.name}"
         self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites))
         params, param_size = kernel_params(f)
@@ -143,6 +149,21 @@ class ModuleLowering:
             "static_shared": self.shared.static[f.name],
             "max_threads": max_threads(f), "reqntid": directive_dims(f, "reqntid"),
         }
+
+    def _static_stack(self, kernel: str) -> int:
+        """The per-thread stack a kernel needs without recursion: its frame plus the deepest chain
+        of direct calls, a recursive cycle counted once. NVIDIA's driver grows the stack to what a
+        launch needs (cuCtxSetLimit: it "automatically increases the per-thread stack size for
+        each kernel launch as needed"); the limit bounds only what recursion adds to this."""
+        deepest: dict[str, int] = {}
+
+        def below(name: str, path: set[str]) -> int:
+            if name not in deepest:
+                deepest[name] = max((self.frames[c][0] + below(c, path | {c})
+                                     for c in self.frames[name][1] if c in self.frames and c not in path), default=0)
+            return deepest[name]
+
+        return self.frames[kernel][0] + below(kernel, {kernel})
 
     # ------------------------------------------------------------------ runtime services
     def host_fn(self) -> ir.Function:
@@ -260,6 +281,7 @@ class ModuleLowering:
                 b.position_at_end(fn.blocks[-1])
                 with b.if_then(b.icmp_unsigned("==", b.load(ran, typ=I64), ir.Constant(I64, 0)), likely=False):
                     put(Ctx.FAULT_BLOCK, blk)  # every live warp waits at a barrier no one else reaches
+                    put(Ctx.FAULT_ARG, ir.Constant(I64, FAULT_DEADLOCK))
                     b.store(ir.Constant(I32, 1), stop)
                     b.ret(ir.Constant(I32, 719))
                 # every warp that ran only yielded at failed mbarrier waits and no mbarrier changed:
@@ -270,6 +292,7 @@ class ModuleLowering:
                 with b.if_then(b.icmp_unsigned(">=", b.load(stalled, typ=I64), ir.Constant(I64, STALLED_ROUNDS)),
                                likely=False):
                     put(Ctx.FAULT_BLOCK, blk)
+                    put(Ctx.FAULT_ARG, ir.Constant(I64, FAULT_DEADLOCK))
                     b.store(ir.Constant(I32, 1), stop)
                     b.ret(ir.Constant(I32, 719))
                 b.branch(sched)

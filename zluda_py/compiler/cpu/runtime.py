@@ -18,8 +18,8 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from zluda_py.compiler.cpu import bounds as address_ranges
-from zluda_py.compiler.cpu.abi import ABORTED, BAR_SLOTS, NBARRIERS, RESERVED_SMEM, WARP, Ctx
-from zluda_py.compiler.cpu.calls import FAULT_BRKPT
+from zluda_py.compiler.cpu.abi import (ABORTED, BAR_SLOTS, FAULT_BRKPT, FAULT_DEADLOCK, FAULT_STACK, NBARRIERS,
+                                       RESERVED_SMEM, WARP, Ctx)
 from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
 from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_ILLEGAL_ADDRESS,
                                       CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_MISALIGNED_ADDRESS,
@@ -39,6 +39,7 @@ class CpuKernelInfo(KernelInfo):
     frame_bytes: int = field(repr=False, default=0)
     runner: int = field(repr=False, default=0)
     reserved_smem: bool = field(repr=False, default=False)  # reads %reserved_smem_offset_*
+    stack_size: int = 0  # per-thread stack its frame and deepest non-recursive call chain need
 
 
 _jit_lock = threading.Lock()
@@ -193,7 +194,8 @@ class CompiledModule:
         for kname, k in metadata["kernels"].items():
             self.kernels[kname] = CpuKernelInfo.declared(kname, k, k["static_shared"], k["local_size"],
                                                          frame_bytes=k["frame_bytes"], runner=library[k["runner"]],
-                                                         reserved_smem=reserved_smem)
+                                                         reserved_smem=reserved_smem,
+                                                         stack_size=k.get("stack_size", k["local_size"]))
         return library
 
     # ------------------------------------------------------------------ launch
@@ -211,9 +213,10 @@ class CompiledModule:
             raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"invalid launch configuration grid={grid} block={block}")
         if len(params) < info.param_size:
             raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"{kernel}: {len(params)} parameter bytes, needs {info.param_size}")
-        # The kernel's own .local frame always fits (the driver sizes the stack for it too);
-        # deeper .func frames fault with 719 when they would overflow.
-        stack_size = (max(stack_size, info.local_size) + 15) // 16 * 16
+        # The stack holds the kernel's frame and its deepest non-recursive call chain whatever the
+        # limit (the driver grows it for the launch); recursion beyond that faults with 719 once
+        # a frame would overflow the limit.
+        stack_size = (max(stack_size, info.local_size, info.stack_size) + 15) // 16 * 16
         param_buf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
         stop = np.zeros(1, np.int32)
         stop_at = stop.ctypes.data
@@ -342,8 +345,12 @@ def _fault(kernel: str, status: int, ctx: list[int], grid) -> LaunchError:
     what = {CUDA_ERROR_LAUNCH_FAILED: "unspecified launch failure (trap)", CUDA_ERROR_ASSERT: "device-side assert triggered",
             CUDA_ERROR_ILLEGAL_ADDRESS: "an illegal memory access was encountered",
             CUDA_ERROR_MISALIGNED_ADDRESS: "misaligned address"}.get(status, f"error {status}")
-    if status == CUDA_ERROR_LAUNCH_FAILED and ctx[Ctx.FAULT_ARG] == FAULT_BRKPT:
-        what = "unspecified launch failure (brkpt with no debugger attached)"
+    if status == CUDA_ERROR_LAUNCH_FAILED:
+        what = {FAULT_BRKPT: "unspecified launch failure (brkpt with no debugger attached)",
+                FAULT_STACK: f"unspecified launch failure (a call overflows the {ctx[Ctx.STACK_SIZE]}-byte per-thread "
+                             "stack: raise cudaLimitStackSize)",
+                FAULT_DEADLOCK: "unspecified launch failure (deadlock: every live warp of the block waits at a "
+                                "barrier or mbarrier that no thread will complete)"}.get(ctx[Ctx.FAULT_ARG], what)
     if named:
         where += f", address 0x{ctx[Ctx.FAULT_ARG] & 0xFFFFFFFFFFFFFFFF:x}"
     return LaunchError(status, f"{kernel}: {what} at {where}")
