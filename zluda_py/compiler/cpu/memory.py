@@ -156,11 +156,7 @@ class MemoryMixin:
         """The Access plan for an address `[reg+offset]` (see Access)."""
         if space == "local":  # each lane's own stack window
             return "gather"
-        if not hasattr(self, "_affine"):
-            params = {n for n, s in self.symbols.items() if s.kind == "kparam"}
-            self._affine = affine.Analysis(self.body, {n: bits for n, (_, bits) in self.regs.items()},
-                                           self._uniform_symbol, params.__contains__)
-        form = affine.resize(self._affine.address_form(inst, addr.base.name, addr.offset), 64, False)
+        form = affine.resize(self.affine().address_form(inst, addr.base.name, addr.offset), 64, False)
         if form is None:
             return "check"
         if form.uniform:
@@ -170,6 +166,14 @@ class MemoryMixin:
         if not form.hazards:
             return "contiguous"
         return "ends" if form.two_lane_test else "check"
+
+    def affine(self) -> affine.Analysis:
+        """This function's uniform/affine register analysis (built at first use)."""
+        if not hasattr(self, "_affine"):
+            params = {n for n, s in self.symbols.items() if s.kind == "kparam"}
+            self._affine = affine.Analysis(self.body, {n: bits for n, (_, bits) in self.regs.items()},
+                                           self._uniform_symbol, params.__contains__)
+        return self._affine
 
     def _plan_for_size(self, plan: str) -> str:
         """Functions too large for converged clones (cub/thrust) take the per-lane helper where a
@@ -230,8 +234,8 @@ class MemoryMixin:
             window, size = self._window_size(acc.space), ir.Constant(I64, acc.nbytes)
             over = b.or_(b.or_(b.icmp_unsigned(">", top, b.sub(window, size)), b.icmp_unsigned("<", top, lo)),
                          b.icmp_unsigned("<", window, size))
-            with b.if_then(over, likely=False):  # find the first lane outside, to name it
-                self.check_bounds(acc.offsets, acc.space, acc.nbytes, mask)
+            with b.if_then(over, likely=False):  # some lane is outside: name the first one
+                self._window_fault(acc.offsets, acc.space, acc.nbytes, mask, acc.nbytes)
             return
         # the lanes' addresses again from lo (not the vector: the fast path then needs two lanes of it)
         stride = 0 if acc.plan == "uniform" else acc.nbytes
@@ -256,15 +260,16 @@ class MemoryMixin:
             over = b.or_(b.or_(b.icmp_unsigned(">", top, b.sub(window, size)), b.icmp_unsigned("<", top, hi)),
                          b.icmp_unsigned("<", window, size))
             with b.if_then(over, likely=False):
-                self.check_bounds(acc.offsets, acc.space, acc.nbytes, V.ALL)
+                self._window_fault(acc.offsets, acc.space, acc.nbytes, V.ALL, acc.nbytes)
             return
         self._host_check(lo, top, acc.offsets, acc.nbytes, V.ALL, cache)
 
     def _window_fault(self, value: ir.Value, space: str, nbytes: int, mask: ir.Value, align: int) -> None:
         """Leave with the fault of a .shared/.local access that some active lane makes (the
-        caller tested it): `zluda.window_fault` names the first misaligned lane (716), else the
-        first outside the window (700). Out of line: inline it was about 10 lines of IR per
-        check (compile time)."""
+        caller tested it: a failed range test of consecutive lanes also means some lane is
+        outside): `zluda.window_fault` names the first misaligned lane (716), else the first
+        outside the window (700). Out of line: inline it was about 10 lines of IR per check
+        (compile time)."""
         b = self.b
         align_bits = align - 1 if _alignment_checked(align) else 0
         status = b.call(_window_fault_function(self.mod), [self.ctx, value, mask, ir.Constant(I64, nbytes),
@@ -304,44 +309,21 @@ class MemoryMixin:
     def _per_lane(self, acc: Access, mask: ir.Value, cache: ir.Value | None, elt: ir.IntType, n: int,
                   values: list[ir.Value] | None = None) -> list[ir.Value]:
         """Check every active lane's address, then gather n elements per lane (values None) or
-        scatter `values`. Functions with converged clones (small ones) move 32/64-bit elements
-        inline: .shared/.local after the window check, host addresses when the active lanes'
-        [min, max] lies in the range the site hit last; everything else goes through one
-        out-of-line helper (`_lanes_function`), which checks each lane."""
-        b = self.b
+        scatter `values`. Functions with converged clones (small ones) move .shared/.local 32/64-bit
+        elements inline after the window check (a few lines); everything else, host addresses
+        included, is one call of a shared out-of-line helper (`_lanes_function`), which checks
+        host addresses lane by lane: inline, that path was about a quarter of a small kernel's IR."""
         host = acc.offsets is not None and acc.space not in ("shared", "local", "param")
         if acc.offsets is not None and not host:  # window checks stay inline (small)
             self.check_bounds(acc.offsets, acc.space, acc.nbytes, mask)
-        elif host:  # the helper checks the bounds
-            self._check_aligned(acc.offsets, acc.nbytes, mask)
-        if not self.cloned or elt.width not in (32, 64):  # byte gathers are 32 scalar branches each
+        if host or not self.cloned or elt.width not in (32, 64):  # byte gathers are 32 scalar branches each
             return self._per_lane_call(acc, mask, cache if host else None, elt, n, values)
-        if not host:
-            return _move_lanes(b, acc.host, mask, elt, n, values)
-        lo = V.reduce(b, "umin", b.select(mask, acc.offsets, V.splat_const(I64, -1)))
-        top = V.reduce(b, "umax", b.select(mask, acc.offsets, V.splat_const(I64, 0)))
-        inline = b.append_basic_block("lanes.cached")
-        call = b.append_basic_block("lanes.call")
-        join = b.append_basic_block("lanes.done")
-        b.cbranch(_in_cached_range(b, lo, top, ir.Constant(I64, acc.nbytes), cache), inline, call).set_weights([1000, 1])
-        paths = []
-        for block, move in ((inline, lambda: _move_lanes(b, acc.host, mask, elt, n, values)),
-                            (call, lambda: self._per_lane_call(acc, mask, cache, elt, n, values))):
-            b.position_at_end(block)
-            paths.append((move(), b.block))
-            b.branch(join)
-        b.position_at_end(join)
-        out = []
-        for k in range(len(paths[0][0])):
-            phi = b.phi(paths[0][0][k].type)
-            for moved, block in paths:
-                phi.add_incoming(moved[k], block)
-            out.append(phi)
-        return out
+        return _move_lanes(self.b, acc.host, mask, elt, n, values)
 
     def _per_lane_call(self, acc: Access, mask: ir.Value, cache: ir.Value | None, elt: ir.IntType, n: int,
                        values: list[ir.Value] | None) -> list[ir.Value]:
-        """The per-lane move through `_lanes_function` (with a `cache`: it checks host addresses)."""
+        """The per-lane move through `_lanes_function` (with a `cache`: it checks host addresses,
+        alignment first, and a fault leaves through the function's shared fault block)."""
         b = self.b
         addrs, data = self._lane_buffers()
         b.store(acc.host, addrs)
@@ -351,11 +333,11 @@ class MemoryMixin:
         for k, v in enumerate(values or []):
             b.store(v, slot(k))
         fn = _lanes_function(self.mod, "gather" if values is None else "scatter", elt, n)
-        ok = b.call(fn, [self.ctx, addrs, V.mask_bits(b, mask), ir.Constant(I64, acc.nbytes),
-                         cache if cache is not None else ir.Constant(PTR, None), data])
+        status = b.call(fn, [self.ctx, addrs, V.mask_bits(b, mask), ir.Constant(I64, acc.nbytes),
+                             cache if cache is not None else ir.Constant(PTR, None), data])
         if cache is not None:
-            with b.if_then(b.not_(ok), likely=False):
-                self._illegal_address()
+            with b.if_then(b.icmp_unsigned("!=", status, ir.Constant(I32, 0)), likely=False):
+                self._leave_recorded(status)
         if values is not None:
             return []
         return [b.load(slot(k)) for k in range(n)]
@@ -531,7 +513,7 @@ class MemoryMixin:
         paths.append((b.block, moved))
         b.branch(join)
         b.position_at_end(other)
-        if full and acc.plan in ("ends", "check") and halves is not None:
+        if full and acc.plan in ("ends", "check") and halves is not None and self._reads_tid_yz():
             # a whole warp of a 2-D block with 16-wide rows (16x16 tiles): each half-warp is a row
             half_fast, lanes = b.append_basic_block("mem.halves"), b.append_basic_block("mem.lanes")
             rows = b.add(b.shuffle_vector(acc.host, ir.Constant(acc.host.type, None), _HALF_STARTS),
@@ -553,6 +535,17 @@ class MemoryMixin:
                 phi.add_incoming(values[k], block)
             out.append(phi)
         return out
+
+    def _reads_tid_yz(self) -> bool:
+        """Some function of the module reads %tid.y or %tid.z. Only then can the rows of a 2-D
+        block be what a warp's addresses follow (`halves`); kernels indexed by %tid.x alone (the
+        1-D ones, most) go without that path, 10-30 % of their compile time, and a 2-D launch of
+        one still runs correctly through the per-lane path."""
+        found = getattr(self.mod, "reads_tid_yz", None)
+        if found is None:
+            found = self.mod.reads_tid_yz = any(
+                {"%tid.y", "%tid.z"} & ast.mentioned_names(f.body) for f in self.mod.ast.functions() if f.body)
+        return found
 
     def _base(self, acc: Access, first: ir.Value) -> ir.Value:
         """Where lane 0's element would be, from the first active lane's address (contiguous lanes)."""
@@ -923,29 +916,41 @@ def _lanes_check_function(mod) -> ir.Function:
 
 
 def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
-    """`i1 zluda.<kind>.iW.xN(ctx, ptr addrs, i32 mask, i64 size, ptr cache, ptr data)`: with a
-    `cache` (host addresses), check every active lane's address first (0: some lane is out of
-    bounds, nothing moved); then gather N consecutive elements per lane into `data` (N vectors)
-    or scatter them from it, in lane order (the highest lane's value stays where lanes collide).
-    Out of line, with its operands in memory: a 32-lane gather is much machine code and the rare
-    path of most accesses."""
+    """`i32 zluda.<kind>.iW.xN(ctx, ptr addrs, i32 mask, i64 size, ptr cache, ptr data)`: with a
+    `cache` (host addresses), check every active lane's address first: the first misaligned lane
+    gives 716, else a lane out of bounds 700 (lane and address recorded in the launch record,
+    nothing moved); then gather N consecutive elements per lane into `data` (N vectors) or scatter
+    them from it, in lane order (the highest lane's value stays where lanes collide). Returns the
+    status (0: moved). Out of line, with its operands in memory: a 32-lane gather is much machine
+    code and the rare path of most accesses. (LLVM 22's preserve_allcc, which would spare the
+    caller its spills around the call, lost the upper quarters of vector registers here.)"""
     name = f"zluda.{kind}.i{elt.width}.x{n}"
     fn = mod.ir.globals.get(name)
     if fn is not None:
         return fn
-    fn = _helper(mod, name, I1, [PTR, PTR, I32, I64, PTR, PTR])
+    fn = _helper(mod, name, I32, [PTR, PTR, I32, I64, PTR, PTR])
     ctx, addrs_p, bits, size, cache, data = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     addrs, mask, vt = b.load(addrs_p, typ=V.vec(I64)), V.bits_mask(b, bits), V.vec(elt)
     with b.if_then(b.icmp_unsigned("!=", cache, ir.Constant(PTR, None))):
+        # PTX wants natural alignment: the access size when it is a power of two
+        pow2 = b.icmp_unsigned("==", b.and_(size, b.sub(size, ir.Constant(I64, 1))), ir.Constant(I64, 0))
+        low = b.select(pow2, b.sub(size, ir.Constant(I64, 1)), ir.Constant(I64, 0))
+        bad = V.mask_bits(b, b.and_(mask, b.icmp_unsigned("!=", b.and_(addrs, V.splat(b, low)), V.splat_const(I64, 0))))
+        with b.if_then(b.icmp_unsigned("!=", bad, ir.Constant(I32, 0)), likely=False):
+            first = V.intrinsic(b, "llvm.cttz.i32", I32, [bad, ir.Constant(I1, 1)])
+            b.store(b.extract_element(addrs, first), b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
+            b.store(b.shl(ir.Constant(I64, 1), b.zext(first, I64)),
+                    b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_LANES)], source_etype=V.I8))
+            b.ret(ir.Constant(I32, CUDA_ERROR_MISALIGNED_ADDRESS))
         ok = b.call(_lanes_check_function(mod), [ctx, addrs, mask, size, cache])
         with b.if_then(b.not_(ok), likely=False):
-            b.ret(ir.Constant(I1, 0))
+            b.ret(ir.Constant(I32, CUDA_ERROR_ILLEGAL_ADDRESS))
     slots = [b.gep(data, [ir.Constant(I64, k * WARP * elt.width // 8)], source_etype=V.I8) for k in range(n)]
     moved = _move_lanes(b, addrs, mask, elt, n, None if kind == "gather" else [b.load(p, typ=vt) for p in slots])
     for v, p in zip(moved, slots):
         b.store(v, p)
-    b.ret(ir.Constant(I1, 1))
+    b.ret(ir.Constant(I32, 0))
     return fn
 
 
