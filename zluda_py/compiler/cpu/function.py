@@ -468,6 +468,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         b = self.b
         base = b.mul(self.warp, ir.Constant(I32, WARP))
         self.thread_index = b.add(V.splat(b, base), V.LANE_IDS)
+        if not any(n.startswith("%tid") for n in ast.mentioned_names(self.fn.body or [])):
+            return  # %tid is never read (most .funcs): no 3-D fallback, ~45 instructions
         u32 = lambda slot: b.trunc(self.ctx_i64(slot), I32)  # noqa: E731
         nx, ny = u32(Ctx.BLOCK_X), u32(Ctx.BLOCK_Y)
         # %tid from the linear index with scalar divisions only (a vector division is 32 divides),
