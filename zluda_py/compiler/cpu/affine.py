@@ -71,6 +71,10 @@ class Form:
 
 
 UNIFORM_32 = Form(0, 32)
+# Instructions whose register operands `Analysis.constant` resolves: nvcc passes shuffle offsets,
+# clamps and member masks in registers set by mov, and a constant one makes the collective one
+# vector operation (a shufflevector) instead of a per-lane chain or a loop over member masks.
+CONSTANT_OPERANDS = {"shfl", "vote", "match", "redux", "elect"}
 # A widened value's stride must stay below 2**(bits - 1 - WIDEN_SHIFT): with up to 31 lanes
 # and %ntid.x <= 1024 (2**15 > 31 * 1024), its %tid.x jumps stay below 2**(bits - 1).
 WIDEN_SHIFT = 16
@@ -161,6 +165,12 @@ class Analysis:
         f = resize(f, bits, False)
         return _add(f, Form(0, bits, const=_wrap(offset, bits)), bits) if offset else f
 
+    def constant(self, inst: ast.Instruction, reg: str) -> int | None:
+        """The value (as unsigned 32 bits) register `reg` holds when `inst` (one of
+        CONSTANT_OPERANDS) reads it, if that is one known constant in every lane; else None."""
+        f = resize(self.at.get((id(inst), reg)), 32, False)
+        return f.const if f is not None and f.uniform else None
+
     # ------------------------------------------------------------------ reaching definitions
     def _run(self) -> None:
         blocks = self.body.blocks
@@ -228,10 +238,13 @@ class Analysis:
 
             for inst, ids in zip(blk.insts, per_inst):
                 for op in inst.operands:
-                    if isinstance(op, ast.Addr) and isinstance(op.base, ast.Reg) and op.base.name in self.reg_bits:
-                        f = lookup(op.base.name)
-                        if f is not None:
-                            self.at[(id(inst), op.base.name)] = f
+                    if isinstance(op, ast.Addr) and isinstance(op.base, ast.Reg):
+                        op = op.base
+                    elif not (isinstance(op, ast.Reg) and inst.opcode in CONSTANT_OPERANDS):
+                        continue
+                    f = lookup(op.name) if op.name in self.reg_bits else None
+                    if f is not None:
+                        self.at[(id(inst), op.name)] = f
                 results = self._evaluate(inst, lookup)
                 for name, d in ids:
                     self._defs[d] = results.get(name)

@@ -22,14 +22,24 @@ I1, I32, I64 = V.I1, V.I32, V.I64
 
 
 class WarpMixin:
-    def per_member_mask(self, op: ast.Operand | None, mask: ir.Value,
+    def constant_operand(self, inst: ast.Instruction, op: ast.Operand | None) -> ast.Operand | None:
+        """`op`, or the immediate it always holds here (`affine.CONSTANT_OPERANDS`)."""
+        if isinstance(op, ast.Reg) and op.name in self.regs:
+            value = self.affine().constant(inst, op.name)
+            if value is not None:
+                return ast.Imm(value, pos=op.pos)
+        return op
+
+    def per_member_mask(self, inst: ast.Instruction, op: ast.Operand | None, mask: ir.Value,
                         body: Callable[[ir.Value], list[ir.Value]]) -> list[ir.Value]:
         """Run `body(member)` once per distinct membermask among the active lanes.
 
         Lanes of one warp may pass different masks (divergent groups, or 16-lane tiles that are
         converged at the instruction); each lane's result comes from the body run with its own
-        mask (intersected with the active lanes). An immediate mask or none needs one run."""
+        mask (intersected with the active lanes). An immediate mask, one a register always
+        holds, or none needs one run."""
         b = self.b
+        op = self.constant_operand(inst, op)
         if op is None or isinstance(op, ast.Imm):
             member = mask if op is None else b.and_(mask, V.bits_mask(b, ir.Constant(I32, int(op.value) & 0xFFFFFFFF)))
             return body(member)
@@ -62,6 +72,7 @@ class WarpMixin:
         dst, a, bop, cop = inst.operands[:4]
         d, p = (dst.dest, dst.pred) if isinstance(dst, ast.PredOut) else (dst, None)
         value = self.read(a, "b32")
+        bop, cop = self.constant_operand(inst, bop), self.constant_operand(inst, cop)
         if isinstance(bop, ast.Imm) and isinstance(cop, ast.Imm):
             table = [shfl_source(mode, i, int(bop.value), int(cop.value)) for i in range(WARP)]
             out = b.shuffle_vector(value, ir.Constant(value.type, None), V.lane_consts(I32, [j for j, _ in table]))
@@ -103,7 +114,7 @@ class WarpMixin:
             r = {"all": every, "any": b.not_(none), "uni": b.or_(every, none)}[kind]
             return [V.splat(b, r)]
         member_op = inst.operands[2] if sync and len(inst.operands) > 2 else None
-        self.write(dst, self.per_member_mask(member_op, mask, vote)[0], t, mask)
+        self.write(dst, self.per_member_mask(inst, member_op, mask, vote)[0], t, mask)
 
     def op_activemask(self, inst: ast.Instruction, mask: ir.Value) -> None:
         self.write(inst.operands[0], V.splat(self.b, V.mask_bits(self.b, mask)), "b32", mask)
@@ -116,7 +127,7 @@ class WarpMixin:
         def elect(member: ir.Value) -> list[ir.Value]:
             leader = V.intrinsic(b, "llvm.cttz.i32", I32, [V.mask_bits(b, member), ir.Constant(I1, 0)])
             return [V.splat(b, leader)]
-        leader = self.per_member_mask(inst.operands[1], mask, elect)[0]
+        leader = self.per_member_mask(inst, inst.operands[1], mask, elect)[0]
         self.write(d, leader, "u32", mask)
         if p is not None:
             self.write(p, b.icmp_unsigned("==", V.LANE_IDS, leader), "pred", mask)
@@ -134,7 +145,7 @@ class WarpMixin:
                     same = b.icmp_unsigned("==", value, V.splat(b, b.extract_element(value, ir.Constant(I32, lane))))
                     out = b.insert_element(out, V.mask_bits(b, b.and_(same, member)), ir.Constant(I32, lane))
                 return [out]
-            self.write(d, self.per_member_mask(m, mask, match_any)[0], "b32", mask)
+            self.write(d, self.per_member_mask(inst, m, mask, match_any)[0], "b32", mask)
             return
 
         def match_all(member: ir.Value) -> list[ir.Value]:
@@ -143,7 +154,7 @@ class WarpMixin:
             differ = b.and_(b.icmp_unsigned("!=", value, first), member)
             equal = V.splat(b, b.icmp_unsigned("==", V.mask_bits(b, differ), ir.Constant(I32, 0)))
             return [b.select(equal, V.splat(b, V.mask_bits(b, member)), V.splat_const(I32, 0)), equal]
-        out, equal = self.per_member_mask(m, mask, match_all)
+        out, equal = self.per_member_mask(inst, m, mask, match_all)
         self.write(d, out, "b32", mask)
         if p is not None:
             self.write(p, equal, "pred", mask)
@@ -154,7 +165,7 @@ class WarpMixin:
         dst, a, m = inst.operands[:3]
         if t == "f32":
             value = self.read(a, "b32")
-            self.write(dst, self.per_member_mask(m, mask, lambda member: [self.redux_f32(inst, value, member)])[0],
+            self.write(dst, self.per_member_mask(inst, m, mask, lambda member: [self.redux_f32(inst, value, member)])[0],
                        "b32", mask)
             return
         op, signed = redux_form(inst)
@@ -165,7 +176,7 @@ class WarpMixin:
         def redux(member: ir.Value) -> list[ir.Value]:
             lanes = b.select(member, value, identity)
             return [V.splat(b, V.reduce(b, name, lanes))]
-        self.write(dst, self.per_member_mask(m, mask, redux)[0], t, mask)
+        self.write(dst, self.per_member_mask(inst, m, mask, redux)[0], t, mask)
 
     def redux_f32(self, inst: ast.Instruction, value: ir.Value, member: ir.Value) -> ir.Value:
         """redux.sync.min/max{.abs}{.NaN}.f32 on bit patterns: NaNs are left out (with .NaN any NaN
