@@ -178,3 +178,20 @@ def test_kernel_parameters_past_nvidias_limit_are_a_precise_error():
     parse(HEADER + ".visible .entry k(.param .align 4 .b8 p[32760], .param .u32 n)\n{\nret;\n}\n")
     with pytest.raises(PtxError, match="kernel 'k' takes 4611686018427387904 bytes of parameters, more than 32764"):
         parse(HEADER + ".visible .entry k(.param .align 8 .b8 p[4611686018427387904])\n{\nret;\n}\n")
+
+
+@pytest.mark.parametrize("filler", ["\n", " ", "// " + "x" * 60 + "\n"], ids=["newlines", "spaces", "comments"])
+def test_whitespace_and_comments_parse_at_read_speed(filler):
+    """64 MiB of newlines, spaces or comments before a kernel parse under a CPU-time ceiling (the
+    hostile suite's 20 s): the parser once spent about 1.3 us a byte on them (5 MB of newlines,
+    6.6 s; 64 MiB would be about 90 s). Docs/hostile.md records the speed measured now."""
+    script = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
+        from zluda_py.ptx import parse
+        filler = {filler!r}
+        text = filler * ((64 << 20) // len(filler)) + {HEADER!r} + ".visible .entry k()\\n{{\\nret;\\n}}\\n"
+        print(len(parse(text).kernels()))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "1", r.stderr[-2000:]
