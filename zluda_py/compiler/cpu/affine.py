@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from zluda_py.compiler import cfg
+from zluda_py.compiler.cpu.abi import WARP
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.ptxtypes import immediate_bits
@@ -75,6 +76,7 @@ UNIFORM_32 = Form(0, 32)
 # clamps and member masks in registers set by mov, and a constant one makes the collective one
 # vector operation (a shufflevector) instead of a per-lane chain or a loop over member masks.
 CONSTANT_OPERANDS = {"shfl", "vote", "match", "redux", "elect"}
+RECORDED_OPERANDS = CONSTANT_OPERANDS | {"setp"}  # register operands whose forms `at` keeps
 # A widened value's stride must stay below 2**(bits - 1 - WIDEN_SHIFT): with up to 31 lanes
 # and %ntid.x <= 1024 (2**15 > 31 * 1024), its %tid.x jumps stay below 2**(bits - 1).
 WIDEN_SHIFT = 16
@@ -152,6 +154,8 @@ class Analysis:
         self.kernel_param = kernel_param  # ld.param from this symbol reads the kernel's parameter blob
         self.at: dict[tuple[int, str], Form] = {}  # (id(inst), address register) -> form before inst
         self._defs: list[Form | None] = []  # def id -> the form it writes (None: unknown / entry)
+        self._def_inst: dict[int, ast.Instruction] = {}  # def id -> the instruction writing it
+        self._guard_def: dict[int, int | None] = {}  # id(guarded bra) -> its predicate's one reaching def
         self._run()
 
     def address_form(self, inst: ast.Instruction, reg: str, offset: int = 0) -> Form | None:
@@ -171,6 +175,32 @@ class Analysis:
         f = resize(self.at.get((id(inst), reg)), 32, False)
         return f.const if f is not None and f.uniform else None
 
+    def one_lane_side(self, bra: ast.Instruction) -> bool | None:
+        """For a guarded `bra` whose predicate is `setp.eq/ne` of a value distinct in every lane
+        (affine, stride not 0) against a uniform one, which side a whole warp never takes (at
+        most one lane, or a few in 2-D blocks): True the branch, False the fall-through
+        (`if (threadIdx.x == 0)`); else None."""
+        d = self._guard_def.get(id(bra))
+        setp = self._def_inst.get(d) if d is not None else None
+        if setp is None or setp.opcode != "setp" or setp.guard is not None or len(setp.operands) != 3 \
+                or not isinstance(setp.operands[0], ast.Reg) or not ({"eq", "ne"} & set(setp.mods)) \
+                or setp.types[-1][0] not in "sub":  # integers: a float compare is not affine
+            return None
+        bits = ptx_bits(setp.types[-1])
+        forms = []
+        for op in setp.operands[1:]:
+            f = Form(0, bits) if isinstance(op, ast.Imm) else \
+                self.at.get((id(setp), op.name)) if isinstance(op, ast.Reg) else None
+            forms.append(resize(f, bits, False))
+        if None in forms or sum(f.uniform for f in forms) != 1:
+            return None
+        # %tid.x wrapping in a 2-D block repeats values, but all 32 lanes are equal only when
+        # %ntid.x is 1; the caller's use (no converged clone) stays correct if a warp does arrive
+        lanes = next(f for f in forms if not f.uniform)
+        if lanes.tangled or not all(lanes.stride * k % (1 << bits) for k in range(1, WARP)):
+            return None
+        return ("eq" in setp.mods) != bra.guard.negated
+
     # ------------------------------------------------------------------ reaching definitions
     def _run(self) -> None:
         blocks = self.body.blocks
@@ -188,6 +218,7 @@ class Analysis:
                 for name in _written(inst):
                     if name in self.reg_bits:
                         d = self._new_def(None)
+                        self._def_inst[d] = inst
                         defs_of[name] |= 1 << d
                         ids.append((name, d))
                 per_inst.append(ids)
@@ -237,10 +268,12 @@ class Analysis:
                 return self._defs[d] if d is not None and d in evaluated else None
 
             for inst, ids in zip(blk.insts, per_inst):
+                if inst.opcode == "bra" and inst.guard is not None:
+                    self._guard_def[id(inst)] = reaching(inst.guard.reg)
                 for op in inst.operands:
                     if isinstance(op, ast.Addr) and isinstance(op.base, ast.Reg):
                         op = op.base
-                    elif not (isinstance(op, ast.Reg) and inst.opcode in CONSTANT_OPERANDS):
+                    elif not (isinstance(op, ast.Reg) and inst.opcode in RECORDED_OPERANDS):
                         continue
                     f = lookup(op.name) if op.name in self.reg_bits else None
                     if f is not None:

@@ -136,8 +136,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             self.parked = b.alloca(I32, name="parked")
             b.store(ir.Constant(I32, 0), self.parked)
         self.cloned = size <= CLONE_LIMIT and not self.has_waits
-        self.converged_blocks = [self.llfn.append_basic_block(f"all{i}") for i in range(len(self.body.blocks))] \
-            if self.cloned else self.blocks
+        # blocks only one lane ever reaches (`if (threadIdx.x == 0)`) get no clone: the
+        # dispatcher runs their divergent copy should a whole warp arrive after all
+        self.never_converged = self._one_lane_blocks() if self.cloned else set()
+        self.converged_blocks = [llb if i in self.never_converged else self.llfn.append_basic_block(f"all{i}")
+                                 for i, llb in enumerate(self.blocks)] if self.cloned else self.blocks
         if self.is_kernel:
             start = self.llfn.append_basic_block("start")
             has_barriers = self.has_waits or any(cfg.is_block_barrier(i) for blk in self.body.blocks for i in blk.insts)
@@ -153,11 +156,40 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         for blk, llb, conv in zip(self.body.blocks, self.blocks, self.converged_blocks):
             b.position_at_end(llb)
             self._lower_block(blk, converged=False)
-            if self.cloned:
+            if conv is not llb:
                 b.position_at_end(conv)
                 self._lower_block(blk, converged=True)
         if self.is_kernel:
             self._emit_resume()
+
+    def _one_lane_blocks(self) -> set[int]:
+        """Blocks entered only through the side of a branch that at most one lane of a warp takes
+        (`affine.Analysis.one_lane_side`), or from such blocks."""
+        blocks, preds = self.body.blocks, [[] for _ in self.body.blocks]
+        for blk in blocks:
+            for succ in blk.succs:
+                preds[succ].append(blk)
+
+        def one_lane_edge(pred: cfg.BasicBlock, to: int) -> bool:
+            term = pred.insts[-1] if pred.insts else None
+            if term is None or term.opcode != "bra" or term.guard is None:
+                return False
+            target = self.body.labels.get(next((o.name for o in term.operands if isinstance(o, ast.Sym)), ""))
+            side = self.affine().one_lane_side(term)
+            if side is None or target == pred.fallthrough:
+                return False
+            return to == (target if side else pred.fallthrough)
+
+        never: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for blk in blocks[1:]:
+                if blk.index not in never and preds[blk.index] and all(
+                        p.index in never or one_lane_edge(p, blk.index) for p in preds[blk.index]):
+                    never.add(blk.index)
+                    changed = True
+        return never
 
     def _frame_i32(self, slot: int) -> ir.Value:
         return self.b.load(self.b.gep(self.frame, [ir.Constant(I64, slot * 4)], source_etype=V.I8), typ=I32)
@@ -353,7 +385,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
     def jump(self, lanes: ir.Value, target: int | None, converged: bool) -> None:
         """All of `lanes` continue at `target`; a converged warp that stays whole skips the dispatcher."""
         b = self.b
-        if converged and target is not None:
+        if converged and target is not None and target not in self.never_converged:
             whole = b.icmp_unsigned("==", V.mask_bits(b, lanes), ir.Constant(I32, -1))
             slow = self.llfn.append_basic_block("leave")
             b.cbranch(whole, self.converged_blocks[target], slow)
@@ -370,15 +402,26 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             split = self.llfn.append_basic_block("diverge")
             none = b.icmp_unsigned("==", bits, ir.Constant(I32, 0))
             not_none = self.llfn.append_basic_block("some")
-            b.cbranch(none, self.converged_blocks[other], not_none)
+            b.cbranch(none, self._converged_entry(lanes, other), not_none)
             b.position_at_end(not_none)
             b.cbranch(b.icmp_unsigned("==", bits, ir.Constant(I32, -1)), all_taken, split)
             b.position_at_end(all_taken)
-            b.branch(self.converged_blocks[target])
+            b.branch(self._converged_entry(lanes, target))
             b.position_at_end(split)
         self.goto(b.and_(lanes, b.not_(taken)), other)
         self.goto(taken, target)
         b.branch(self.dispatch_block)
+
+    def _converged_entry(self, lanes: ir.Value, target: int) -> ir.Block:
+        """Where a whole warp continues at `target` from a converged block: its clone, or for a
+        block without one, through the dispatcher (which runs its divergent copy)."""
+        if target not in self.never_converged:
+            return self.converged_blocks[target]
+        via = self.llfn.append_basic_block("via.dispatch")
+        with self.b.goto_block(via):
+            self.goto(lanes, target)
+            self.b.branch(self.dispatch_block)
+        return via
 
     def fault(self, status: int, lanes: ir.Value, arg: ir.Value | None = None) -> None:
         """Record a fault in the launch record and leave the function (the caller checks)."""
