@@ -886,15 +886,21 @@ def _window_fault_function(mod) -> ir.Function:
     outside = b.or_(b.icmp_unsigned(">", value, V.splat(b, b.sub(window, size))),
                     V.splat(b, b.icmp_unsigned("<", window, size)))
     for status, lanes in ((CUDA_ERROR_MISALIGNED_ADDRESS, misaligned), (CUDA_ERROR_ILLEGAL_ADDRESS, outside)):
-        bad = V.mask_bits(b, b.and_(mask, lanes))
-        with b.if_then(b.icmp_unsigned("!=", bad, ir.Constant(I32, 0)), likely=False):
-            first = V.intrinsic(b, "llvm.cttz.i32", I32, [bad, ir.Constant(I1, 1)])
-            b.store(b.extract_element(value, first), b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
-            b.store(b.shl(ir.Constant(I64, 1), b.zext(first, I64)),
-                    b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_LANES)], source_etype=V.I8))
-            b.ret(ir.Constant(I32, status))
+        _return_first_lane(b, ctx, value, b.and_(mask, lanes), status)
     b.ret(ir.Constant(I32, 0))
     return fn
+
+
+def _return_first_lane(b: ir.IRBuilder, ctx: ir.Value, addrs: ir.Value, bad: ir.Value, status: int) -> None:
+    """In a helper returning a status: if any lane of `bad` is set, record the first one (its bit
+    in FAULT_LANES, its address in FAULT_ARG) and return `status`."""
+    bits = V.mask_bits(b, bad)
+    with b.if_then(b.icmp_unsigned("!=", bits, ir.Constant(I32, 0)), likely=False):
+        first = V.intrinsic(b, "llvm.cttz.i32", I32, [bits, ir.Constant(I1, 1)])
+        b.store(b.extract_element(addrs, first), b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
+        b.store(b.shl(ir.Constant(I64, 1), b.zext(first, I64)),
+                b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_LANES)], source_etype=V.I8))
+        b.ret(ir.Constant(I32, status))
 
 
 def _lanes_check_function(mod) -> ir.Function:
@@ -936,13 +942,8 @@ def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
         # PTX wants natural alignment: the access size when it is a power of two
         pow2 = b.icmp_unsigned("==", b.and_(size, b.sub(size, ir.Constant(I64, 1))), ir.Constant(I64, 0))
         low = b.select(pow2, b.sub(size, ir.Constant(I64, 1)), ir.Constant(I64, 0))
-        bad = V.mask_bits(b, b.and_(mask, b.icmp_unsigned("!=", b.and_(addrs, V.splat(b, low)), V.splat_const(I64, 0))))
-        with b.if_then(b.icmp_unsigned("!=", bad, ir.Constant(I32, 0)), likely=False):
-            first = V.intrinsic(b, "llvm.cttz.i32", I32, [bad, ir.Constant(I1, 1)])
-            b.store(b.extract_element(addrs, first), b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
-            b.store(b.shl(ir.Constant(I64, 1), b.zext(first, I64)),
-                    b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_LANES)], source_etype=V.I8))
-            b.ret(ir.Constant(I32, CUDA_ERROR_MISALIGNED_ADDRESS))
+        misaligned = b.icmp_unsigned("!=", b.and_(addrs, V.splat(b, low)), V.splat_const(I64, 0))
+        _return_first_lane(b, ctx, addrs, b.and_(mask, misaligned), CUDA_ERROR_MISALIGNED_ADDRESS)
         ok = b.call(_lanes_check_function(mod), [ctx, addrs, mask, size, cache])
         with b.if_then(b.not_(ok), likely=False):
             b.ret(ir.Constant(I32, CUDA_ERROR_ILLEGAL_ADDRESS))
