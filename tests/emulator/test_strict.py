@@ -26,6 +26,10 @@ TARGETS = {
         "s_waitcnt_vscnt null, 0x0": "00007cbc",
         "global_load_d16_b16 v1, v0, s[2:3]": "000082dc 00000201",
         "global_load_d16_hi_b16 v1, v0, s[2:3] offset:2": "02008edc 00000201",
+        "ds_load_b32 v1, v0": "0000d8d8 00000001",
+        "ds_store_b32 v0, v5 offset:256": "000134d8 00050000",
+        "ds_load_b32 v2, v0 offset:128": "8000d8d8 00000002",
+        "s_waitcnt lgkmcnt(2)": "27fc89bf",
         "s_endpgm": "0000b0bf"}),
     "gfx950": ("cdna", 64, {
         "global_load_dword v1, v0, s[2:3]": "008050dc 00000201",
@@ -35,6 +39,10 @@ TARGETS = {
         "global_store_dword v0, v5, s[2:3] offset:256": "008170dc 00050200",
         "global_load_short_d16 v1, v0, s[2:3]": "008090dc 00000201",
         "global_load_short_d16_hi v1, v0, s[2:3] offset:2": "028094dc 00000201",
+        "ds_read_b32 v1, v0": "00006cd8 00000001",
+        "ds_write_b32 v0, v5 offset:256": "00011ad8 00050000",
+        "ds_read_b32 v2, v0 offset:128": "80006cd8 00000002",
+        "s_waitcnt lgkmcnt(2)": "7fc28cbf",
         "s_endpgm": "000081bf"}),
 }
 MOVES = "010304 7e 040206 7e"  # v_mov_b32_e32 v2, v1; v_mov_b32_e32 v3, s4 (the same on both)
@@ -48,7 +56,8 @@ def _wave(arch: str, lines: list[str], strict: bool) -> tuple[Wave, Memory, int,
     memory = Memory()
     data = np.random.default_rng(1).integers(0, 1 << 31, 128, dtype=np.uint32)
     base = memory.upload(data.tobytes())
-    w = Wave(Program(code, 0x1000, family), lanes, Workgroup(memory, 0), 0, 0)
+    w = Wave(Program(code, 0x1000, family), lanes, Workgroup(memory, data.nbytes), 0, 0)
+    w.wg.lds[:] = data.view(np.uint8)[::-1]  # LDS holds other words than global memory
     w.pc = 0x1000
     w.sgpr[2], w.sgpr[3] = base & 0xFFFFFFFF, base >> 32
     w.vgpr[0] = np.arange(lanes, dtype=np.uint32) * 4
@@ -120,3 +129,17 @@ def test_two_d16_loads_into_one_register(arch: str) -> None:
     np.testing.assert_array_equal(w.vgpr[1], np.full(w.lanes, POISON, np.uint32))
     step(w)
     np.testing.assert_array_equal(w.vgpr[1], data[: w.lanes])
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_a_store_seen_by_its_own_wave_still_counts(arch: str) -> None:
+    """LDS read, write, read, then lgkmcnt(2): three operations outstanding, so the first read has
+    arrived. The write, applied early for the second read (a wave sees its own stores), once
+    left the count, and the wait let the first read stay poison (gfx950's bulk copy loop)."""
+    lines = [line for line in TARGETS[arch][2] if line.startswith(("ds_", "s_waitcnt lgkmcnt(2)"))]
+    w, _, _, _ = _wave(arch, lines, strict=True)
+    _run(w, 4)
+    lds = w.wg.lds.view(np.uint32)
+    np.testing.assert_array_equal(w.vgpr[1], lds[: w.lanes])
+    np.testing.assert_array_equal(w.vgpr[2], np.full(w.lanes, POISON, np.uint32))
+    np.testing.assert_array_equal(lds[64:64 + w.lanes], np.arange(w.lanes) + 1000)

@@ -864,7 +864,7 @@ def _mem_op(w: Wave, d: Decoded, space: str, lanes: np.ndarray, addrs: np.ndarra
         if returns and vdst is not None:
             _result(w, d, w.vgpr, (slice(vdst, vdst + ndw), lanes), olds)
         elif w.pending is not None:  # counted until its wait, its effect already in memory
-            strict.defer(w, d, False, lambda: None, False)
+            strict.defer(w, d, False, strict.done, False)
         return
     high = "D16_HI" in name  # d16: the low or high 16 bits of the register, the other half kept
     if "LOAD" in name or "READ" in name:

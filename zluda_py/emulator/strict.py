@@ -72,12 +72,17 @@ def defer(w: "Wave", d: "Decoded", returns: bool, complete: Callable[[], None], 
     w.pending.append(Pending(counters(w, d, returns), complete, store))
 
 
+def done() -> None:
+    """The completion of an operation with nothing left to do (counted until its wait)."""
+
+
 def flush_stores(w: "Wave") -> None:
-    """The wave's own stores, before it reads memory: a wave sees its own writes in order."""
-    if any(p.store for p in w.pending):
-        for p in [p for p in w.pending if p.store]:
+    """The wave's own stores, before it reads memory: a wave sees its own writes in order. They
+    stay counted until their s_waitcnt (the count the compiler waits for includes them)."""
+    for p in w.pending:
+        if p.store:
             p.complete()
-        w.pending = [p for p in w.pending if not p.store]
+            p.complete, p.store = done, False
 
 
 def drain(w: "Wave") -> None:
