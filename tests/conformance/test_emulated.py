@@ -5,20 +5,21 @@ The whole sweeps take too long for CI (the emulator is Python): `python -m pytes
 tests/conformance/test_sweep.py tests/conformance/test_target_sweep.py --target gfx1100` (and
 `--target gfx950`) run them; docs/amdgpu.md lists what fails there and why. Here: a few forms of
 every opcode of the value sweep on gfx1100 and one on gfx950, the forms that once found emulator
-or lowering bugs, and the warp collectives and the mbarrier family (mbarrier objects, cp.async
-.mbarrier.arrive, bulk copies) of the target sweep on both (on wave64 a hardware wave holds two
-CUDA warps).
+or lowering bugs, and the warp collectives, the mbarrier family (mbarrier objects, cp.async
+.mbarrier.arrive, bulk copies) and the texture family's implemented slice of the target sweep on
+both (on wave64 a hardware wave holds two CUDA warps).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from conformance.forms import supported_forms
 from conformance.harness import Runner, compile_module
 from conformance.models import case_for
 from conformance.test_sweep import _failures
-from conformance.targets import mbarrier
+from conformance.targets import mbarrier, texture
 from conformance.test_target_sweep import _module_text, all_instances, sweep_chunk
 from zluda_py.compiler import UnsupportedError
 
@@ -103,4 +104,57 @@ def test_mbarrier_family_on_the_emulator(arch: str) -> None:
         if tf.opcode in mbarrier.OPCODES and inst.refused:
             with pytest.raises(UnsupportedError, match=inst.refused):
                 compile_module(_module_text([inst]), arch)
+    assert not failures, "\n".join(failures)
+
+
+class _Descriptors:
+    """targets/texture.py's `runtime` on the emulator: an object is a descriptor block
+    (compiler/texdesc.py, as the HIP backend writes it), its handle the block's address; the
+    blocks and the texels they point at are device memory for the launches."""
+
+    def __init__(self) -> None:
+        from zluda_py.compiler.cpu import texture as cpu_texture
+
+        self.Image, self.Sampler = cpu_texture.Image, cpu_texture.Sampler
+        self.live: dict[int, tuple[np.ndarray, object]] = {}
+
+    def register(self, image, sampler) -> int:
+        from zluda_py.compiler import texdesc
+
+        block = np.frombuffer(texdesc.pack(image, sampler), np.uint8).copy()
+        self.live[block.ctypes.data] = (block, image)
+        return block.ctypes.data
+
+    def release(self, handle: int) -> None:
+        del self.live[handle]
+
+    def spans(self) -> list[tuple[int, int]]:
+        return [span for block, image in self.live.values()
+                for span in ((block.ctypes.data, block.nbytes), (image.base, image.size))]
+
+
+@pytest.mark.xdist_group("emulator-conformance")
+@pytest.mark.parametrize("arch", list(FORMS_PER_OPCODE))
+def test_texture_family_on_the_emulator(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """targets/texture.py's instances that the AMDGPU slice implements (tex on 1-D/2-D/3-D and
+    layered geometries, suld.b/sust.b, txq/suq sizes) against its model; the others (cubemaps,
+    .level/.grad, f16 results, tld4, sust.p, sured, istypep, the other queries) refuse by name."""
+    from zluda_py.emulator.module import EmulatedModule
+
+    objects = _Descriptors()
+    monkeypatch.setattr(texture, "runtime", objects)
+    launch = EmulatedModule.launch
+
+    def with_objects(module, *args, **kwargs):
+        spans = [(base & ~3, (base + size + 3 & ~3) - (base & ~3)) for base, size in objects.spans()]
+        for base, size in spans:
+            module.memory.add(base, size)
+        try:
+            return launch(module, *args, **kwargs)
+        finally:
+            for base, _ in spans:
+                module.memory.remove(base)
+
+    monkeypatch.setattr(EmulatedModule, "launch", with_objects)
+    failures = [f for insts in _family_chunks(texture.OPCODES) for f in sweep_chunk(insts, arch)]
     assert not failures, "\n".join(failures)

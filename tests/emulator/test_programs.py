@@ -38,6 +38,8 @@ PROGRAMS = {
     "grid-sync": (["e2e_grid_sync.cu"], [], [], "grid sync: PASSED"),
     **{f"grid-sync-{section}": (["e2e_grid_sync_limits.cu"], [], [section], f"grid sync {section}: PASSED")
        for section in ("largest", "launch-ex", "too-large", "not-cooperative", "trap")},
+    # texture and surface objects of the kinds the AMDGPU target samples in software
+    "texture-slice": (["e2e_texture_slice.cu"], [], [], "texture slice: PASSED"),
     # CUB's sort, reduce and scans over 50,000 ints (docs/amdgpu.md: its cost on the emulator)
     "thrust": (["e2e_thrust.cu"], ["-std=c++17"], [], "thrust: PASSED"),
 }

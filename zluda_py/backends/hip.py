@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..devinfo import Device
+from . import hip_textures as textures  # noqa: F401  (the driver's texture and surface objects)
 from . import tracking
 from .hip_runtime import HIP_ERROR_INVALID_VALUE, HIP_ERROR_OUT_OF_MEMORY, Hip, HipError, HipUnavailable, gfx_names
 from .tracking import Allocation

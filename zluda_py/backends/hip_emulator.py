@@ -29,6 +29,7 @@ from zluda_py.emulator.memory import Memory, host_view
 
 from .hip_runtime import LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE, LAUNCH_PARAM_END, ffi
 
+TEXTURE_ALIGNMENT = 512  # bytes: CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT as the driver reports it (driver/textures.py)
 # hipError_t values the stand-in answers
 SUCCESS, INVALID_VALUE, OUT_OF_MEMORY, INVALID_IMAGE, INVALID_HANDLE = 0, 1, 2, 200, 400
 NO_BINARY_FOR_GPU, NOT_FOUND, NOT_SUPPORTED, ILLEGAL_ADDRESS, HOST_MEMORY_NOT_REGISTERED = 209, 500, 801, 700, 713
@@ -86,6 +87,7 @@ class EmulatedHipLibrary:
         self.arch = arch
         self.memory = Memory()
         self._kinds: dict[int, str] = {}  # base -> "device", "host", "managed" or "registered"
+        self._owners: dict[int, np.ndarray] = {}  # base -> the array holding an allocation
         self._modules: dict[int, _Module] = {}
         self._functions: dict[int, tuple[_Module, str]] = {}
         self._streams: dict[int, _Stream] = {0: _Stream()}
@@ -130,10 +132,15 @@ class EmulatedHipLibrary:
 
     # ---------------------------------------------------------------- memory
     def _allocate(self, ptr, size: int, kind: str) -> int:
+        """Zeroed memory aligned to TEXTURE_ALIGNMENT, which the driver advertises for texture
+        memory (a cudaMalloc'd buffer may be bound as a linear texture)."""
         try:
-            base = self.memory.alloc(size)
+            owner = np.zeros(max(size, 1) + TEXTURE_ALIGNMENT, np.uint8)
         except MemoryError:
             return OUT_OF_MEMORY
+        base = -(-owner.ctypes.data // TEXTURE_ALIGNMENT) * TEXTURE_ALIGNMENT
+        self.memory.add(base, max(size, 1))
+        self._owners[base] = owner
         self._kinds[base] = kind
         _out(ptr, base)
         return SUCCESS
@@ -161,6 +168,7 @@ class EmulatedHipLibrary:
             return missing
         del self._kinds[base]
         self.memory.remove(base)
+        self._owners.pop(base, None)
         return SUCCESS
 
     def hipHostUnregister(self, ptr) -> int:

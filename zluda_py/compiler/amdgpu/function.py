@@ -19,6 +19,7 @@ from zluda_py.compiler.amdgpu.ir_extras import PrivateAlloca, insert
 from zluda_py.compiler.amdgpu.mbarrier import MbarrierMixin, first_sides
 from zluda_py.compiler.amdgpu.memory import MemoryMixin
 from zluda_py.compiler.amdgpu.printf import PrintfMixin
+from zluda_py.compiler.amdgpu.texture import TextureMixin
 from zluda_py.compiler.amdgpu.warp import WarpMixin
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 from zluda_py.compiler.amdgpu.mathlib import AmdgpuLanes
@@ -38,7 +39,7 @@ CONST_AS = 4
 NO_OPS = {"prefetch", "prefetchu", "pmevent", "discard", "applypriority", "createpolicy", "griddepcontrol",
           "setmaxnreg", "nanosleep"}
 # Refused until a later issue adds them: textures, surfaces and the tensor cores.
-REFUSED = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep", "mma", "wmma", "wgmma",
+REFUSED = {"tld4", "sured", "istypep", "mma", "wmma", "wgmma",
            "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "tensormap"}
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
 # v5 implicit kernel arguments (offsets from llvm.amdgcn.implicitarg.ptr).
@@ -65,7 +66,7 @@ class Symbol:
     size: int = 0
 
 
-class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin):
+class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, TextureMixin):
     def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
         self.mod = mod
         self.fn = fn

@@ -1,0 +1,187 @@
+"""Texture fetches of the AMDGPU target (software sampling from the descriptor block,
+compiler/texdesc.py) against the CPU target, bit for bit, on the emulated gfx1100 and gfx950.
+
+The CPU target's sampling model (cpu/texture.py) is the reference: it follows the programming
+guide's texture-fetching rules with the fixed-point details measured on an NVIDIA H200, and the
+conformance family (tests/conformance/targets/texture.py) checks it against an independent model.
+Here every format the driver stores (8/16/32-bit integers read as integers or as normalized
+floats, half and single floats; 1, 2 and 4 channels), every address mode, point and linear
+filtering, normalized coordinates, border colours and out-of-range layers go through the same
+kernels on both targets; the lanes' coordinates reach past the edges on every axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tinygrad", reason="the emulator decodes with tinygrad (pip install '.[test]')")
+
+from zluda_py.compiler import UnsupportedError, compile as compile_cpu, texdesc  # noqa: E402
+from zluda_py.compiler.cpu import texture as cpu_textures  # noqa: E402
+from zluda_py.emulator.module import EmulatedModule  # noqa: E402
+
+ARCHS = ["gfx1100", "gfx950"]
+LANES = 64  # two CUDA warps: on gfx950 one wave
+GEOMS = {"1d": (1, False), "2d": (2, False), "3d": (3, False), "a1d": (1, True), "a2d": (2, True)}
+# CUarray_format -> numpy type of the texels
+FORMATS = {0x01: np.uint8, 0x02: np.uint16, 0x03: np.uint32, 0x08: np.int8, 0x09: np.int16, 0x0A: np.int32,
+           0x10: np.float16, 0x20: np.float32}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _lld():
+    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
+
+    try:
+        find_lld()
+    except LinkerError as exc:
+        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
+
+
+def _kernel(name: str, geom: str, ctype: str) -> str:
+    """Each thread: coordinate words from inp[tid * 4 ..], the fetch, its 4 words to out[tid * 4 ..]."""
+    dims, layered = GEOMS[geom]
+    count = {1: 1, 2: 2, 3: 4}[dims + layered]
+    regs = ["%r1", "%r2", "%r3", "%r4"] if ctype == "s32" else ["%f1", "%f2", "%f3", "%f4"]
+    if layered:
+        regs[0] = "%r1"
+    coords = "{" + ", ".join(regs[:count]) + "}"
+    return f""".visible .entry {name}(.param .u64 obj, .param .u64 inp, .param .u64 outp)
+{{
+  .reg .b32 %r<9>;
+  .reg .f32 %f<5>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [obj];
+  ld.param.u64 %rd2, [inp];
+  ld.param.u64 %rd3, [outp];
+  mov.u32 %r0, %tid.x;
+  mul.wide.u32 %rd4, %r0, 16;
+  add.u64 %rd5, %rd2, %rd4;
+  add.u64 %rd6, %rd3, %rd4;
+  ld.global.v4.b32 {{%r1, %r2, %r3, %r4}}, [%rd5];
+  mov.b32 %f1, %r1;
+  mov.b32 %f2, %r2;
+  mov.b32 %f3, %r3;
+  mov.b32 %f4, %r4;
+  tex.{geom}.v4.f32.{ctype} {{%r5, %r6, %r7, %r8}}, [%rd1, {coords}];
+  st.global.v4.b32 [%rd6], {{%r5, %r6, %r7, %r8}};
+  ret;
+}}
+"""
+
+
+PTX = ".version 7.8\n.target sm_80\n.address_size 64\n" + "\n".join(
+    _kernel(f"tex_{geom}_{ctype}", geom, ctype) for geom in GEOMS for ctype in ("f32", "s32"))
+
+
+@pytest.fixture(scope="module")
+def modules() -> dict:
+    return {"cpu": compile_cpu(PTX), **{arch: EmulatedModule.from_ptx(PTX, arch) for arch in ARCHS}}
+
+
+def _image(rng: np.random.Generator, geom: str, fmt: int, channels: int) -> tuple[np.ndarray, cpu_textures.Image]:
+    dims, layered = GEOMS[geom]
+    w, h, d, layers = 5, (4 if dims > 1 else 0), (3 if dims > 2 else 0), (3 if layered else 0)
+    shape = (max(layers, 1), max(d, 1), max(h, 1), w, channels)
+    dtype = np.dtype(FORMATS[fmt])
+    if dtype.kind == "f":
+        data = (rng.integers(-400, 400, shape) / 16.0).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        data = rng.integers(info.min, info.max, shape, dtype=np.int64, endpoint=True).astype(dtype)
+        data.flat[:2] = (info.min, info.max)  # the normalized reads' corners: -1 (clamped) and 1
+    return data, cpu_textures.Image(data.ctypes.data, fmt, channels, w, h, d, layers)
+
+
+def _coords(rng: np.random.Generator, geom: str, image: cpu_textures.Image, normalized: bool, integer: bool) -> np.ndarray:
+    """Per lane 4 words: [layer,] x[, y[, z]], past every edge; a few texel centres and edges."""
+    dims, layered = GEOMS[geom]
+    words = np.zeros((LANES, 4), np.uint32)
+    if layered:
+        words[:, 0] = rng.integers(-1, image.layers + 2, LANES).astype(np.int32).view(np.uint32)
+    for axis, n in enumerate((image.width, image.height, image.depth)[:dims]):
+        if integer:
+            words[:, layered + axis] = rng.integers(-3, n + 3, LANES).astype(np.int32).view(np.uint32)
+            continue
+        span = 1.0 if normalized else float(n)
+        values = rng.uniform(-0.6 * span, 1.6 * span, LANES)
+        values[:8] = np.array([0, 0.5, 1, n - 0.5, n, -0.5, 2.25, n + 0.75]) / (n if normalized else 1)
+        words[:, layered + axis] = values.astype(np.float32).view(np.uint32)
+    return words
+
+
+def _fetch(module, kernel: str, handle: int, coords: np.ndarray, keep: list[np.ndarray]) -> np.ndarray:
+    out = np.full((LANES, 4), 0xDEADBEEF, np.uint32)
+    if isinstance(module, EmulatedModule):  # the descriptor and the texels are device memory
+        for block in keep:
+            module.memory.add(block.ctypes.data & ~3, (block.nbytes + 3) & ~3)
+    try:
+        module.launch(kernel, 1, LANES, [np.uint64(handle), coords, out])
+    finally:
+        if isinstance(module, EmulatedModule):
+            for block in keep:
+                module.memory.remove(block.ctypes.data & ~3)
+    return out
+
+
+CASES = [(geom, fmt, channels, read_integer)
+         for geom in GEOMS for fmt in FORMATS for channels in (1, 2, 4) for read_integer in (False, True)
+         if not (read_integer and np.dtype(FORMATS[fmt]).kind == "f")]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("geom", list(GEOMS))
+def test_fetches_match_the_cpu_target(modules: dict, arch: str, geom: str) -> None:
+    """Every format, channel count and read mode of one geometry; for each texture a sampler of
+    each address mode, filter, normalization and coordinate type (linear filtering only where
+    fetches return floats, and not of half floats: refused on the HIP backend)."""
+    rng = np.random.default_rng(sum(map(ord, geom)))
+    failures = []
+    checked = 0
+    for g, fmt, channels, read_integer in CASES:
+        if g != geom:
+            continue
+        data, image = _image(rng, geom, fmt, channels)
+        floats = texdesc.float_result(fmt, read_integer)
+        for k, mode in enumerate((texdesc.WRAP, texdesc.CLAMP, texdesc.MIRROR, texdesc.BORDER_MODE)):
+            linear = floats and fmt != 0x10 and k % 2 == 0
+            normalized = k != 1
+            sampler = cpu_textures.Sampler((mode, (mode + k) % 4, (mode + 2) % 4), linear, normalized, read_integer,
+                                           border=(0.25, -0.5, 1.0, 2.0) if floats else (7.0, -3.0, 2.0, 100000.0))
+            desc = np.frombuffer(texdesc.pack(image, sampler), np.uint8).copy()
+            for ctype in ("f32", "s32"):
+                coords = _coords(rng, geom, image, normalized, ctype == "s32")
+                kernel = f"tex_{geom}_{ctype}"
+                handle = cpu_textures.register(image, sampler)
+                try:
+                    want = _fetch(modules["cpu"], kernel, handle, coords, [])
+                finally:
+                    cpu_textures.release(handle)
+                got = _fetch(modules[arch], kernel, desc.ctypes.data, coords, [desc, data])
+                checked += 1
+                bad = np.nonzero((got != want).any(axis=1))[0]
+                if len(bad):
+                    lane = bad[0]
+                    failures.append(f"format {fmt:#x} x{channels} integer={read_integer} mode {mode} linear={linear} "
+                                    f"normalized={normalized} {ctype}: {len(bad)} lanes, lane {lane} coords "
+                                    f"{coords[lane]} got {got[lane]} want {want[lane]}")
+    assert checked > 40
+    assert not failures, "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("form", ["tex.cube.v4.f32.f32 {%r5, %r6, %r7, %r8}, [%rd1, {%f1, %f2, %f3, %f4}]",
+                                  "tex.level.2d.v4.f32.f32 {%r5, %r6, %r7, %r8}, [%rd1, {%f1, %f2}], %f3",
+                                  "tex.2d.v4.f16.f32 {%h1, %h2, %h3, %h4}, [%rd1, {%f1, %f2}]",
+                                  "tld4.r.2d.v4.f32.f32 {%r5, %r6, %r7, %r8}, [%rd1, {%f1, %f2}]",
+                                  "txq.level.width.b32 %r5, [%rd1], %r1",
+                                  "sust.p.2d.v4.b32.trap [%rd1, {%r1, %r2}], {%r5, %r6, %r7, %r8}",
+                                  "sured.b.add.2d.u32.trap [%rd1, {%r1, %r2}], %r5",
+                                  "istypep.texref %p1, %rd1"])
+def test_forms_outside_the_slice_are_refused_by_name(form: str) -> None:
+    ptx = (".version 7.8\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 obj)\n{\n"
+           "  .reg .b16 %h<5>;\n  .reg .b32 %r<9>;\n  .reg .f32 %f<5>;\n  .reg .b64 %rd<2>;\n  .reg .pred %p<2>;\n"
+           f"  ld.param.u64 %rd1, [obj];\n  {form};\n  ret;\n}}\n")
+    opcode = form.split()[0]
+    with pytest.raises(UnsupportedError, match=rf"{opcode.replace('.', '[.]')}.*textures.*at <ptx>:12"):
+        EmulatedModule.from_ptx(ptx, "gfx1100")

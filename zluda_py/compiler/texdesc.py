@@ -1,0 +1,90 @@
+"""The texture/surface descriptor of targets whose kernels sample in software (AMDGPU): a
+CUtexObject/CUsurfObject handle is the device address of this block, which the driver writes
+when the object is created (backends/hip_textures.py) and kernels read (amdgpu/texture.py).
+
+The sampling rules are the CPU target's (cpu/texture.py, docs/semantics.md); the block holds
+what they need, resolved on the host where that is cheaper than in every fetch: the strides,
+the effective address modes (wrap and mirror act only with normalized coordinates, linear
+memory reads 0 outside), and the scale of a normalized-float read.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Protocol
+
+# layout (little endian): offsets of the fields the kernel reads
+BASE, ROW, SLICE, LAYER_STRIDE = 0, 8, 16, 24  # u64: texel address, bytes per row / slice / layer
+WIDTH, HEIGHT, DEPTH, LAYERS = 32, 36, 40, 44  # u32, as CUDA's descriptors give them (0: unused)
+ELEMENT, CHANNELS, ITEM, FLAGS = 48, 52, 56, 60  # u32: bytes per texel, channels, bytes per channel
+MODES = 64  # u32 x3: CUaddress_mode per axis, effective
+MAGIC = 76  # u32: TEXTURE_MAGIC or SURFACE_MAGIC
+BORDER = 80  # f64 x4: the border colour
+SCALE = 112  # f64: divisor of a normalized-float read (the format's largest value), 0: read as is
+SIZE = 128
+
+# FLAGS bits
+LINEAR_FILTER, NORMALIZED_COORDS, FLOAT_RESULT, LINEAR_MEMORY, SIGNED, FLOAT_FORMAT = 1, 2, 4, 8, 16, 32
+TEXTURE_MAGIC, SURFACE_MAGIC = 0x54584F42, 0x53555246  # which kind of object the block describes
+WRAP, CLAMP, MIRROR, BORDER_MODE = 0, 1, 2, 3  # CUaddress_mode
+
+_FORMATS = {0x01: (1, False, False), 0x02: (2, False, False), 0x03: (4, False, False), 0x08: (1, True, False),
+            0x09: (2, True, False), 0x0A: (4, True, False), 0x10: (2, True, True), 0x20: (4, True, True)}
+
+
+class ImageLike(Protocol):
+    base: int
+    format: int
+    channels: int
+    width: int
+    height: int
+    depth: int
+    layers: int
+    pitch: int
+    linear_memory: bool
+
+
+class SamplerLike(Protocol):
+    address: tuple[int, int, int]
+    linear: bool
+    normalized: bool
+    read_integer: bool
+    border: tuple[float, float, float, float]
+
+
+def float_result(fmt: int, read_integer: bool) -> bool:
+    """Whether fetches return floats: float formats, and 8/16-bit integers unless read as integers."""
+    item, _, is_float = _FORMATS[fmt]
+    return is_float or (not read_integer and item < 4)
+
+
+def effective_modes(image: ImageLike, sampler: SamplerLike) -> tuple[int, int, int]:
+    """The address modes fetches apply (the CPU target's rule): linear memory reads 0 outside,
+    wrap and mirror need normalized coordinates and otherwise clamp."""
+    if image.linear_memory:
+        return (BORDER_MODE,) * 3
+    if sampler.normalized:
+        return tuple(sampler.address)
+    return tuple(m if m in (CLAMP, BORDER_MODE) else CLAMP for m in sampler.address)
+
+
+def pack(image: ImageLike, sampler: SamplerLike | None) -> bytes:
+    """The descriptor of a texture object (with a sampler) or a surface object (without)."""
+    item, signed, is_float = _FORMATS[image.format]
+    element = item * image.channels
+    row = image.pitch or image.width * element
+    slice_ = row * max(image.height, 1)
+    layer_stride = slice_ * max(image.depth, 1)
+    flags = (SIGNED if signed else 0) | (FLOAT_FORMAT if is_float else 0) | (LINEAR_MEMORY if image.linear_memory else 0)
+    modes, border, scale = (CLAMP,) * 3, (0.0,) * 4, 0.0
+    if sampler is not None:
+        floats = float_result(image.format, sampler.read_integer)
+        flags |= (LINEAR_FILTER if sampler.linear else 0) | (NORMALIZED_COORDS if sampler.normalized else 0)
+        flags |= FLOAT_RESULT if floats else 0
+        modes, border = effective_modes(image, sampler), tuple(float(v) for v in sampler.border)
+        if floats and not is_float:
+            scale = float((1 << (8 * item - signed)) - 1)
+    block = struct.pack("<4Q8I3II4dd", image.base, row, slice_, layer_stride, image.width, image.height, image.depth,
+                        image.layers, element, image.channels, item, flags, *modes,
+                        TEXTURE_MAGIC if sampler is not None else SURFACE_MAGIC, *border, scale)
+    return block.ljust(SIZE, b"\0")
