@@ -38,6 +38,8 @@ PROGRAMS = {
     "grid-sync": (["e2e_grid_sync.cu"], [], [], "grid sync: PASSED"),
     **{f"grid-sync-{section}": (["e2e_grid_sync_limits.cu"], [], [section], f"grid sync {section}: PASSED")
        for section in ("largest", "launch-ex", "too-large", "not-cooperative", "trap")},
+    # cuda::barrier, cp.async pipelines, cp.async.bulk with tx-counts and an mbarrier probe (sm_90)
+    "async-barrier": (["e2e_async_barrier.cu"], ["-arch=sm_90"], [], "async barrier: PASSED"),
     # texture and surface objects of the kinds the AMDGPU target samples in software
     "texture-slice": (["e2e_texture_slice.cu"], [], [], "texture slice: PASSED"),
     # CUB's sort, reduce and scans over 50,000 ints (docs/amdgpu.md: its cost on the emulator)
