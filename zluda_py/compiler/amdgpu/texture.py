@@ -288,8 +288,8 @@ class TextureMixin:
     op_txq = op_suq = _query
 
     # ------------------------------------------------------------------ surfaces
-    def _surface(self, inst: ast.Instruction, addr: ast.Addr) -> tuple[list[ir.Value], ir.Value, int, int]:
-        """(pointers of the access's components, whether it is inside, component bits, count) of
+    def _surface(self, inst: ast.Instruction, addr: ast.Addr) -> tuple[list[ir.Value], ir.Value, int]:
+        """(pointers of the access's components, whether it is accessed, component bits) of
         suld.b/sust.b, with the boundary mode applied: .trap faults outside, .clamp and .zero
         access the clamped coordinates (.zero then reads 0 or stores nothing)."""
         geom = next((m for m in inst.mods if m in GEOMETRY), None)
@@ -326,11 +326,11 @@ class TextureMixin:
             offset = b.add(offset, b.mul(x, strides[axis]))
         base = b.add(self._field(desc, D.BASE, I64), offset)
         ptrs = [b.inttoptr(b.add(base, _i64(k * bits // 8)), GLOBAL) for k in range(count)]
-        return ptrs, inside if mode == "zero" else ir.Constant(I1, 1), bits, count
+        return ptrs, inside if mode == "zero" else ir.Constant(I1, 1), bits
 
     def op_suld(self, inst: ast.Instruction) -> None:
         d, a = inst.operands
-        ptrs, keep, bits, _ = self._surface(inst, a)
+        ptrs, keep, bits = self._surface(inst, a)
         b = self.b
         for dest, ptr in zip(_elems(d), ptrs):
             head = b.block
@@ -346,7 +346,7 @@ class TextureMixin:
         """The lanes store one after another, lowest lane first (a waterfall on readfirstlane), so
         that where accesses overlap the last lane's bytes stay, as in the CPU target's model."""
         a, c = inst.operands
-        ptrs, keep, bits, _ = self._surface(inst, a)
+        ptrs, keep, bits = self._surface(inst, a)
         values = [self.read(src, inst.types[-1]) for src in _elems(c)]
         b = self.b
         lane = self.hw_lane()
