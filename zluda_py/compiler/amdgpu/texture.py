@@ -8,10 +8,10 @@ normalized coordinates truncated to 24 fractional bits and scaled in f64, point 
 texel floor(x), address modes on texel indices, channel values in f64 (normalized-float reads
 max(t / max, -1)), the result rounded once to f32 or truncated to a 32-bit integer.
 
-Implemented: tex (.1d/.2d/.3d/.a1d/.a2d, f32 or s32 coordinates, f32/s32/u32 results, point
-sampling), txq/suq .width/.height/.depth, suld.b/sust.b (.trap/.clamp/.zero). Every other form
-is refused by name; the HIP backend refuses objects this lowering cannot sample (docs/amdgpu.md).
-An object of the wrong kind (its magic word) or a .trap access outside a surface faults with a
+Implemented: tex (.1d/.2d/.3d/.a1d/.a2d/.2dms/.a2dms, also .level/.grad at level 0, f32 or s32 coordinates,
+f32/s32/u32/f16/f16x2 results, point and linear filtering), txq/suq .width/.height/.depth,
+suld.b/sust.b (.trap/.clamp/.zero). Every other form is refused by name; the HIP backend refuses
+objects this lowering cannot sample (docs/amdgpu.md). An object of the wrong kind (its magic word) or a .trap access outside a surface faults with a
 load from address 0 (CUDA reports 700 for both; a trap would be 719).
 """
 
@@ -26,7 +26,8 @@ from zluda_py.ptx import ast
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 GLOBAL = ir.PointerType(addrspace=1)
-GEOMETRY = {"1d": (1, False), "2d": (2, False), "3d": (3, False), "a1d": (1, True), "a2d": (2, True)}  # dims, layered
+GEOMETRY = {"1d": (1, False), "2d": (2, False), "3d": (3, False), "a1d": (1, True), "a2d": (2, True),  # dims, layered
+            "2dms": (2, False), "a2dms": (2, True)}  # multisample: a sample number follows the layer
 COORD_SCALE = float(1 << 24)  # cpu/texture.py COORD_BITS
 UNSUPPORTED = "textures, surfaces: this form is not supported on AMDGPU yet"
 
@@ -234,19 +235,26 @@ class TextureMixin:
 
     # ------------------------------------------------------------------ tex
     def op_tex(self, inst: ast.Instruction) -> None:
+        """tex. The HIP backend makes no mipmapped objects, so .level and .grad sample level 0, as
+        the CPU model does for a texture without levels (the operands are not read)."""
         d, a, *rest = inst.operands
         geom = next((m for m in inst.mods if m in GEOMETRY), None)
         dtype, ctype = inst.types[-2], inst.types[-1]
-        if (geom is None or rest or not isinstance(a, ast.Addr) or len(a.extra) != 1 or isinstance(d, ast.PredOut)
-                or inst.has("level") or inst.has("grad") or dtype not in ("f32", "s32", "u32")):
+        extra = len(rest) - (1 if inst.has("level") else 2 if inst.has("grad") else 0)
+        if geom is None or extra or not isinstance(a, ast.Addr) or len(a.extra) != 1:
             raise unsupported(inst, UNSUPPORTED)
         b = self.b
+        if isinstance(d, ast.PredOut):  # whether the texel is resident: always
+            if not isinstance(d.pred, ast.Sink):
+                self.write(d.pred, ir.Constant(I1, 1), "pred")
+            d = d.dest
         desc = self._desc(inst, a.base, D.TEXTURE_MAGIC)
         flags = self._field(desc, D.FLAGS, I32)
         dims, layered = GEOMETRY[geom]
         elems = _elems(a.extra[0])
         layer = self._layer(desc, b.zext(self.read(elems[0], "u32"), I64)) if layered else _i64(0)
-        coords = elems[int(layered):int(layered) + dims]
+        first = int(layered) + geom.endswith("ms")  # the objects hold one sample, which every number reads
+        coords = elems[first:first + dims]
         if ctype == "s32":
             values = self._texel(desc, [b.sext(self.read(c, "s32"), I64) for c in coords], layer)
         else:
@@ -271,8 +279,16 @@ class TextureMixin:
                 phi.add_incoming(q, linear_end)
                 values.append(phi)
         floats = self._has(flags, D.FLOAT_RESULT)
-        for dest, value in zip(_elems(d), values):
-            word = b.select(floats, b.bitcast(b.fptrunc(value, F32), I32), b.trunc(b.fptosi(value, I64), I32))
+        words = [b.select(floats, b.bitcast(b.fptrunc(value, F32), I32), b.trunc(b.fptosi(value, I64), I32))
+                 for value in values]
+        if dtype in ("f16", "f16x2"):  # floats rounded to nearest even from the f32, integers' low 16 bits
+            halves = [b.select(floats, b.bitcast(b.fptrunc(b.bitcast(w, F32), ir.HalfType()), I16), b.trunc(w, I16))
+                      for w in words]
+            if dtype == "f16x2":  # two channels a word, the first in the low half (as the CPU target packs)
+                halves = [b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), ir.Constant(I32, 16)))
+                          for lo, hi in zip(halves[0::2], halves[1::2])]
+            words, dtype = halves, "b32" if dtype == "f16x2" else "f16"
+        for dest, word in zip(_elems(d), words):
             self.write(dest, word, dtype)
 
     # ------------------------------------------------------------------ queries
@@ -292,7 +308,7 @@ class TextureMixin:
         """(pointers of the access's components, whether it is accessed, component bits) of
         suld.b/sust.b, with the boundary mode applied: .trap faults outside, .clamp and .zero
         access the clamped coordinates (.zero then reads 0 or stores nothing)."""
-        geom = next((m for m in inst.mods if m in GEOMETRY), None)
+        geom = next((m for m in inst.mods if m in GEOMETRY and not m.endswith("ms")), None)
         mode = inst.mods[-1]
         bits_mod = inst.types[-1] if inst.types else ""
         if inst.mods[0] != "b" or geom is None or mode not in ("trap", "clamp", "zero") or bits_mod not in ("b8", "b16", "b32", "b64"):
