@@ -9,7 +9,7 @@ texel floor(x), address modes on texel indices, channel values in f64 (normalize
 max(t / max, -1)), the result rounded once to f32 or truncated to a 32-bit integer.
 
 Implemented: tex (.1d/.2d/.3d/.a1d/.a2d/.2dms/.a2dms, also .level/.grad at level 0, f32 or s32 coordinates,
-f32/s32/u32/f16/f16x2 results, point and linear filtering), txq/suq .width/.height/.depth,
+f32/s32/u32/f16/f16x2 results, point and linear filtering), tld4 (.2d/.a2d), txq/suq .width/.height/.depth,
 suld.b/sust.b (.trap/.clamp/.zero). Every other form is refused by name; the HIP backend refuses
 objects this lowering cannot sample (docs/amdgpu.md). An object of the wrong kind (its magic word) or a .trap access outside a surface faults with a
 load from address 0 (CUDA reports 700 for both; a trap would be 719).
@@ -175,6 +175,25 @@ class TextureMixin:
         scaled = b.fmul(b.fdiv(fixed, _f64(COORD_SCALE)), b.uitofp(size, F64))
         return b.select(self._has(flags, D.NORMALIZED_COORDS), scaled, u)
 
+    def _footprint(self, desc: ir.Value, us: list[ir.Value], clamp_edges: bool) -> tuple[list[ir.Value], list[ir.Value]]:
+        """Per axis the lower texel of the filter footprint and the upper one's weight (of 256):
+        x - 0.5 held with 8 fractional bits; with `clamp_edges`, clamp-mode axes first clamped to
+        [0.5, n - 0.5] (filtering does, tld4 does not)."""
+        b = self.b
+        lows, alphas = [], []
+        for axis, u in enumerate(us):
+            if clamp_edges:
+                size = self._u32_field(desc, (D.WIDTH, D.HEIGHT, D.DEPTH)[axis])
+                n = b.uitofp(b.select(b.icmp_unsigned("==", size, _i64(0)), _i64(1), size), F64)
+                clamp = b.icmp_unsigned("==", self._field(desc, D.MODES + 4 * axis, I32), ir.Constant(I32, D.CLAMP))
+                low_edge = b.select(b.fcmp_ordered("<", u, _f64(0.5)), _f64(0.5), u)
+                high = b.fsub(n, _f64(0.5))
+                u = b.select(clamp, b.select(b.fcmp_ordered(">", low_edge, high), high, low_edge), u)
+            fixed = self._floor_index(b.fadd(b.fmul(b.fsub(u, _f64(0.5)), _f64(256.0)), _f64(0.5)))
+            lows.append(b.ashr(fixed, _i64(8)))
+            alphas.append(b.and_(fixed, _i64(255)))
+        return lows, alphas
+
     def _filter(self, desc: ir.Value, flags: ir.Value, us: list[ir.Value], layer: ir.Value) -> list[ir.Value]:
         """Linear filtering, the CPU model's steps (cpu/texture.py sample, _footprint,
         _corner_weights): per axis x - 0.5 held with 8 fractional bits (clamp axes first clamped
@@ -190,21 +209,8 @@ class TextureMixin:
         if len(us) == 1:
             us = [us[0], _f64(0.0)]
             one_axis = b.or_(self._has(flags, D.LINEAR_MEMORY), b.icmp_unsigned("!=", sizes[1], _i64(0)))
-        lows, alphas = [], []
-        for axis, u in enumerate(us):
-            n = b.uitofp(b.select(b.icmp_unsigned("==", sizes[axis], _i64(0)), _i64(1), sizes[axis]), F64)
-            clamp = b.icmp_unsigned("==", self._field(desc, D.MODES + 4 * axis, I32), ir.Constant(I32, D.CLAMP))
-            low_edge = b.select(b.fcmp_ordered("<", u, _f64(0.5)), _f64(0.5), u)
-            high = b.fsub(n, _f64(0.5))
-            clamped = b.select(b.fcmp_ordered(">", low_edge, high), high, low_edge)
-            u = b.select(clamp, clamped, u)
-            fixed = self._floor_index(b.fadd(b.fmul(b.fsub(u, _f64(0.5)), _f64(256.0)), _f64(0.5)))
-            low, alpha = b.ashr(fixed, _i64(8)), b.and_(fixed, _i64(255))
-            if axis == 1:
-                low = b.select(one_axis, _i64(0), low)
-                alpha = b.select(one_axis, _i64(0), alpha)
-            lows.append(low)
-            alphas.append(alpha)
+        lows, alphas = self._footprint(desc, us, True)
+        lows[1], alphas[1] = b.select(one_axis, _i64(0), lows[1]), b.select(one_axis, _i64(0), alphas[1])
         rnd = lambda v: b.ashr(b.add(v, _i64(128)), _i64(8))  # noqa: E731  (round(v / 256), ties up, v >= 0)
         a, c = alphas[0], alphas[1]
         slices = [(0, _i64(256))] if len(alphas) == 2 else [(0, b.sub(_i64(256), alphas[2])), (4, alphas[2])]
@@ -278,6 +284,11 @@ class TextureMixin:
                 phi.add_incoming(p, point_end)
                 phi.add_incoming(q, linear_end)
                 values.append(phi)
+        self._results(d, values, flags, dtype)
+
+    def _results(self, d: ast.Operand, values: list[ir.Value], flags: ir.Value, dtype: str) -> None:
+        """Write the fetched channels (f64) as the destination type wants them."""
+        b = self.b
         floats = self._has(flags, D.FLOAT_RESULT)
         words = [b.select(floats, b.bitcast(b.fptrunc(value, F32), I32), b.trunc(b.fptosi(value, I64), I32))
                  for value in values]
@@ -290,6 +301,27 @@ class TextureMixin:
             words, dtype = halves, "b32" if dtype == "f16x2" else "f16"
         for dest, word in zip(_elems(d), words):
             self.write(dest, word, dtype)
+
+    def op_tld4(self, inst: ast.Instruction) -> None:
+        """tld4: channel `comp` of the four texels bilinear filtering would blend (unclamped
+        footprint), in the order (i, j+1), (i+1, j+1), (i+1, j), (i, j)."""
+        d, a, *rest = inst.operands
+        geom = next((m for m in inst.mods if m in ("2d", "a2d")), None)
+        if geom is None or rest or not isinstance(a, ast.Addr) or len(a.extra) != 1:
+            raise unsupported(inst, UNSUPPORTED)
+        b = self.b
+        desc = self._desc(inst, a.base, D.TEXTURE_MAGIC)
+        flags = self._field(desc, D.FLAGS, I32)
+        elems = _elems(a.extra[0])
+        layered = geom == "a2d"
+        layer = self._layer(desc, b.zext(self.read(elems[0], "u32"), I64)) if layered else _i64(0)
+        us = [self._texel_space(desc, flags, axis, b.fpext(b.bitcast(self.read(c, "f32"), F32), F64))
+              for axis, c in enumerate(elems[int(layered):int(layered) + 2])]
+        (i, j), _ = self._footprint(desc, us, False)
+        comp = "rgba".index(inst.mods[0])
+        values = [self._texel(desc, [b.add(i, _i64(dx)), b.add(j, _i64(dy))], layer)[comp]
+                  for dx, dy in ((0, 1), (1, 1), (1, 0), (0, 0))]
+        self._results(d, values, flags, inst.types[-2])
 
     # ------------------------------------------------------------------ queries
     def _query(self, inst: ast.Instruction) -> None:
