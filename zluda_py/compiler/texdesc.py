@@ -13,6 +13,8 @@ from __future__ import annotations
 import struct
 from typing import Protocol
 
+from zluda_py.compiler.cpu.texture import CHANNEL_ORDER as CHANNEL_ORDERS, CHANNEL_TYPE as CHANNEL_TYPES
+
 # layout (little endian): offsets of the fields the kernel reads
 BASE, ROW, SLICE, LAYER_STRIDE = 0, 8, 16, 24  # u64: texel address, bytes per row / slice / layer
 WIDTH, HEIGHT, DEPTH, LAYERS = 32, 36, 40, 44  # u32, as CUDA's descriptors give them (0: unused)
@@ -21,10 +23,12 @@ MODES = 64  # u32 x3: CUaddress_mode per axis, effective
 MAGIC = 76  # u32: TEXTURE_MAGIC or SURFACE_MAGIC
 BORDER = 80  # f64 x4: the border colour
 SCALE = 112  # f64: divisor of a normalized-float read (the format's largest value), 0: read as is
-SIZE = 128
+CHANNEL_ORDER, CHANNEL_DATA_TYPE = 120, 124  # u32: txq/suq's answers (the PTX manual's enumeration)
+ADDRESS_MODES = 128  # u8 x3: the sampler's address modes as given (txq .addr_mode_N)
+SIZE = 136
 
 # FLAGS bits
-LINEAR_FILTER, NORMALIZED_COORDS, FLOAT_RESULT, LINEAR_MEMORY, SIGNED, FLOAT_FORMAT = 1, 2, 4, 8, 16, 32
+LINEAR_FILTER, NORMALIZED_COORDS, FLOAT_RESULT, LINEAR_MEMORY, SIGNED, FLOAT_FORMAT, PITCH_LINEAR = 1, 2, 4, 8, 16, 32, 64
 TEXTURE_MAGIC, SURFACE_MAGIC = 0x54584F42, 0x53555246  # which kind of object the block describes
 WRAP, CLAMP, MIRROR, BORDER_MODE = 0, 1, 2, 3  # CUaddress_mode
 
@@ -76,15 +80,20 @@ def pack(image: ImageLike, sampler: SamplerLike | None) -> bytes:
     slice_ = row * max(image.height, 1)
     layer_stride = slice_ * max(image.depth, 1)
     flags = (SIGNED if signed else 0) | (FLOAT_FORMAT if is_float else 0) | (LINEAR_MEMORY if image.linear_memory else 0)
-    modes, border, scale = (CLAMP,) * 3, (0.0,) * 4, 0.0
+    flags |= PITCH_LINEAR if image.linear_memory or image.pitch else 0
+    modes, border, scale, given = (CLAMP,) * 3, (0.0,) * 4, 0.0, (0, 0, 0)
+    integer_type = True  # txq/suq's channel data type: a surface reads integers
     if sampler is not None:
         floats = float_result(image.format, sampler.read_integer)
         flags |= (LINEAR_FILTER if sampler.linear else 0) | (NORMALIZED_COORDS if sampler.normalized else 0)
         flags |= FLOAT_RESULT if floats else 0
         modes, border = effective_modes(image, sampler), tuple(float(v) for v in sampler.border)
+        given, integer_type = tuple(sampler.address), not floats
         if floats and not is_float:
             scale = float((1 << (8 * item - signed)) - 1)
-    block = struct.pack("<4Q8I3II4dd", image.base, row, slice_, layer_stride, image.width, image.height, image.depth,
-                        image.layers, element, image.channels, item, flags, *modes,
-                        TEXTURE_MAGIC if sampler is not None else SURFACE_MAGIC, *border, scale)
-    return block.ljust(SIZE, b"\0")
+    block = struct.pack("<4Q8I3II4dd2I3B5x", image.base, row, slice_, layer_stride, image.width, image.height,
+                        image.depth, image.layers, element, image.channels, item, flags, *modes,
+                        TEXTURE_MAGIC if sampler is not None else SURFACE_MAGIC, *border, scale,
+                        CHANNEL_ORDERS[image.channels], CHANNEL_TYPES[image.format][integer_type], *given)
+    assert len(block) == SIZE
+    return block

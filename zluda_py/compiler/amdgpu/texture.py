@@ -9,7 +9,7 @@ texel floor(x), address modes on texel indices, channel values in f64 (normalize
 max(t / max, -1)), the result rounded once to f32 or truncated to a 32-bit integer.
 
 Implemented: tex (.1d/.2d/.3d/.a1d/.a2d/.2dms/.a2dms, also .level/.grad at level 0, f32 or s32 coordinates,
-f32/s32/u32/f16/f16x2 results, point and linear filtering), tld4 (.2d/.a2d), txq/suq .width/.height/.depth,
+f32/s32/u32/f16/f16x2 results, point and linear filtering), tld4 (.2d/.a2d), every txq/suq query,
 suld.b/sust.b (.trap/.clamp/.zero). Every other form is refused by name; the HIP backend refuses
 objects this lowering cannot sample (docs/amdgpu.md). An object of the wrong kind (its magic word) or a .trap access outside a surface faults with a
 load from address 0 (CUDA reports 700 for both; a trap would be 719).
@@ -325,13 +325,44 @@ class TextureMixin:
 
     # ------------------------------------------------------------------ queries
     def _query(self, inst: ast.Instruction) -> None:
+        """txq/suq, as the CPU model answers (cpu/texture.py _query): sizes (a level's: the size
+        shifted right by the clamped level, at least 1 where the size is not 0), layers, the
+        sampler's settings, the layout, the channel order and type; one level, one sample."""
         d, a, *lod = inst.operands
         what = inst.mods[-2] if len(inst.mods) >= 2 else None
-        fields = {"width": D.WIDTH, "height": D.HEIGHT, "depth": D.DEPTH}
-        if lod or what not in fields or inst.has("level") or not isinstance(a, ast.Addr) or a.extra:
+        if not isinstance(a, ast.Addr) or a.extra or len(lod) != inst.has("level"):
             raise unsupported(inst, UNSUPPORTED)
+        b = self.b
         desc = self._desc(inst, a.base, D.TEXTURE_MAGIC if inst.opcode == "txq" else D.SURFACE_MAGIC)
-        self.write(d, self._field(desc, fields[what], I32), "b32")
+        flags = self._field(desc, D.FLAGS, I32)
+        flag = lambda bit: b.zext(self._has(flags, bit), I32)  # noqa: E731
+        sizes = {"width": D.WIDTH, "height": D.HEIGHT, "depth": D.DEPTH}
+        if what in sizes:
+            value = self._field(desc, sizes[what], I32)
+            if lod:
+                level = self.read(lod[0], "s32")
+                level = b.select(b.icmp_signed("<", level, ir.Constant(I32, 0)), ir.Constant(I32, 0), level)
+                shifted = b.select(b.icmp_signed(">", level, ir.Constant(I32, 31)), ir.Constant(I32, 0), b.lshr(value, level))
+                least = b.select(b.icmp_unsigned("==", value, ir.Constant(I32, 0)), value, ir.Constant(I32, 1))
+                value = b.select(b.icmp_unsigned("<", shifted, least), least, shifted)
+        elif lod:
+            raise unsupported(inst, UNSUPPORTED)
+        elif what in ("num_mipmap_levels", "num_samples"):
+            value = ir.Constant(I32, 1)
+        elif what == "force_unnormalized_coords":
+            value = ir.Constant(I32, 0)
+        elif what in ("array_size", "normalized_coords", "filter_mode", "memory_layout", "channel_order",
+                      "channel_data_type"):
+            value = {"array_size": lambda: self._field(desc, D.LAYERS, I32),
+                     "normalized_coords": lambda: flag(D.NORMALIZED_COORDS), "filter_mode": lambda: flag(D.LINEAR_FILTER),
+                     "memory_layout": lambda: flag(D.PITCH_LINEAR),
+                     "channel_order": lambda: self._field(desc, D.CHANNEL_ORDER, I32),
+                     "channel_data_type": lambda: self._field(desc, D.CHANNEL_DATA_TYPE, I32)}[what]()
+        elif what in ("addr_mode_0", "addr_mode_1", "addr_mode_2"):
+            value = b.zext(self._field(desc, D.ADDRESS_MODES + int(what[-1]), I8), I32)
+        else:
+            raise unsupported(inst, UNSUPPORTED)
+        self.write(d, value, "b32")
 
     op_txq = op_suq = _query
 
