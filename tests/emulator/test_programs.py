@@ -3,8 +3,9 @@ ZLUDA_HIP=emulator: our driver, fatbin reader, AMDGPU compiler, code objects and
 only the GPU emulated. Each program checks its results on the host and prints PASSED, as in the
 CPU runs (tests/e2e).
 
-By default every program but Thrust runs on gfx1100 (wave32) and gfx950 (wave64), a few also
-under ZLUDA_EMULATOR_STRICT=1; ZLUDA_EMULATOR_PROGRAMS=all adds Thrust. Programs that cannot run
+Every program runs on gfx1100 (wave32) and gfx950 (wave64), a few also under
+ZLUDA_EMULATOR_STRICT=1, and three on gfx1200; ZLUDA_EMULATOR_PROGRAMS=all adds the other gfx1200
+ones. Programs that cannot run
 yet are listed, with the reason, in docs/amdgpu.md ("Programs on the emulator"), not here.
 """
 
@@ -47,10 +48,6 @@ PROGRAMS = {
 }
 TIMEOUT = {"thrust": 3600}  # seconds; 900 for the others (a hang guard)
 
-# Too slow for CI on the emulator (one Python step per wave instruction; docs/amdgpu.md has the
-# CPU seconds of each program): Thrust, about a CPU-minute per target.
-SLOW = {"thrust": ARCHS}
-
 
 # gfx1200 (RDNA4, wave32): these programs pass there (checked 2026-11-26); the first three run in CI
 RDNA4 = ["warp-cooperative-groups", "func-barriers", "grid-sync", "blocks", "atomics", "warp-shuffles-votes"]
@@ -59,8 +56,7 @@ RDNA4_IN_CI = 3
 
 def _selected() -> list:
     everything = os.environ.get("ZLUDA_EMULATOR_PROGRAMS") == "all"
-    return [pytest.param(name, arch, id=f"{name}-{arch}") for name in PROGRAMS for arch in ARCHS
-            if everything or arch not in SLOW.get(name, ())] + \
+    return [pytest.param(name, arch, id=f"{name}-{arch}") for name in PROGRAMS for arch in ARCHS] + \
         [pytest.param(name, "gfx1200", id=f"{name}-gfx1200") for name in RDNA4[: None if everything else RDNA4_IN_CI]]
 
 
