@@ -175,7 +175,6 @@ def test_fetches_match_the_cpu_target(modules: dict, arch: str, geom: str) -> No
                                   "tex.2d.v4.f32.f32 {%r5, %r6, %r7, %r8}, [%rd1, %rd1, {%f1, %f2}]",
                                   "tld4.r.cube.v4.f32.f32 {%r5, %r6, %r7, %r8}, [%rd1, {%f1, %f2, %f3, %f4}]",
                                   "sust.p.2d.v4.b32.trap [%rd1, {%r1, %r2}], {%r5, %r6, %r7, %r8}",
-                                  "sured.b.add.2d.u32.trap [%rd1, {%r1, %r2}], %r5",
                                   "istypep.texref %p1, %rd1"])
 def test_forms_outside_the_slice_are_refused_by_name(form: str) -> None:
     ptx = (".version 7.8\n.target sm_80\n.address_size 64\n.visible .entry k(.param .u64 obj)\n{\n"

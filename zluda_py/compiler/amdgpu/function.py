@@ -39,7 +39,7 @@ CONST_AS = 4
 NO_OPS = {"prefetch", "prefetchu", "pmevent", "discard", "applypriority", "createpolicy", "griddepcontrol",
           "setmaxnreg", "nanosleep"}
 # Refused until a later issue adds them: textures, surfaces and the tensor cores.
-REFUSED = {"sured", "istypep", "mma", "wmma", "wgmma",
+REFUSED = {"istypep", "mma", "wmma", "wgmma",
            "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "tensormap"}
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
 # v5 implicit kernel arguments (offsets from llvm.amdgcn.implicitarg.ptr).

@@ -10,7 +10,7 @@ max(t / max, -1)), the result rounded once to f32 or truncated to a 32-bit integ
 
 Implemented: tex (.1d/.2d/.3d/.a1d/.a2d/.2dms/.a2dms, also .level/.grad at level 0, f32 or s32 coordinates,
 f32/s32/u32/f16/f16x2 results, point and linear filtering), tld4 (.2d/.a2d), every txq/suq query,
-suld.b/sust.b (.trap/.clamp/.zero). Every other form is refused by name; the HIP backend refuses
+suld.b/sust.b/sured (.trap/.clamp/.zero). Every other form is refused by name; the HIP backend refuses
 objects this lowering cannot sample (docs/amdgpu.md). An object of the wrong kind (its magic word) or a .trap access outside a surface faults with a
 load from address 0 (CUDA reports 700 for both; a trap would be 719).
 """
@@ -367,14 +367,17 @@ class TextureMixin:
     op_txq = op_suq = _query
 
     # ------------------------------------------------------------------ surfaces
-    def _surface(self, inst: ast.Instruction, addr: ast.Addr) -> tuple[list[ir.Value], ir.Value, int]:
-        """(pointers of the access's components, whether it is accessed, component bits) of
-        suld.b/sust.b, with the boundary mode applied: .trap faults outside, .clamp and .zero
-        access the clamped coordinates (.zero then reads 0 or stores nothing)."""
+    def _surface(self, inst: ast.Instruction, addr: ast.Addr) -> tuple[ir.Value, ir.Value, int, ir.Value]:
+        """(the address of the access, whether it is accessed, component bits, the descriptor) of
+        suld.b/sust.b/sured, with the boundary mode applied: .trap faults outside, .clamp and .zero
+        access the clamped coordinates (.zero then reads 0 or stores nothing). x is in bytes,
+        for .p (sured only) in elements."""
         geom = next((m for m in inst.mods if m in GEOMETRY and not m.endswith("ms")), None)
         mode = inst.mods[-1]
         bits_mod = inst.types[-1] if inst.types else ""
-        if inst.mods[0] != "b" or geom is None or mode not in ("trap", "clamp", "zero") or bits_mod not in ("b8", "b16", "b32", "b64"):
+        formatted = inst.mods[0] == "p"
+        if (geom is None or mode not in ("trap", "clamp", "zero") or bits_mod[1:] not in ("8", "16", "32", "64")
+                or (formatted and inst.opcode != "sured")):
             raise unsupported(inst, UNSUPPORTED)
         b = self.b
         bits = int(bits_mod[1:])
@@ -384,9 +387,14 @@ class TextureMixin:
         dims, layered = GEOMETRY[geom]
         elems = _elems(addr.extra[0])
         xs = [b.sext(self.read(e, "s32"), I64) for e in elems[int(layered):int(layered) + dims]]
-        row_bytes = b.mul(self._u32_field(desc, D.WIDTH), self._u32_field(desc, D.ELEMENT))
+        element = self._u32_field(desc, D.ELEMENT)
+        row_bytes = b.mul(self._u32_field(desc, D.WIDTH), element)
         one = lambda v: b.select(b.icmp_signed("<", v, _i64(1)), _i64(1), v)  # noqa: E731
-        limits = [b.add(b.sub(row_bytes, _i64(size)), _i64(1)), one(self._u32_field(desc, D.HEIGHT)),
+        accessed = _i64(size)
+        if formatted:  # the element's first bytes: inside when the whole element is
+            xs[0] = b.mul(xs[0], element)
+            accessed = b.select(b.icmp_signed(">", element, accessed), element, accessed)
+        limits = [b.add(b.sub(row_bytes, accessed), _i64(1)), one(self._u32_field(desc, D.HEIGHT)),
                   one(self._u32_field(desc, D.DEPTH))]
         layers = one(self._u32_field(desc, D.LAYERS))
         layer = b.zext(self.read(elems[0], "u32"), I64) if layered else _i64(0)
@@ -403,13 +411,15 @@ class TextureMixin:
             top = b.select(b.icmp_signed("<", top, _i64(0)), _i64(0), top)
             x = b.select(b.icmp_signed("<", x, _i64(0)), _i64(0), b.select(b.icmp_signed(">", x, top), top, x))
             offset = b.add(offset, b.mul(x, strides[axis]))
-        base = b.add(self._field(desc, D.BASE, I64), offset)
-        ptrs = [b.inttoptr(b.add(base, _i64(k * bits // 8)), GLOBAL) for k in range(count)]
-        return ptrs, inside if mode == "zero" else ir.Constant(I1, 1), bits
+        return b.add(self._field(desc, D.BASE, I64), offset), inside if mode == "zero" else ir.Constant(I1, 1), bits, desc
+
+    def _components(self, address: ir.Value, bits: int, count: int) -> list[ir.Value]:
+        return [self.b.inttoptr(self.b.add(address, _i64(k * bits // 8)), GLOBAL) for k in range(count)]
 
     def op_suld(self, inst: ast.Instruction) -> None:
         d, a = inst.operands
-        ptrs, keep, bits = self._surface(inst, a)
+        address, keep, bits, _ = self._surface(inst, a)
+        ptrs = self._components(address, bits, len(_elems(d)))
         b = self.b
         for dest, ptr in zip(_elems(d), ptrs):
             head = b.block
@@ -425,7 +435,8 @@ class TextureMixin:
         """The lanes store one after another, lowest lane first (a waterfall on readfirstlane), so
         that where accesses overlap the last lane's bytes stay, as in the CPU target's model."""
         a, c = inst.operands
-        ptrs, keep, bits = self._surface(inst, a)
+        address, keep, bits, _ = self._surface(inst, a)
+        ptrs = self._components(address, bits, len(_elems(c)))
         values = [self.read(src, inst.types[-1]) for src in _elems(c)]
         b = self.b
         lane = self.hw_lane()
@@ -443,3 +454,26 @@ class TextureMixin:
         leave = b.asm(ir.FunctionType(I32, [I32]), "", "=v,0", [b.zext(mine, I32)], True)
         b.cbranch(b.icmp_unsigned("!=", leave, ir.Constant(I32, 0)), done, loop)
         b.position_at_end(done)
+
+    def op_sured(self, inst: ast.Instruction) -> None:
+        """sured: an atomic reduction into the cell at the access's offset rounded down to the
+        access size (as the CPU model drops a misaligned offset's low bits); .b takes min/max's
+        signedness from the type, .p from the surface format."""
+        a, c = inst.operands
+        address, keep, bits, desc = self._surface(inst, a)
+        b = self.b
+        op = inst.mods[1]
+        value = self.read(c, inst.types[-1])
+        ptr = b.inttoptr(b.and_(address, _i64(-(bits // 8))), GLOBAL)
+        with b.if_then(keep):
+            if op not in ("min", "max"):
+                b.atomic_rmw(op, ptr, value, "monotonic")
+            elif inst.mods[0] == "b":
+                b.atomic_rmw(op if inst.types[-1][0] == "s" else "u" + op, ptr, value, "monotonic")
+            else:
+                signed = self._has(self._field(desc, D.FLAGS, I32), D.SIGNED)
+                with b.if_else(signed) as (then, otherwise):
+                    with then:
+                        b.atomic_rmw(op, ptr, value, "monotonic")
+                    with otherwise:
+                        b.atomic_rmw("u" + op, ptr, value, "monotonic")
