@@ -183,3 +183,22 @@ def test_forms_outside_the_slice_are_refused_by_name(form: str) -> None:
     opcode = form.split()[0]
     with pytest.raises(UnsupportedError, match=rf"{opcode.replace('.', '[.]')}.*textures.*at <ptx>:12"):
         EmulatedModule.from_ptx(ptx, "gfx1100")
+
+
+@pytest.mark.parametrize("image,sampler,what", [
+    (cpu_textures.Image(0, 0x20, 4, 4, 4, 0, 6, cubemap=True), cpu_textures.Sampler(), "cubemap"),
+    (cpu_textures.Image(0, 0x01, 4, 4, 4), cpu_textures.Sampler(srgb=True), "sRGB"),
+    (cpu_textures.Image(0, 0x10, 1, 4, 4), cpu_textures.Sampler(linear=True), "linear filtering of half-float"),
+])
+def test_hip_backend_refuses_objects_it_cannot_sample(image, sampler, what: str) -> None:
+    """Refused when the object is created (CUDA_ERROR_NOT_SUPPORTED), before any device memory
+    is touched; mipmapped arrays too."""
+    from zluda_py.backends import hip_textures
+    from zluda_py.curesult import CUDA_ERROR_NOT_SUPPORTED, CudaError
+
+    with pytest.raises(CudaError, match=what) as err:
+        hip_textures.register(image, sampler)
+    assert err.value.code == CUDA_ERROR_NOT_SUPPORTED
+    with pytest.raises(CudaError, match="mipmapped") as err:
+        hip_textures.mipmap.Mipmap((image,))
+    assert err.value.code == CUDA_ERROR_NOT_SUPPORTED

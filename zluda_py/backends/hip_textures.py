@@ -10,7 +10,6 @@ filtering of half floats.
 
 from __future__ import annotations
 
-import threading
 from types import SimpleNamespace
 
 from ..cdata import ffi
@@ -19,14 +18,10 @@ from ..compiler.cpu.texture import Image, Sampler
 from ..curesult import CUDA_ERROR_NOT_SUPPORTED, CudaError
 from .hip_runtime import Hip
 
-__all__ = ["Image", "Sampler", "float_result", "register", "release", "lookup", "mipmap"]
+__all__ = ["Image", "Sampler", "float_result", "register", "release", "mipmap"]
 HALF = 0x10  # CU_AD_FORMAT_HALF: the CPU model filters it with its own rounding, not lowered yet
 
-_objects: dict[int, tuple[Image, Sampler | None]] = {}
-_lock = threading.Lock()
-
-
-def _no_mipmaps(levels) -> None:
+def _no_mipmaps(levels: tuple[Image, ...]) -> None:
     raise CudaError(CUDA_ERROR_NOT_SUPPORTED, "mipmapped textures are not supported on the HIP backend yet")
 
 
@@ -50,16 +45,9 @@ def register(image: Image, sampler: Sampler | None) -> int:
     handle = hip.malloc(len(block))
     buf = ffi.from_buffer(block)
     memory.copy(handle, int(ffi.cast("uintptr_t", buf)), len(block))  # waits for the copy
-    with _lock:
-        _objects[handle] = (image, sampler)
     return handle
 
 
 def release(handle: int) -> None:
-    with _lock:
-        del _objects[handle]
+    """The driver has checked that `handle` is a live object of its own."""
     Hip.get().free(handle)
-
-
-def lookup(handle: int) -> tuple[Image, Sampler | None] | None:
-    return _objects.get(handle)
