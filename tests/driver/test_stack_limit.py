@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import shim_path
+from tests.driver.conftest import shim_path
 
 # kernel `chain`: a 1000-byte frame calling f (600 bytes) calling g (400 bytes), no recursion:
 # 2000 bytes with 16-byte aligned frames. Kernel `recurse`: r(n) has a 512-byte frame and

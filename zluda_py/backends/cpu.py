@@ -22,6 +22,8 @@ class Memory(tracking.Memory):
     What the backend allocates comes from mapped regions (regions.py: device and pinned host
     memory populated at once, managed memory demand-paged, as on NVIDIA's driver)."""
 
+    host_backed = True
+
     def __init__(self) -> None:
         super().__init__()
         self._regions = Regions()

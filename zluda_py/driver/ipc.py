@@ -22,7 +22,7 @@ from ..cdata import addr, ffi, libc, store
 from ..curesult import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
                      CUDA_ERROR_MAP_FAILED, CudaError)
 from .init_device import require
-from .memory import _memory
+from .memory import host_backed_memory
 from .stream_api import CU_EVENT_INTERPROCESS, Event, events
 
 PAGE = mmap.PAGESIZE
@@ -57,7 +57,7 @@ def _share(a) -> tuple[int, int]:
 def cuIpcGetMemHandle(phandle, dptr):
     require(phandle)
     ctxs.current()
-    a = _memory().find(dptr)
+    a = host_backed_memory("IPC memory handles (cuIpcGetMemHandle)").find(dptr)
     if a is None or a.kind != "device":
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{dptr:#x} is not device memory of cuMemAlloc")
     with _lock:
@@ -81,6 +81,7 @@ def _open_fd(pid: int, fd: int) -> int:
 def cuIpcOpenMemHandle(pdptr, handle, flags):
     require(pdptr)
     ctx = ctxs.current()
+    memory = host_backed_memory("IPC memory handles (cuIpcOpenMemHandle)")
     raw = bytes(ffi.buffer(ffi.addressof(handle), 64))
     magic, pid, fd, offset, size, _ = _MEM_LAYOUT.unpack_from(raw)
     if magic != _MEM_MAGIC or flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS:
@@ -101,7 +102,7 @@ def cuIpcOpenMemHandle(pdptr, handle, flags):
             os.close(local)
         if base == _MAP_FAILED:
             raise CudaError(CUDA_ERROR_MAP_FAILED, f"cannot map {length} bytes")
-        _memory().add(base + offset, size, "ipc", 0, ctx)
+        memory.add(base + offset, size, "ipc", 0, ctx)
         _opened[raw] = [base + offset, base, length, 1]
     store(pdptr, base + offset)
 
@@ -117,7 +118,7 @@ def cuIpcCloseMemHandle(dptr):
             return
         del _opened[raw]
     ctxs.current().synchronize()  # work queued before may still use it
-    _memory().release(dptr)
+    host_backed_memory("IPC memory handles (cuIpcCloseMemHandle)").release(dptr)
     libc.munmap(ffi.cast("void *", entry_[1]), entry_[2])
 
 

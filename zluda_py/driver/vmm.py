@@ -19,7 +19,7 @@ from ..cdata import addr, ffi, libc, store
 from ..curesult import (CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
 from .handles import HandleTable
 from .init_device import require
-from .memory import _memory
+from .memory import _memory, host_backed_memory
 
 ffi.cdef("""
 typedef struct {
@@ -144,6 +144,7 @@ def cuMemGetAllocationGranularity(pgranularity, prop, option):
 @entry("cuMemAddressReserve")
 def cuMemAddressReserve(pptr, size, alignment, hint, flags):
     require(pptr)
+    host_backed_memory("virtual memory management (cuMemAddressReserve)")
     _aligned(size, "size")
     if flags or alignment & (alignment - 1):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"alignment {alignment:#x}, flags {flags:#x}")
@@ -175,6 +176,7 @@ def cuMemAddressFree(ptr, size):
 @entry("cuMemCreate")
 def cuMemCreate(phandle, size, prop, flags):
     require(phandle, prop)
+    host_backed_memory("virtual memory management (cuMemCreate)")
     _aligned(size, "size")
     if flags:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"flags {flags:#x}")
