@@ -43,6 +43,8 @@ PROGRAMS = {
     "async-barrier": (["e2e_async_barrier.cu"], ["-arch=sm_90"], [], "async barrier: PASSED"),
     # texture and surface objects of the kinds the AMDGPU target samples in software
     "texture-slice": (["e2e_texture_slice.cu"], [], [], "texture slice: PASSED"),
+    # stream capture, hand-built graphs with an exec update, and capture errors (every section)
+    "graphs": (["e2e_graphs.cu"], [], [], "graphs all: PASSED"),
     # CUB's sort, reduce and scans over 50,000 ints (docs/amdgpu.md: its cost on the emulator)
     "thrust": (["e2e_thrust.cu"], ["-std=c++17"], [], "thrust: PASSED"),
 }
