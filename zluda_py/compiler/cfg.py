@@ -262,7 +262,8 @@ def _reverse_post_order(succs: list[list[int]]) -> list[int]:
     return post[::-1]
 
 
-# Instructions whose first operand is not a register they write.
+# Instructions whose first operand is not a register they write (besides those whose first
+# operand is an address, see _writes_first).
 _NO_DEST = {"st", "red", "bar", "barrier", "call", "bra", "brx", "ret", "exit", "trap", "prefetch",
             "prefetchu", "cp", "membar", "fence", "nanosleep", "pmevent", "griddepcontrol", "brkpt"}
 
@@ -270,8 +271,8 @@ _NO_DEST = {"st", "red", "bar", "barrier", "call", "bra", "brx", "ret", "exit", 
 def _regs_in(op: ast.Operand) -> list[str]:
     if isinstance(op, ast.Reg):
         return [op.name]
-    if isinstance(op, ast.Addr) and isinstance(op.base, ast.Reg):
-        return [op.base.name]
+    if isinstance(op, ast.Addr):  # the base, and a texture/surface address's coordinates
+        return ([op.base.name] if isinstance(op.base, ast.Reg) else []) + [n for e in op.extra for n in _regs_in(e)]
     if isinstance(op, ast.Not):
         return [op.operand.name]
     if isinstance(op, ast.Vec):
@@ -293,7 +294,7 @@ def live_in(body: FunctionBody) -> list[set[str]]:
         for inst in blk.insts:
             uses = _source_regs(inst) | ({inst.guard.reg} if inst.guard is not None else set())
             g |= uses - k
-            if inst.guard is None and inst.operands and inst.opcode not in _NO_DEST:
+            if inst.guard is None and _writes_first(inst):
                 k |= set(_regs_in(inst.operands[0]))
         gen.append(g)
         kill.append(k)
@@ -312,6 +313,12 @@ def live_in(body: FunctionBody) -> list[set[str]]:
     return live
 
 
+def _writes_first(inst: ast.Instruction) -> bool:
+    """Whether the first operand is a destination: never an address (`st`, `sust`, `sured`,
+    `mbarrier.init`, `stmatrix` ... read theirs)."""
+    return bool(inst.operands) and inst.opcode not in _NO_DEST and not isinstance(inst.operands[0], ast.Addr)
+
+
 def _source_regs(inst: ast.Instruction) -> set[str]:
-    ops = inst.operands[1:] if inst.opcode not in _NO_DEST else inst.operands
+    ops = inst.operands[1:] if _writes_first(inst) else inst.operands
     return {n for op in ops for n in _regs_in(op)}
