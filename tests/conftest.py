@@ -50,6 +50,17 @@ def nvcc():
     return nvcc_build
 
 
+@pytest.fixture(scope="session")
+def lld():
+    """ld.lld, which links AMDGPU code objects; tests that need it skip, saying why, without it."""
+    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
+
+    try:
+        return find_lld()
+    except LinkerError as exc:
+        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
+
+
 # Tests that share a module- or session-scoped build (compiled conformance batches, the AMDGPU
 # corpus, nvcc programs) must run in one worker under `pytest -n N --dist loadgroup`, or each
 # worker builds it again. Modules whose tests are independent opt out by setting

@@ -13,16 +13,6 @@ from .corpus import TARGETS, Built, _sources
 
 
 @pytest.fixture(scope="session")
-def lld():
-    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
-
-    try:
-        return find_lld()
-    except LinkerError as exc:
-        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
-
-
-@pytest.fixture(scope="session")
 def objdump():
     tool = shutil.which("llvm-objdump-19")
     if tool is None:

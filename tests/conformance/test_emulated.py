@@ -38,14 +38,7 @@ WARP = {"shfl", "vote", "match", "redux.sync", "elect.sync", "activemask", "bar.
 CHUNK = 32
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _lld():
-    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
-
-    try:
-        find_lld()
-    except LinkerError as exc:
-        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
+pytestmark = pytest.mark.usefixtures("lld")  # AMDGPU code objects need ld.lld (tests/conftest.py)
 
 
 def _sample(arch: str) -> list[str]:

@@ -17,14 +17,7 @@ PTX = (Path(__file__).parent / "kernels" / "kernels.ptx").read_text()
 ARCHS = ["gfx1100", "gfx950"]  # wave32, and wave64 with two CUDA warps per wave
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _lld():
-    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
-
-    try:
-        find_lld()
-    except LinkerError as exc:
-        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
+pytestmark = pytest.mark.usefixtures("lld")  # AMDGPU code objects need ld.lld (tests/conftest.py)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

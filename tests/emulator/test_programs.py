@@ -62,6 +62,9 @@ def _selected() -> list:
         [pytest.param(name, "gfx1200", id=f"{name}-gfx1200") for name in RDNA4[: None if everything else RDNA4_IN_CI]]
 
 
+pytestmark = pytest.mark.usefixtures("lld")  # AMDGPU code objects need ld.lld (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory) -> str:
     """One compiled-code cache for the module: programs built from one source share modules."""
@@ -69,12 +72,6 @@ def cache_dir(tmp_path_factory) -> str:
 
 
 def _run(nvcc, cache_dir: str, name: str, arch: str, **env: str) -> subprocess.CompletedProcess:
-    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
-
-    try:
-        find_lld()
-    except LinkerError as exc:
-        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
     sources, nvcc_args, argv, last_line = PROGRAMS[name]
     exe = nvcc(sources, nvcc_args, "")
     env = dict(os.environ, ZLUDA_HIP="emulator", ZLUDA_HIP_ARCH=arch, CUDA_CACHE_PATH=cache_dir, **env)

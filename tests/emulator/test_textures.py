@@ -29,14 +29,7 @@ FORMATS = {0x01: np.uint8, 0x02: np.uint16, 0x03: np.uint32, 0x08: np.int8, 0x09
            0x10: np.float16, 0x20: np.float32}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _lld():
-    from zluda_py.compiler.amdgpu_link import LinkerError, find_lld
-
-    try:
-        find_lld()
-    except LinkerError as exc:
-        pytest.skip(f"AMDGPU code objects need ld.lld: {exc}")
+pytestmark = pytest.mark.usefixtures("lld")  # AMDGPU code objects need ld.lld (tests/conftest.py)
 
 
 def _kernel(name: str, geom: str, ctype: str) -> str:
