@@ -20,6 +20,13 @@ static int failures = 0;
         if (!(cond) && failures++ < 10) fprintf(stderr, "%s:%d: FAILED %s\n", __FILE__, __LINE__, #cond); \
     } while (0)
 #define OK(call) EXPECT((call) == cudaSuccess)
+// a launch refused (module load, resources) is a failure with its reason, not zeroed results
+#define LAUNCHED()                                                                               \
+    do {                                                                                         \
+        cudaError_t e_ = cudaGetLastError();                                                     \
+        if (e_ != cudaSuccess && failures++ < 10)                                                \
+            fprintf(stderr, "%s:%d: launch failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+    } while (0)
 
 static bool close_to(float got, float want) { return fabsf(got - want) <= 1e-5f * fmaxf(1.0f, fabsf(want)); }
 static unsigned bits(float f) {
@@ -211,6 +218,7 @@ static void test_linear_memory() {
     int* out;
     OK(cudaMalloc(&out, n * sizeof(int)));
     fetch_linear<<<1, n>>>(t, out, n);
+    LAUNCHED();
     std::vector<int> got = download(out, n);
     for (int i = 0; i < n; i++) EXPECT(got[i] == (i - 2 >= 0 && i - 2 < n - 4 ? host[i - 2] : 0));
     cudaResourceDesc back;
@@ -262,11 +270,13 @@ static void test_1d_2d() {
                 cudaTextureObject_t t1 = make_texture(a1, mode, linear, normalized);
                 cudaTextureObject_t t2 = make_texture(a2, mode, linear, normalized);
                 sample1d<<<blocks(n), 128>>>(t1, dxs, out, n);
+                LAUNCHED();
                 std::vector<float> got = download(out, n);
                 for (int i = 0; i < n; i++)
                     EXPECT_FETCH(got[i], m1.fetch(x[i]), " 1-D x %.9g, mode %d linear %d normalized %d", x[i], mode, linear,
                                  normalized);
                 sample2d<<<blocks(n), 128>>>(t2, dpts, out, n);
+                LAUNCHED();
                 got = download(out, n);
                 for (int i = 0; i < n; i++)
                     EXPECT_FETCH(got[i], m2.fetch(p[i].x, p[i].y, 0, 2), " 2-D (%.9g, %.9g), mode %d linear %d normalized %d",
@@ -302,6 +312,7 @@ static void test_3d_layered_cube() {
     OK(cudaMemcpy3D(&cp));
     cudaTextureObject_t t3 = make_texture(a3, cudaAddressModeClamp, true, false);
     sample3d<<<blocks(n), 128>>>(t3, dpts, out, n);
+    LAUNCHED();
     std::vector<float> got = download(out, n);
     Model m3{texels, w, h, d, cudaAddressModeClamp, true, false};
     for (int i = 0; i < n; i++)
@@ -339,6 +350,7 @@ static void test_3d_layered_cube() {
     for (auto& p : lp) p.x *= 0.3f, p.y *= 0.3f;
     OK(cudaMemcpy(dpts, lp.data(), n * sizeof(float4), cudaMemcpyHostToDevice));
     sample_layered<<<blocks(n), 128>>>(tl1, tl2, dpts, out, n);
+    LAUNCHED();
     got = download(out, 2 * n);
     for (int i = 0; i < n; i++) {
         int layer1 = (int)lp[i].w, layer2 = layer1 % 4;
@@ -366,6 +378,7 @@ static void test_3d_layered_cube() {
     for (int i = 0; i < n; i++) dirs[i] = make_float4(sinf(i * 0.7f) * 2, cosf(i * 1.3f), sinf(i * 0.31f + 1) * 1.5f, 0);
     OK(cudaMemcpy(dpts, dirs.data(), n * sizeof(float4), cudaMemcpyHostToDevice));
     sample_cube<<<blocks(n), 128>>>(tc, dpts, out, n);
+    LAUNCHED();
     got = download(out, n);
     for (int i = 0; i < n; i++) {
         float x = dirs[i].x, y = dirs[i].y, z = dirs[i].z, ax = fabsf(x), ay = fabsf(y), az = fabsf(z);
@@ -413,6 +426,7 @@ static void test_formats_gather() {
     OK(cudaMemcpy2DToArray(a16, 0, 0, pairs.data(), w * 4, w * 4, h, cudaMemcpyHostToDevice));
     cudaTextureObject_t t8 = make_texture(a8, cudaAddressModeClamp, true, false, cudaReadModeNormalizedFloat);
     sample_rgba<<<blocks(n), 128>>>(t8, dpts, out, n);
+    LAUNCHED();
     std::vector<float4> got = download(out, n);
     for (int c = 0; c < 4; c++) {
         std::vector<float> channel(w * h);
@@ -424,6 +438,7 @@ static void test_formats_gather() {
     }
     cudaTextureObject_t t16 = make_texture(a16, cudaAddressModeBorder, false, false);
     sample_int<<<blocks(n), 128>>>(t16, dpts, (short2*)out, n);
+    LAUNCHED();
     std::vector<short2> ints = download((short2*)out, n);
     for (int i = 0; i < n; i++) {
         int x = (int)floorf(pts[i].x), y = (int)floorf(pts[i].y);
@@ -451,6 +466,7 @@ static void test_formats_gather() {
     OK(cudaCreateTextureObject(&th, &res, &td, nullptr));
     float* fout = (float*)out;
     sample2d<<<blocks(n), 128>>>(th, dpts, fout, n);
+    LAUNCHED();
     std::vector<float> fgot = download(fout, n);
     std::vector<float> hv(w * h);
     for (int i = 0; i < w * h; i++) hv[i] = __half2float(halves[i]);
@@ -464,6 +480,7 @@ static void test_formats_gather() {
     // gather: red channel of the four texels bilinear filtering would use
     cudaTextureObject_t tg = make_texture(a8, cudaAddressModeClamp, false, false, cudaReadModeNormalizedFloat);
     gather<<<blocks(n), 128>>>(tg, dpts, out, n);
+    LAUNCHED();
     got = download(out, n);
     for (int i = 0; i < n; i++) {
         int x0, y0, unused;
@@ -510,6 +527,7 @@ static int test_image() {
     OK(cudaMalloc(&dst, w * h * 4));
     const float angle = 0.4f, scale = 40.0f;
     rotate_scale<<<dim3(w / 16, h / 16), dim3(16, 16)>>>(t, dst, w, h, angle, scale);
+    LAUNCHED();
     std::vector<uchar4> got = download(dst, w * h);
     int off = 0;
     for (int c = 0; c < 4; c++) {
@@ -566,6 +584,7 @@ static void test_surfaces() {
     res.res.array.array = out;
     OK(cudaCreateSurfaceObject(&sout, &res));
     surf_blur<<<dim3(1, 1), dim3(w, h)>>>(sin, sout, w, h);
+    LAUNCHED();
     OK(cudaDeviceSynchronize());
     std::vector<float> got(w * 2 * h);
     OK(cudaMemcpy2DFromArray(got.data(), w * 4, out, 0, 0, w * 4, 2 * h, cudaMemcpyDeviceToHost));
@@ -594,6 +613,7 @@ static void test_surfaces() {
     res.res.array.array = al;
     OK(cudaCreateSurfaceObject(&sl, &res));
     surf_layers<<<dim3(h, d), w>>>(s3, sl, w, h, d);
+    LAUNCHED();
     std::vector<int4> v3(w * h * d);
     std::vector<short> vl(w * h * d);
     cudaMemcpy3DParms cp = {};
@@ -668,6 +688,7 @@ static void test_ptx_forms() {
     unsigned* out;
     OK(cudaMallocManaged(&out, 16 * sizeof(unsigned)));
     ptx_forms<<<1, 256>>>(t, counts, rgba, out);
+    LAUNCHED();
     OK(cudaDeviceSynchronize());
     std::vector<unsigned> got(16);
     OK(cudaMemcpy2DFromArray(got.data(), 64, ca, 0, 0, 64, 1, cudaMemcpyDeviceToHost));

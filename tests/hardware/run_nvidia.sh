@@ -6,12 +6,12 @@
 # (tests/hardware/recheck.txt), packed at the end into all.tar.xz.NN parts.
 # Each step has a time limit so that the whole run ends in about eight minutes; README.md says
 # what becomes golden data and where.
-# STEPS picks steps (default all: probes approx fuzz conformance recheck programs); FUZZ_SEEDS the fuzz
+# STEPS picks steps (default all: probes approx fuzz conformance recheck programs ptx); FUZZ_SEEDS the fuzz
 # range (default 0-20299); PROGRAM_MATCH a regex on program names; RECHECK_FAILED=1 records the
 # tests that failed in the conformance step as well as those in recheck.txt.
 set -u
 OUT=${OUT:-/tmp/nvidia-out}
-STEPS=" ${STEPS:-probes approx fuzz conformance recheck programs} "
+STEPS=" ${STEPS:-probes approx fuzz conformance recheck programs ptx} "
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 B=/tmp/nvidia-build
 mkdir -p "$OUT" "$B"
@@ -45,6 +45,11 @@ else
   cp $B/build_texture_probe.log "$OUT/texture_probe.err"; stamp "texture probe: build failed"
 fi
 
+# 1b'. the mipmap level each LOD and gradient selects (mipmap_probe.cu: level k holds k)
+nvcc -o $B/mipmap_probe tests/hardware/mipmap_probe.cu > $B/build_mipmap_probe.log 2>&1 &&
+  timeout 60 $B/mipmap_probe > "$OUT/mipmap_probe.txt" 2> "$OUT/mipmap_probe.err"
+stamp "mipmap probe: rc $? $(wc -l < "$OUT/mipmap_probe.txt") lines"
+
 # 1c. driver behaviours the documentation leaves open (memory pool limits, IPC in one process)
 nvcc -o $B/api_probe tests/hardware/api_probe.cu && timeout 30 $B/api_probe > "$OUT/api_probe.txt" 2>&1
 stamp "api probe: rc $?"
@@ -77,7 +82,13 @@ memory_pools|e2e_memory_api.cu||pool
 vmm|e2e_memory_api.cu||vmm
 ipc|e2e_memory_api.cu||ipc
 thrust|e2e_thrust.cu|-std=c++17|
-async_barrier|e2e_async_barrier.cu|-arch=sm_90|"
+async_barrier|e2e_async_barrier.cu|-arch=sm_90|
+texture_slice|e2e_texture_slice.cu||
+grid_sync_largest|e2e_grid_sync_limits.cu||largest
+grid_sync_launch_ex|e2e_grid_sync_limits.cu||launch-ex
+grid_sync_too_large|e2e_grid_sync_limits.cu||too-large
+grid_sync_not_cooperative|e2e_grid_sync_limits.cu||not-cooperative
+grid_sync_trap|e2e_grid_sync_limits.cu||trap"
 build() {
   IFS='|' read -r name srcs args argv <<< "$1"
   [ -n "$name" ] || return 0
@@ -104,7 +115,7 @@ fi
 
 # 4. the conformance suite's kernels on this GPU, against the suite's independent references
 if want conformance; then
-timeout 150 python3 -m pytest -q -n 16 tests/conformance --target cuda -p no:cacheprovider \
+timeout 200 python3 -m pytest -q -n 16 tests/conformance --target cuda -p no:cacheprovider \
   --ignore=tests/conformance/test_emulated.py -o junit_family=xunit1 --junitxml="$OUT/conformance.xml" \
   > "$OUT/conformance.txt" 2>&1
 stamp "conformance: rc $? $(tail -1 "$OUT/conformance.txt")"
@@ -134,6 +145,14 @@ echo "$PROGRAMS" | while IFS='|' read -r name srcs args argv; do
   { echo "=== $name ($srcs $args; argv: $argv): rc $rc"; tail -c 3000 $B/run.out; echo "--- stderr"; tail -c 2000 $B/run.err; } >> "$OUT/programs.txt"
 done
 stamp "programs: $(grep -c '^===' "$OUT/programs.txt") run, $(grep -c ': rc 0$' "$OUT/programs.txt") exit 0"
+fi
+
+# 5b. hand-written kernels that show a compiler's behaviour, compiled by ptxas and by the driver's JIT
+if want ptx; then
+  for mode in --ptxas ""; do
+    timeout 30 python3 -m tests.hardware.run_ptx tests/hardware/ptxas_recursion_uniform_loop.ptx --words 288 $mode
+  done > "$OUT/ptx_uniform_loop.txt" 2>&1
+  stamp "ptx: rc $?"
 fi
 
 # 6. pack: the device tool brings back at most 8 files of 16 MiB, so everything travels as one
