@@ -296,7 +296,7 @@ def test_positions_of_inlined_instructions_in_errors():
 {
   .reg .b32 %r<3>;
   bar.sync 0;
-  ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r1}, [a];
+  mma.sync.aligned.m8n8k32.row.col.s32.u4.u4.s32 {%r1, %r2}, {a}, {a}, {%r1, %r2};
   ret;
 }
 .visible .entry k()
@@ -308,7 +308,7 @@ def test_positions_of_inlined_instructions_in_errors():
 """
     with pytest.raises(UnsupportedError) as e:
         compile(parse(text, "pos.ptx"))
-    assert str(e.value).endswith(f"at pos.ptx:{line_of(text, 'ldmatrix')}")
+    assert str(e.value).endswith(f"at pos.ptx:{line_of(text, 'mma.sync')}")
 
 
 RECURSIVE = HEAD + """

@@ -1,0 +1,251 @@
+"""Warp-level matrix instructions: mma.sync, ldmatrix, stmatrix, movmatrix.
+
+Each instance is one warp. An mma kernel loads every lane's A, B and C registers from global
+memory (`[lane, register]` arrays that models/mma.py packs from random matrices), runs the form,
+and stores D; the check unpacks D with the model and compares it with D = A*B + C computed
+exactly: bit-exact for the integer forms, within `models.mma.error_bound` where PTX leaves the
+accumulation order and rounding open. ldmatrix/stmatrix move 8x8 .b16 matrices between
+registers and shared memory whose rows lie apart (a 24-byte row pitch); movmatrix transposes.
+The same instances run on an NVIDIA GPU with `--target cuda` (test_mma.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conformance.models import mma as model
+from conformance.target_forms import TargetForm
+from conformance.targets import Instance
+
+OPCODES = {"mma", "ldmatrix", "stmatrix", "movmatrix"}
+TARGET = "sm_100"  # every runnable form assembles for it (test_mma.py puts the GPU's own there)
+# lowest compute capability each runnable form needs (test_mma.py skips it on older GPUs)
+NEEDS: dict[str, tuple[int, int]] = {}
+
+
+def _mangle(mods: tuple[str, ...]) -> str:
+    return "_".join(m.replace("::", "_") for m in mods)
+
+
+def _rng(name: str) -> np.random.Generator:
+    return np.random.default_rng(sum(name.encode()))
+
+
+# ---------------------------------------------------------------------- mma
+def _types(mods: tuple[str, ...]) -> tuple[str, str, str, str]:
+    dtype, atype, btype, ctype = [m for m in mods if m in model.ELEMENT_BITS]
+    return dtype, atype, btype, ctype
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, int], etype: str) -> np.ndarray:
+    """Random elements exactly representable in `etype` (float64 or int64)."""
+    if etype in ("s8", "u8"):
+        lo, hi = (-128, 128) if etype == "s8" else (0, 256)
+        return rng.integers(lo, hi, shape).astype(np.int64)
+    if etype == "s32":
+        return rng.integers(-2**31, 2**31, shape).astype(np.int64)
+    x = rng.standard_normal(shape) * 4
+    if etype == "f16":
+        return x.astype(np.float16).astype(np.float64)
+    if etype in ("f32", "f64"):
+        return x.astype(np.float32 if etype == "f32" else np.float64).astype(np.float64)
+    keep = 0xFFFF0000 if etype == "bf16" else 0xFFFFE000  # bf16 / tf32: the top bits of an f32
+    return (x.astype(np.float32).view(np.uint32) & np.uint32(keep)).view(np.float32).astype(np.float64)
+
+
+def mma_instance(mods: tuple[str, ...], refused: str | None = None, target: str = TARGET,
+                 needs: tuple[int, int] = (8, 0)) -> Instance:
+    name = "mma_" + _mangle(mods[2:])
+    shape = mods[2]
+    dtype, atype, btype, ctype = _types(mods)
+    regs = {}
+    for op, t in (("a", atype), ("b", btype), ("c", ctype), ("d", dtype)):
+        count, _ = model.layout(shape, op, t)
+        width = 64 if t == "f64" else 32
+        regs[op] = (-(-count // (width // model.ELEMENT_BITS[t])), width)
+    decl = [f".reg .b{w} %{op}<{n}>;" for op, (n, w) in regs.items()]
+    body = [".reg .b32 %lane;", ".reg .b64 %p, %q;", *decl, "mov.u32 %lane, %tid.x;"]
+    for op in ("a", "b", "c"):
+        n, w = regs[op]
+        body += [f"ld.param.u64 %p, [{name}_{op}];", "cvta.to.global.u64 %p, %p;",
+                 f"mul.wide.u32 %q, %lane, {n * w // 8};", "add.u64 %p, %p, %q;"]
+        body += [f"ld.global.b{w} %{op}{i}, [%p+{i * w // 8}];" for i in range(n)]
+    vec = lambda op: "{" + ", ".join(f"%{op}{i}" for i in range(regs[op][0])) + "}"  # noqa: E731
+    body.append(f"mma.{'.'.join(mods)} {vec('d')}, {vec('a')}, {vec('b')}, {vec('c')};")
+    n, w = regs["d"]
+    body += [f"ld.param.u64 %p, [{name}_d];", "cvta.to.global.u64 %p, %p;",
+             f"mul.wide.u32 %q, %lane, {n * w // 8};", "add.u64 %p, %p, %q;"]
+    body += [f"st.global.b{w} [%p+{i * w // 8}], %d{i};" for i in range(n)]
+    params = ", ".join(f".param .u64 {name}_{op}" for op in "abcd")
+    entry = f".visible .entry {name}({params})\n{{\n  " + "\n  ".join(body) + "\n  ret;\n}\n"
+    NEEDS[name] = needs
+
+    def check(module, kname: str) -> None:
+        m, n_, k = model.dims(shape)
+        rng = _rng(kname)
+        satfinite = "satfinite" in mods
+        for trial in range(3):
+            a, b = _values(rng, (m, k), atype), _values(rng, (k, n_), btype)
+            c = _values(rng, (m, n_), ctype)
+            if satfinite and trial:  # drive sums past the s32 range: up (trial 1) and down (trial 2)
+                c = np.full((m, n_), 2**31 - 5 if trial == 1 else -2**31 + 5, np.int64)
+                a, b = np.abs(a).clip(0, 127), np.abs(b).clip(0, 127)
+                if trial == 2 and "s8" in (atype, btype):
+                    a, b = (-a, b) if atype == "s8" else (a, -b)
+            out = np.zeros((32, regs["d"][0]), np.uint32 if regs["d"][1] == 32 else np.uint64)
+            module.launch(kname, (1,), (32,), [model.pack(a, shape, "a", atype).ravel(),
+                                               model.pack(b, shape, "b", btype).ravel(),
+                                               model.pack(c, shape, "c", ctype).ravel(), out.ravel()])
+            got = model.unpack(out.reshape(32, -1), shape, dtype)
+            if dtype == "s32":
+                want = model.reference_int(a, b, c, satfinite)
+                assert (got == want).all(), f"trial {trial}: {np.argwhere(got != want)[:4].tolist()} differ"
+                continue
+            want = a @ b + c
+            unit = {"f16": 2.0**-10, "f32": 2.0**-23, "f64": 2.0**-52}[dtype] * 2
+            bad = np.abs(got - want) > model.error_bound(a, b, c, unit)
+            assert not bad.any(), (f"trial {trial}: at {np.argwhere(bad)[:4].tolist()} got "
+                                   f"{got[bad][:4].tolist()}, want {want[bad][:4].tolist()}")
+
+    return Instance(mods, name, entry, check, target=target, refused=refused)
+
+
+def _mma_instances(tf: TargetForm) -> list[Instance]:
+    head = ("sync", "aligned")
+    syntax = tf.syntax
+    if ".f16.f16." in syntax:
+        shape = "m16n8k8" if ".m16n8k8." in syntax else "m16n8k16"
+        return [mma_instance((*head, shape, "row", "col", t, "f16", "f16", t)) for t in ("f16", "f32")]
+    if "tf32.tf32" in syntax:
+        return [mma_instance((*head, "m16n8k4", "row", "col", "f32", "tf32", "tf32", "f32"))]
+    if "atype16" in syntax:
+        return [mma_instance((*head, "m16n8k8", "row", "col", "f32", t, t, "f32")) for t in ("bf16", "tf32")]
+    if "bf16.bf16" in syntax:
+        return [mma_instance((*head, "m16n8k16", "row", "col", "f32", "bf16", "bf16", "f32"))]
+    f64 = ("f64",) * 4
+    if ".m8n8k4." in syntax:  # .f64
+        return [mma_instance((*head, "m8n8k4", "row", "col", *f64)),
+                mma_instance((*head, "m8n8k4", "row", "col", "rn", *f64)),
+                *[mma_instance((*head, "m8n8k4", "row", "col", r, *f64), refused=r"directed rounding")
+                  for r in ("rz", "rm", "rp")]]
+    if "dshape" in syntax:
+        out = [mma_instance((*head, s, "row", "col", *extra, *f64), needs=(9, 0))
+               for s, extra in (("m16n8k4", ()), ("m16n8k8", ("rn",)), ("m16n8k16", ()))]
+        return out + [mma_instance((*head, "m16n8k8", "row", "col", r, *f64), refused=r"directed rounding")
+                      for r in ("rz", "rm", "rp")]
+    # integer
+    combos = [("m8n8k16", (), "s8", "s8"), ("m16n8k16", ("satfinite",), "u8", "s8"),
+              ("m16n8k32", (), "s8", "u8"), ("m16n8k32", ("satfinite",), "u8", "u8"),
+              ("m16n8k16", (), "s8", "s8"), ("m8n8k16", ("satfinite",), "s8", "s8")]
+    return [mma_instance((*head, s, "row", "col", *sat, "s32", a, b, "s32")) for s, sat, a, b in combos]
+
+
+# ---------------------------------------------------------------------- ldmatrix / stmatrix / movmatrix
+PITCH = 24  # bytes between the rows of a matrix in shared memory (rows need not be contiguous)
+MATRIX_BYTES = 8 * PITCH
+
+
+def _row_address(name: str, generic: bool) -> list[str]:
+    """%ra = the address of row (lane % 8) of matrix (lane / 8): the rows ldmatrix/stmatrix take."""
+    lines = ["mov.u32 %lane, %tid.x;", "and.b32 %r1, %lane, 7;", "shr.u32 %r2, %lane, 3;",
+             f"mul.lo.u32 %r1, %r1, {PITCH};", f"mad.lo.u32 %r1, %r2, {MATRIX_BYTES}, %r1;",
+             f"mov.u32 %r2, {name}_smem;", "add.u32 %ra, %r2, %r1;"]
+    if generic:
+        lines += ["cvt.u64.u32 %ga, %ra;", "cvta.shared.u64 %ga, %ga;"]
+    return lines
+
+
+def _copy(name: str, to_shared: bool) -> list[str]:
+    """The 4 matrices' rows between global `<name>_mem` ([4*8 rows][8 x .b16]) and shared."""
+    lines = [f"ld.param.u64 %p, [{name}_mem];", "cvta.to.global.u64 %p, %p;", "mov.u32 %r3, 0;", f"{name}_copy:",
+             "shr.u32 %r4, %r3, 4;", f"mul.lo.u32 %r4, %r4, {PITCH};", "and.b32 %r5, %r3, 15;", "add.u32 %r4, %r4, %r5;",
+             f"mov.u32 %r5, {name}_smem;", "add.u32 %r4, %r4, %r5;", "cvt.u64.u32 %q, %r3;", "add.u64 %q, %p, %q;"]
+    lines += ["ld.global.b8 %h, [%q];", "st.shared.b8 [%r4], %h;"] if to_shared else \
+             ["ld.shared.b8 %h, [%r4];", "st.global.b8 [%q], %h;"]
+    return lines + ["add.u32 %r3, %r3, 1;", "setp.lt.u32 %pr, %r3, 512;", f"@%pr bra {name}_copy;"]
+
+
+def _matrix_entry(name: str, body: list[str]) -> tuple[str, str]:
+    regs = [".reg .b32 %lane, %ra, %r<8>, %m<4>;", ".reg .b64 %p, %q, %ga;", ".reg .b16 %h;", ".reg .pred %pr;"]
+    params = f".param .u64 {name}_mem, .param .u64 {name}_regs"
+    entry = f".visible .entry {name}({params})\n{{\n  " + "\n  ".join(regs + body) + "\n  ret;\n}\n"
+    return entry, f".shared .align 16 .b8 {name}_smem[{4 * MATRIX_BYTES}];"
+
+
+def _regs_io(name: str, count: int, load: bool) -> list[str]:
+    lines = [f"ld.param.u64 %p, [{name}_regs];", "cvta.to.global.u64 %p, %p;", f"mul.wide.u32 %q, %lane, {4 * count};",
+             "add.u64 %p, %p, %q;"]
+    return lines + [f"ld.global.b32 %m{i}, [%p+{4 * i}];" if load else f"st.global.b32 [%p+{4 * i}], %m{i};"
+                    for i in range(count)]
+
+
+def _count_trans(mods: tuple[str, ...]) -> tuple[int, bool]:
+    return next(int(m[1]) for m in mods if m in ("x1", "x2", "x4")), "trans" in mods
+
+
+def ldst_instance(opcode: str, mods: tuple[str, ...], refused: str | None = None, target: str = TARGET) -> Instance:
+    name = f"{opcode}_" + _mangle(mods[2:])
+    count, trans = _count_trans(mods)
+    regs_n = 2 * count if "m16n16" in mods else count  # a 16x16 .b8 matrix is two registers per lane
+    generic = not any(m.startswith("shared") for m in mods)
+    addr = "[%ga]" if generic else "[%ra]"
+    vec = "{" + ", ".join(f"%m{i}" for i in range(regs_n)) + "}"
+    text = f"{opcode}.{'.'.join(mods)}"
+    if opcode == "ldmatrix":
+        body = [*_row_address(name, generic), *_copy(name, True), "bar.sync 0;", f"{text} {vec}, {addr};",
+                *_regs_io(name, count, load=False)]
+    else:
+        body = [*_row_address(name, generic), *_regs_io(name, count, load=True), f"{text} {addr}, {vec};",
+                "bar.sync 0;", "setp.ne.u32 %pr, %lane, 0;", f"@%pr bra {name}_done;", *_copy(name, False),
+                f"{name}_done:"]
+    entry, decls = _matrix_entry(name, body)
+    NEEDS[name] = (9, 0) if opcode == "stmatrix" else (8, 0)
+
+    def check(module, kname: str) -> None:
+        rng = _rng(kname)
+        mats = rng.integers(0, 1 << 16, (4, 8, 8)).astype(np.uint16)
+        mem = mats.reshape(32, 8).view(np.uint8).ravel().copy()
+        regs = np.zeros((32, count), np.uint32)
+        if opcode == "stmatrix":
+            regs = rng.integers(0, 1 << 32, (32, count), dtype=np.uint64).astype(np.uint32)
+            mem[:] = 0
+        module.launch(kname, (1,), (32,), [mem, regs.ravel()])
+        stored = mem.view(np.uint16).reshape(4, 8, 8)
+        for m in range(count):
+            layout = (stored if opcode == "stmatrix" else mats)[m]
+            frag = model.fragment_8x8(layout.T if trans else layout)
+            assert (frag == regs[:, m]).all(), f"matrix {m}: lanes {np.flatnonzero(frag != regs[:, m]).tolist()} differ"
+
+    return Instance(mods, name, entry, check, decls, target=target, refused=refused)
+
+
+def movmatrix_instance() -> Instance:
+    mods = ("sync", "aligned", "m8n8", "trans", "b16")
+    name = "movmatrix_" + _mangle(mods[2:])
+    body = ["mov.u32 %lane, %tid.x;", *_regs_io(name, 1, load=True), f"movmatrix.{'.'.join(mods)} %m1, %m0;",
+            "mov.b32 %m0, %m1;", *_regs_io(name, 1, load=False)]
+    entry, _ = _matrix_entry(name, body)
+    NEEDS[name] = (8, 0)
+
+    def check(module, kname: str) -> None:
+        x = _rng(kname).integers(0, 1 << 16, (8, 8)).astype(np.uint16)
+        regs = model.fragment_8x8(x)
+        module.launch(kname, (1,), (32,), [np.zeros(8, np.uint8), regs])
+        want = model.fragment_8x8(x.T)
+        assert (regs == want).all(), f"lanes {np.flatnonzero(regs != want).tolist()} differ"
+
+    return Instance(mods, name, entry, check)
+
+
+def instances(tf: TargetForm) -> list[Instance]:
+    if tf.opcode == "mma":
+        return _mma_instances(tf)
+    if tf.opcode == "movmatrix":
+        return [movmatrix_instance()]
+    head = ("sync", "aligned", "m8n8")
+    out = [ldst_instance(tf.opcode, (*head, num, *trans, *ss, "b16"))
+           for num, trans, ss in (("x1", (), ("shared",)), ("x2", ("trans",), ("shared::cta",)), ("x4", (), ()),
+                                  ("x4", ("trans",), ("shared",)), ("x1", ("trans",), ()))]
+    wide = ("m16n16", "x1", "trans", "shared", "b8") if tf.opcode == "ldmatrix" else ("m16n8", "x1", "trans", "shared", "b8")
+    return out + [ldst_instance(tf.opcode, ("sync", "aligned", *wide), refused=r"only the m8n8 \.b16 shape",
+                                target="sm_100a")]

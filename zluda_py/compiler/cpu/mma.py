@@ -1,0 +1,246 @@
+"""Lowering of the warp-level matrix instructions: mma.sync, ldmatrix, stmatrix, movmatrix.
+
+A warp is one vector, so a fragment exchange is a shuffle of lanes. `mma` stores its operand
+registers to stack buffers and calls one out-of-line helper per form and module
+(`zluda.mma.<form>`), which unpacks A, B and C into row-major matrices (elements placed by the
+manual's fragment layouts, compiler/matrix.py), multiplies, and packs D back into registers.
+
+Arithmetic (PTX leaves accumulation order and intermediate rounding open for all but .f64):
+* .f16/.bf16/.tf32: products are exact in f32 (at most 11 x 11 significand bits); each D
+  element is C (widened to f32), then + A[r][0]*B[0][c], + A[r][1]*B[1][c], ... in k order,
+  each addition rounded to nearest even in f32; an .f16 D is that sum rounded once to f16.
+  A .tf32 operand is its 32-bit register with the low 13 bits ignored.
+* .f64: the same order with one f64 fused multiply-add per k (.rn, the default).
+* .s8/.u8: the exact sum of C and the products (64-bit), then wrapped to 32 bits, or clamped
+  to the s32 range with .satfinite.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from zluda_py.compiler.cpu import values as V
+from zluda_py.compiler.cpu.abi import WARP
+from zluda_py.compiler.cpu.memory import Access
+from zluda_py.compiler.matrix import BITS, MmaForm, matrix_form, mma_form
+from zluda_py.compiler.errors import unsupported
+from zluda_py.ptx import ast
+
+I16, I32, I64, PTR = ir.IntType(16), V.I32, V.I64, V.PTR
+F32, F64 = ir.FloatType(), ir.DoubleType()
+
+
+def _elems(op: ast.Operand) -> list[ast.Operand]:
+    return op.elems if isinstance(op, ast.Vec) else [op]
+
+
+def _lanes(values: list[int]) -> ir.Constant:
+    return V.lane_consts(I32, values)
+
+
+class MmaMixin:
+    # ------------------------------------------------------------------ mma
+    def op_mma(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        form = mma_form(inst)
+        b = self.b
+        d, a, bm, c = inst.operands[:4]
+        buffers = []
+        for operand, which in ((a, "a"), (bm, "b"), (c, "c"), (d, "d")):
+            count, width = form.registers(which)
+            regs = _elems(operand)
+            if len(regs) != count:
+                raise unsupported(inst, f"operand {which} needs {count} registers, not {len(regs)}")
+            buf = V.entry_alloca(b, ir.ArrayType(V.vec(ir.IntType(width)), count))
+            buffers.append(buf)
+            if which != "d":
+                for k, r in enumerate(regs):
+                    b.store(self.read(r, f"b{width}"), b.gep(buf, [ir.Constant(I32, 0), ir.Constant(I32, k)]), align=16)
+        b.call(_mma_function(self.mod, form), buffers)
+        _, width = form.registers("d")
+        for k, r in enumerate(_elems(d)):
+            value = b.load(b.gep(buffers[3], [ir.Constant(I32, 0), ir.Constant(I32, k)]), align=16)
+            self.write(r, value, f"b{width}", mask)
+
+    # ------------------------------------------------------------------ ldmatrix / stmatrix
+    def _matrix_rows(self, inst: ast.Instruction, addr: ast.Addr, sources: list[int], add: list[int],
+                     nbytes: int) -> Access:
+        """The per-lane access of lane i at (the row address lane sources[i] holds) + add[i]."""
+        b = self.b
+        space = "shared" if any(m.startswith("shared") for m in inst.mods) else "generic"
+        host, offsets = self._locate(addr, space)
+        if not isinstance(host.type, ir.VectorType):
+            host = V.splat(b, host)
+        pick = _lanes(sources)
+        extra = V.lane_consts(I64, add)
+        moved = lambda v: b.add(b.shuffle_vector(v, ir.Constant(v.type, None), pick), extra)  # noqa: E731
+        return Access(moved(host), None if offsets is None else moved(offsets), space, nbytes, "gather")
+
+    def op_ldmatrix(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        count, trans = matrix_form(inst)
+        dst, addr = inst.operands[:2]
+        b = self.b
+        for m, d in enumerate(_elems(dst)[:count]):
+            if not trans:  # lane l: row l/4 of matrix m, columns 2(l%4) and 2(l%4)+1 (one word)
+                acc = self._matrix_rows(inst, addr, [8 * m + l // 4 for l in range(WARP)],
+                                        [4 * (l % 4) for l in range(WARP)], 4)
+                word = self.load(acc, I32, 1, mask)[0]
+            else:  # lane l: column l/4 of the stored rows 2(l%4) and 2(l%4)+1
+                halves = [self.load(self._matrix_rows(inst, addr, [8 * m + 2 * (l % 4) + h for l in range(WARP)],
+                                                      [2 * (l // 4) for l in range(WARP)], 2), I16, 1, mask)[0]
+                          for h in (0, 1)]
+                word = _pack16(b, *halves)
+            self.write(d, word, "b32", mask)
+
+    def op_stmatrix(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        count, trans = matrix_form(inst)
+        addr, src = inst.operands[:2]
+        b = self.b
+        for m, s in enumerate(_elems(src)[:count]):
+            word = self.read(s, "b32")
+            if not trans:
+                acc = self._matrix_rows(inst, addr, [8 * m + l // 4 for l in range(WARP)],
+                                        [4 * (l % 4) for l in range(WARP)], 4)
+                self.store(acc, [word], mask)
+                continue
+            for h in (0, 1):
+                half = b.trunc(b.lshr(word, V.splat_const(I32, 16 * h)), V.vec(I16))
+                acc = self._matrix_rows(inst, addr, [8 * m + 2 * (l % 4) + h for l in range(WARP)],
+                                        [2 * (l // 4) for l in range(WARP)], 2)
+                self.store(acc, [half], mask)
+
+    def op_movmatrix(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        """Lane l receives elements (2(l%4), l/4) and (2(l%4)+1, l/4) of the source matrix, whose
+        element (r, c) lane 4r + c/2 holds in its half c%2."""
+        matrix_form(inst)
+        b = self.b
+        d, a = inst.operands[:2]
+        word = self.read(a, "b32")
+        lo = b.trunc(word, V.vec(I16))
+        hi = b.trunc(b.lshr(word, V.splat_const(I32, 16)), V.vec(I16))
+
+        def take(row_of: int) -> ir.Value:
+            src = [(l // 4) % 2 * WARP + 4 * (2 * (l % 4) + row_of) + l // 8 for l in range(WARP)]
+            return b.shuffle_vector(lo, hi, _lanes(src))
+
+        self.write(d, _pack16(b, take(0), take(1)), "b32", mask)
+
+
+def _pack16(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    return b.or_(b.zext(lo, V.vec(I32)), b.shl(b.zext(hi, V.vec(I32)), V.splat_const(I32, 16)))
+
+
+# ---------------------------------------------------------------------- the per-form helper
+def _accumulator(form: MmaForm) -> ir.Type:
+    return {"f64": F64, "s8": I64, "u8": I64}.get(form.atype, F32)
+
+
+def _widen(b: ir.IRBuilder, bits: ir.Value, etype: str, to: ir.Type) -> ir.Value:
+    """Elements of PTX type `etype` (integers of its width) as the accumulation type."""
+    vt = lambda t: ir.VectorType(t, WARP)  # noqa: E731
+    if etype == "f16":
+        return b.fpext(b.bitcast(bits, vt(ir.HalfType())), vt(F32))
+    if etype == "bf16":
+        return b.bitcast(b.shl(b.zext(bits, vt(I32)), V.splat_const(I32, 16)), vt(F32))
+    if etype == "tf32":
+        return b.bitcast(b.and_(bits, V.splat_const(I32, 0xFFFFE000)), vt(F32))
+    if etype == "f32":
+        return b.bitcast(bits, vt(F32))
+    if etype == "f64":
+        return b.bitcast(bits, vt(F64))
+    return (b.zext if etype == "u8" else b.sext)(bits, vt(to))
+
+
+def _narrow(b: ir.IRBuilder, value: ir.Value, form: MmaForm) -> ir.Value:
+    """A D element vector from the accumulation type to integers of dtype's width."""
+    vt = lambda t: ir.VectorType(t, WARP)  # noqa: E731
+    if form.dtype == "f16":
+        return b.bitcast(b.fptrunc(value, vt(ir.HalfType())), vt(I16))
+    if form.dtype == "f32":
+        return b.bitcast(value, vt(I32))
+    if form.dtype == "f64":
+        return b.bitcast(value, vt(I64))
+    if form.satfinite:
+        lo, hi = V.splat_const(I64, -(1 << 31)), V.splat_const(I64, (1 << 31) - 1)
+        value = b.select(b.icmp_signed("<", value, lo), lo, b.select(b.icmp_signed(">", value, hi), hi, value))
+    return b.trunc(value, vt(I32))
+
+
+def _lane_pointers(b: ir.IRBuilder, base: ir.Value, offsets: list[int]) -> ir.Value:
+    return b.inttoptr(b.add(V.splat(b, b.ptrtoint(base, I64)), V.lane_consts(I64, offsets)), ir.VectorType(PTR, WARP))
+
+
+def _unpack(b: ir.IRBuilder, form: MmaForm, which: str, regs: ir.Value, matrix: ir.Value, cols: int,
+            acc: ir.Type) -> None:
+    """Scatter operand `which`'s fragments (registers at `regs`) into the row-major `matrix`."""
+    etype = {"a": form.atype, "b": form.btype, "c": form.ctype}[which]
+    layout = form.layout(which)
+    _, width = form.registers(which)
+    bits, per = BITS[etype], width // BITS[etype]
+    size = acc.width // 8 if isinstance(acc, ir.IntType) else (8 if acc == F64 else 4)
+    for i in range(len(layout[0])):
+        reg = b.load(V.typed(b, b.gep(regs, [ir.Constant(I64, i // per * WARP * width // 8)], source_etype=V.I8),
+                             V.vec(ir.IntType(width))), typ=V.vec(ir.IntType(width)), align=16)
+        if i % per:
+            reg = b.lshr(reg, V.splat_const(ir.IntType(width), i % per * bits))
+        element = reg if bits == width else b.trunc(reg, V.vec(ir.IntType(bits)))
+        ptrs = _lane_pointers(b, matrix, [(r * cols + c) * size for r, c in (lane[i] for lane in layout)])
+        V.intrinsic(b, f"llvm.masked.scatter.v{WARP}{_suffix(acc)}.v{WARP}p0", ir.VoidType(),
+                    [_widen(b, element, etype, acc), ptrs, ir.Constant(I32, size), V.ALL])
+
+
+def _suffix(t: ir.Type) -> str:
+    return f"i{t.width}" if isinstance(t, ir.IntType) else ("f64" if t == F64 else "f32")
+
+
+def _mma_function(mod, form: MmaForm) -> ir.Function:
+    name = f"zluda.mma.{form.name}"
+    if name in mod.ir.globals:
+        return mod.ir.globals[name]
+    fn = ir.Function(mod.ir, ir.FunctionType(ir.VoidType(), [PTR] * 4), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    a_regs, b_regs, c_regs, d_regs = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    acc = _accumulator(form)
+    m, n, k = form.m, form.n, form.k
+    mul_t = I32 if isinstance(acc, ir.IntType) else acc  # integer products are exact in 32 bits
+    am, bm = b.alloca(ir.ArrayType(mul_t, m * k)), b.alloca(ir.ArrayType(mul_t, k * n))
+    cm = b.alloca(ir.ArrayType(acc, m * n))
+    for which, regs, matrix, cols, t in (("a", a_regs, am, k, mul_t), ("b", b_regs, bm, n, mul_t),
+                                         ("c", c_regs, cm, n, acc)):
+        _unpack(b, form, which, regs, matrix, cols, t)
+    row_t, mrow_t = ir.VectorType(acc, n), ir.VectorType(mul_t, n)
+    for r in range(m):  # D row r, accumulated in k order (see the module docstring)
+        at = lambda arr, idx, t: V.typed(b, b.gep(arr, [ir.Constant(I32, 0), ir.Constant(I32, idx)]), t)  # noqa: E731
+        total = b.load(at(cm, r * n, row_t), typ=row_t, align=4)
+        for j in range(k):
+            a = b.load(at(am, r * k + j, mul_t), typ=mul_t)
+            splat = b.shuffle_vector(b.insert_element(ir.Constant(mrow_t, None), a, ir.Constant(I32, 0)),
+                                     ir.Constant(mrow_t, None), ir.Constant(ir.VectorType(I32, n), [0] * n))
+            brow = b.load(at(bm, j * n, mrow_t), typ=mrow_t, align=4)
+            if acc == F64:
+                total = V.intrinsic(b, f"llvm.fma.v{n}f64", row_t, [splat, brow, total])
+            elif isinstance(acc, ir.IntType):
+                total = b.add(total, b.sext(b.mul(splat, brow), row_t))
+            else:
+                total = b.fadd(total, b.fmul(splat, brow))
+        b.store(total, at(cm, r * n, row_t), align=4)
+    size = 8 if acc in (F64, I64) else 4
+    layout = form.layout("d")
+    _, width = form.registers("d")
+    bits = BITS[form.dtype]
+    per = width // bits
+    regs: list[ir.Value | None] = [None] * -(-len(layout[0]) // per)
+    for i in range(len(layout[0])):
+        ptrs = _lane_pointers(b, cm, [(r * n + c) * size for r, c in (lane[i] for lane in layout)])
+        value = V.intrinsic(b, f"llvm.masked.gather.v{WARP}{_suffix(acc)}.v{WARP}p0", ir.VectorType(acc, WARP),
+                            [ptrs, ir.Constant(I32, size), V.ALL, ir.Constant(ir.VectorType(acc, WARP), None)])
+        part = _narrow(b, value, form)
+        if bits != width:
+            part = b.shl(b.zext(part, V.vec(ir.IntType(width))), V.splat_const(ir.IntType(width), i % per * bits))
+        regs[i // per] = part if regs[i // per] is None else b.or_(regs[i // per], part)
+    for j, reg in enumerate(regs):
+        b.store(reg, V.typed(b, b.gep(d_regs, [ir.Constant(I64, j * WARP * width // 8)], source_etype=V.I8), reg.type),
+                align=16)
+    b.ret_void()
+    return fn

@@ -1,0 +1,142 @@
+"""Warp-level matrix instructions (PTX ISA "Warp Level Matrix Multiply-Accumulate Instructions"):
+which forms are translated, and where each matrix element lives in a warp's registers.
+
+Defined once, target-neutral; the CPU target lowers them (cpu/mma.py), the AMDGPU target refuses
+them. The fragment layouts are the manual's "Matrix Fragments for mma.mMnNkK" formulas, with
+groupID = %laneid >> 2 and threadID_in_group = %laneid % 4: `fragment(...)[lane][i]` is the
+(row, column) of element i (low to high: register i // per_register, bit offset
+(i % per_register) * element bits) held by `lane`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from zluda_py.compiler.errors import unsupported
+from zluda_py.ptx import ast
+
+WARP = 32
+BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s8": 8, "u8": 8, "s32": 32}
+# The forms translated, by shape: the multiplicand types each accepts (A and B alike).
+SHAPES = {
+    (16, 8, 8): ("f16", "bf16", "tf32", "f64"),
+    (16, 8, 16): ("f16", "bf16", "f64", "s8", "u8"),
+    (16, 8, 4): ("tf32", "f64"),
+    (8, 8, 4): ("f64",),
+    (8, 8, 16): ("s8", "u8"),
+    (16, 8, 32): ("s8", "u8"),
+}
+ACCUMULATORS = {"f16": ("f16", "f32"), "bf16": ("f32",), "tf32": ("f32",), "f64": ("f64",), "s8": ("s32",),
+                "u8": ("s32",)}
+Layout = tuple[tuple[tuple[int, int], ...], ...]  # [lane][element] -> (row, column)
+
+
+@dataclass(frozen=True)
+class MmaForm:
+    m: int
+    n: int
+    k: int
+    dtype: str
+    atype: str
+    btype: str
+    ctype: str
+    satfinite: bool
+
+    @property
+    def name(self) -> str:
+        sat = ".satfinite" if self.satfinite else ""
+        return f"m{self.m}n{self.n}k{self.k}{sat}.{self.dtype}.{self.atype}.{self.btype}.{self.ctype}"
+
+    def layout(self, operand: str) -> Layout:
+        """Operand "a", "b", "c" or "d" (C and D share theirs)."""
+        etype = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[operand]
+        return fragment(self.m, self.n, self.k, "c" if operand == "d" else operand, etype)
+
+    def registers(self, operand: str) -> tuple[int, int]:
+        """(number of registers, register bits) of an operand's vector expression."""
+        etype = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[operand]
+        width = 64 if etype == "f64" else 32
+        per = width // BITS[etype]
+        return -(-len(self.layout(operand)[0]) // per), width
+
+
+def mma_form(inst: ast.Instruction) -> MmaForm:
+    """The mma form of `inst` (opcode "mma"), or the unsupported error naming what is not built."""
+    mods = inst.mods
+    if "sp" in mods or any(m.startswith("sp::") for m in mods):
+        raise unsupported(inst, "sparse mma is not translated")
+    if any(m.startswith(("kind::", "scale_vec::")) or m == "block_scale" for m in mods):
+        raise unsupported(inst, "block-scaled and .kind mma are not translated")
+    shape = next((m for m in mods if re.fullmatch(r"m\d+n\d+k\d+", m)), "")
+    types = inst.types
+    if len(types) != 4 or not shape:
+        raise unsupported(inst, "mma form not recognised")
+    m, n, k = (int(x) for x in re.findall(r"\d+", shape))
+    dtype, atype, btype, ctype = types
+    if (m, n, k) == (8, 8, 4) and atype == "f16":
+        raise unsupported(inst, "the m8n8k4 .f16 form (four 8x8x4 products per warp) is not translated")
+    if atype not in SHAPES.get((m, n, k), ()) or btype not in SHAPES[(m, n, k)]:
+        raise unsupported(inst, f"mma.{shape} with .{atype}/.{btype} multiplicands is not translated")
+    if (atype in ("s8", "u8")) != (btype in ("s8", "u8")) or (atype not in ("s8", "u8") and atype != btype):
+        raise unsupported(inst, "mixed multiplicand types")
+    if ctype not in ACCUMULATORS[atype] or dtype not in ACCUMULATORS[atype] or dtype != ctype:
+        raise unsupported(inst, f"accumulators .{dtype}/.{ctype} with .{atype}")
+    if not ("row" in mods and "col" in mods) or mods.count("row") != 1:
+        raise unsupported(inst, "only .row.col layouts are translated")
+    if any(r in mods for r in ("rz", "rm", "rp")):
+        raise unsupported(inst, "directed rounding of .f64 mma is not translated")
+    return MmaForm(m, n, k, dtype, atype, btype, ctype, "satfinite" in mods)
+
+
+@lru_cache(maxsize=None)
+def fragment(m: int, n: int, k: int, operand: str, etype: str) -> Layout:
+    """Per lane, the (row, column) of each fragment element (see the module docstring)."""
+    out = []
+    for lane in range(WARP):
+        g, t = lane >> 2, lane % 4
+        out.append(tuple(_element(m, n, k, operand, etype, g, t, i) for i in range(_count(m, n, k, operand, etype))))
+    return tuple(out)
+
+
+def _count(m: int, n: int, k: int, operand: str, etype: str) -> int:
+    rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n)}[operand]
+    return rows * cols // WARP
+
+
+def _element(m: int, n: int, k: int, operand: str, etype: str, g: int, t: int, i: int) -> tuple[int, int]:
+    if operand == "c":  # every shape: row groupID (+8 for the second pair), two adjacent columns
+        return g + 8 * (i >= 2), 2 * t + (i & 1)
+    eight = etype in ("s8", "u8")
+    if operand == "a":
+        if eight:  # four consecutive columns per 32-bit register
+            if k == 16 and m == 8:
+                return g, 4 * t + i
+            if k == 16:
+                return g + 8 * (i >= 4), 4 * t + (i & 3)
+            return g + 8 * (4 <= i < 8 or i >= 12), 4 * t + (i & 3) + 16 * (i >= 8)
+        if etype in ("f16", "bf16"):
+            return g + 8 * (i in (2, 3, 6, 7)), 2 * t + (i & 1) + 8 * (i >= 4)
+        if m == 8:  # m8n8k4 .f64
+            return g, t
+        return g + 8 * (i % 2), t + 4 * (i // 2)  # .tf32/.f64 on m16n8kK
+    if eight:
+        return (4 * t + i if k == 16 else 4 * t + (i & 3) + 16 * (i >= 4)), g
+    if etype in ("f16", "bf16"):
+        return 2 * t + (i & 1) + 8 * (i >= 2), g
+    return t + 4 * i, g  # .tf32/.f64
+
+
+def matrix_form(inst: ast.Instruction) -> tuple[int, bool]:
+    """ldmatrix/stmatrix/movmatrix: (number of 8x8 .b16 matrices, transposed), or the
+    unsupported error for the 8-bit and sub-byte shapes."""
+    mods = inst.mods
+    if "m8n8" not in mods or "b16" not in mods or any(m in mods for m in ("b8x16", "b6x16_p32", "b4x16_p64")):
+        raise unsupported(inst, "only the m8n8 .b16 shape is translated")
+    if inst.opcode == "movmatrix":
+        return 1, True
+    count = next((int(m[1]) for m in mods if m in ("x1", "x2", "x4")), 0)
+    if not count:
+        raise unsupported(inst, "missing .num")
+    return count, "trans" in mods
