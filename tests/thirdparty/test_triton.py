@@ -110,12 +110,29 @@ grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
 matmul[grid](Device(a), Device(b), c, M, N, K, BM=32, BN=32, BK=32, PRECISION="ieee")
 np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b, rtol=1e-5)
 
-# tf32 runs on tensor cores (ldmatrix/mma), which zluda-py refuses: 218 when the kernel is built
-try:
-    matmul[grid](Device(a), Device(b), c, M, N, K, BM=32, BN=32, BK=32, PRECISION="tf32")
-    raise SystemExit("a tensor-core matmul ran")
-except RuntimeError as e:
-    assert "a PTX JIT compilation failed" in str(e), e
+# tensor cores: tf32 (mma m16n8k8 .tf32 with ldmatrix), fp16 and bf16 (mma m16n8k16, ldmatrix
+# .trans); mma ignores an f32's low 13 bits as tf32, and the products are exact in f32
+def tf32(x):
+    return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+
+matmul[grid](Device(a), Device(b), c, M, N, K, BM=32, BN=32, BK=32, PRECISION="tf32")
+np.testing.assert_allclose(c.numpy(), tf32(a) @ tf32(b), rtol=1e-5)
+a16, b16 = a.astype(np.float16), b.astype(np.float16)
+matmul[grid](Device(a16), Device(b16), c, M, N, K, BM=32, BN=32, BK=32, PRECISION="ieee")
+np.testing.assert_allclose(c.numpy(), a16.astype(np.float64) @ b16.astype(np.float64), rtol=1e-5)
+
+
+def bf16(x):
+    """Triton takes a dtype named bfloat16; the buffer holds the top halves of x's f32 encodings."""
+    dev = Device((x.view(np.uint32) >> 16).astype(np.uint16))
+    dev.dtype = "bfloat16"
+    return dev, (x.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32).astype(np.float64)
+
+
+(da, ea), (db, eb) = bf16(a), bf16(b)
+matmul[grid](da, db, c, M, N, K, BM=32, BN=32, BK=32, PRECISION="ieee")
+np.testing.assert_allclose(c.numpy(), ea @ eb, rtol=1e-5)
 print("ok")
 '''
 
