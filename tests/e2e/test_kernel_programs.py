@@ -39,6 +39,7 @@ PROGRAMS = {
     "async-barrier-memcpy-async-pipelines": (["e2e_async_barrier.cu"], ["-arch=sm_90"], ["pipeline"], ()),
     "async-barrier-bulk-copies-tx-count": (["e2e_async_barrier.cu"], ["-arch=sm_90"], ["bulk"], ()),
     "async-barrier-mbarrier-probe": (["e2e_async_barrier.cu"], ["-arch=sm_90"], ["probe"], ()),
+    "tensor-cores-wmma": (["e2e_tensor_cores.cu"], ["-arch=sm_80"], [], ()),
     "rdc-two-files": (["e2e_rdc_main.cu", "e2e_rdc_lib.cu"], ["-rdc=true"], [], ()),
     "rdc-two-files-ptx-only": (["e2e_rdc_main.cu", "e2e_rdc_lib.cu"],
                                ["-rdc=true", "-gencode", "arch=compute_75,code=compute_75"], [], ()),

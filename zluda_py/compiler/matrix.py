@@ -43,20 +43,26 @@ class MmaForm:
     btype: str
     ctype: str
     satfinite: bool
+    wmma: bool = False  # wmma.mma: our own fragment layout (WMMA_FRAGMENT)
 
     @property
     def name(self) -> str:
         sat = ".satfinite" if self.satfinite else ""
-        return f"m{self.m}n{self.n}k{self.k}{sat}.{self.dtype}.{self.atype}.{self.btype}.{self.ctype}"
+        kind = "wmma." if self.wmma else ""
+        return f"{kind}m{self.m}n{self.n}k{self.k}{sat}.{self.dtype}.{self.atype}.{self.btype}.{self.ctype}"
 
     def layout(self, operand: str) -> Layout:
         """Operand "a", "b", "c" or "d" (C and D share theirs)."""
+        if self.wmma:
+            return WMMA_FRAGMENT
         etype = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[operand]
         return fragment(self.m, self.n, self.k, "c" if operand == "d" else operand, etype)
 
     def registers(self, operand: str) -> tuple[int, int]:
         """(number of registers, register bits) of an operand's vector expression."""
         etype = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[operand]
+        if self.wmma:
+            return wmma_registers(operand, etype), 32
         width = 64 if etype == "f64" else 32
         per = width // BITS[etype]
         return -(-len(self.layout(operand)[0]) // per), width
@@ -140,3 +146,42 @@ def matrix_form(inst: ast.Instruction) -> tuple[int, bool]:
     if not count:
         raise unsupported(inst, "missing .num")
     return count, "trans" in mods
+
+
+# wmma (m16n16k16 .f16/.bf16 only): PTX leaves the fragment layout to the implementation; ours
+# gives lane l row l/2, columns 8(l%2) .. 8(l%2)+7 of each 16x16 matrix, elements low to high.
+# An .f16 A or B fragment is eight .f16x2 registers (16 halves) for 8 elements: registers 4-7
+# repeat 0-3. wmma.load/store/mma agree on it, which is all PTX asks.
+WMMA_FRAGMENT: Layout = tuple(tuple((lane // 2, 8 * (lane % 2) + e) for e in range(8)) for lane in range(WARP))
+WMMA_SIZE = 16
+
+
+def wmma_registers(operand: str, etype: str) -> int:
+    """Registers of a wmma m16n16k16 fragment, as the manual's "Matrix Fragments for WMMA" fixes them."""
+    if operand in ("a", "b"):
+        return 8 if etype == "f16" else 4
+    return 4 if etype == "f16" else 8
+
+
+def wmma_form(inst: ast.Instruction) -> tuple[str, str, str, bool] | MmaForm:
+    """wmma.load/.store: (operand a/b/c/d, element type, space, row-major); wmma.mma: its MmaForm.
+    Raises the unsupported error for what is not built (every shape but m16n16k16, and
+    the integer, .tf32, .f64, sub-byte and .satfinite forms)."""
+    mods = inst.mods
+    if "m16n16k16" not in mods:
+        raise unsupported(inst, "only wmma m16n16k16 is translated")
+    if "satfinite" in mods:
+        raise unsupported(inst, "wmma .satfinite is not translated")
+    types = inst.types
+    if mods[0] == "mma":
+        if len(types) == 2 and types[0] in ("f16", "f32") and types[1] in ("f16", "f32"):
+            return MmaForm(16, 16, 16, types[0], "f16", "f16", types[1], False, wmma=True)
+        if types == ("f32", "bf16", "bf16", "f32"):
+            return MmaForm(16, 16, 16, "f32", "bf16", "bf16", "f32", False, wmma=True)
+        raise unsupported(inst, "wmma.mma with these types is not translated")
+    which = next((m for m in mods[1:2] if m in ("a", "b", "c", "d")), "")
+    allowed = ("f16", "bf16") if which in ("a", "b") else ("f16", "f32")
+    if mods[0] not in ("load", "store") or not which or len(types) != 1 or types[0] not in allowed:
+        raise unsupported(inst, "wmma form not recognised")
+    space = next((m.split("::")[0] for m in mods if m in ("global", "shared", "shared::cta")), "generic")
+    return which, types[0], space, "row" in mods

@@ -1,4 +1,4 @@
-"""Warp-level matrix instructions: mma.sync, ldmatrix, stmatrix, movmatrix.
+"""Warp-level matrix instructions: mma.sync, wmma, ldmatrix, stmatrix, movmatrix.
 
 Each instance is one warp. An mma kernel loads every lane's A, B and C registers from global
 memory (`[lane, register]` arrays that models/mma.py packs from random matrices), runs the form,
@@ -17,8 +17,9 @@ from conformance.models import mma as model
 from conformance.target_forms import TargetForm
 from conformance.targets import Instance
 
-OPCODES = {"mma", "ldmatrix", "stmatrix", "movmatrix"}
+OPCODES = {"mma", "ldmatrix", "stmatrix", "movmatrix", "wmma.load", "wmma.store", "wmma.mma"}
 TARGET = "sm_100"  # every runnable form assembles for it (test_mma.py puts the GPU's own there)
+AMDGPU = "|tensor-core instructions are not supported"  # the AMDGPU target refuses every form (its sweep)
 # lowest compute capability each runnable form needs (test_mma.py skips it on older GPUs)
 NEEDS: dict[str, tuple[int, int]] = {}
 
@@ -126,12 +127,12 @@ def _mma_instances(tf: TargetForm) -> list[Instance]:
     if ".m8n8k4." in syntax:  # .f64
         return [mma_instance((*head, "m8n8k4", "row", "col", *f64)),
                 mma_instance((*head, "m8n8k4", "row", "col", "rn", *f64)),
-                *[mma_instance((*head, "m8n8k4", "row", "col", r, *f64), refused=r"directed rounding")
+                *[mma_instance((*head, "m8n8k4", "row", "col", r, *f64), refused=r"directed rounding" + AMDGPU)
                   for r in ("rz", "rm", "rp")]]
     if "dshape" in syntax:
         out = [mma_instance((*head, s, "row", "col", *extra, *f64), needs=(9, 0))
                for s, extra in (("m16n8k4", ()), ("m16n8k8", ("rn",)), ("m16n8k16", ()))]
-        return out + [mma_instance((*head, "m16n8k8", "row", "col", r, *f64), refused=r"directed rounding")
+        return out + [mma_instance((*head, "m16n8k8", "row", "col", r, *f64), refused=r"directed rounding" + AMDGPU)
                       for r in ("rz", "rm", "rp")]
     # integer
     combos = [("m8n8k16", (), "s8", "s8"), ("m16n8k16", ("satfinite",), "u8", "s8"),
@@ -238,6 +239,8 @@ def movmatrix_instance() -> Instance:
 
 
 def instances(tf: TargetForm) -> list[Instance]:
+    if tf.opcode.startswith("wmma"):
+        return _wmma_instances(tf)
     if tf.opcode == "mma":
         return _mma_instances(tf)
     if tf.opcode == "movmatrix":
@@ -247,5 +250,104 @@ def instances(tf: TargetForm) -> list[Instance]:
            for num, trans, ss in (("x1", (), ("shared",)), ("x2", ("trans",), ("shared::cta",)), ("x4", (), ()),
                                   ("x4", ("trans",), ("shared",)), ("x1", ("trans",), ()))]
     wide = ("m16n16", "x1", "trans", "shared", "b8") if tf.opcode == "ldmatrix" else ("m16n8", "x1", "trans", "shared", "b8")
-    return out + [ldst_instance(tf.opcode, ("sync", "aligned", *wide), refused=r"only the m8n8 \.b16 shape",
+    return out + [ldst_instance(tf.opcode, ("sync", "aligned", *wide), refused=r"only the m8n8 \.b16 shape" + AMDGPU,
                                 target="sm_100a")]
+
+
+# ---------------------------------------------------------------------- wmma (m16n16k16 .f16/.bf16)
+# wmma's fragment layout is the implementation's choice, so only load -> mma -> store is observable:
+# each instance is a whole 16x16x16 product D = A*B + C with the matrices in memory in the given
+# layouts, pitch `stride` elements (16 when the operand is left out), in `space` (global memory
+# copied to and from .shared first for the shared forms), checked against numpy.
+WMMA_CONFIGS = {  # name: (A/B type, C type, D type, layouts of A, B, C, D, space (None: generic), stride)
+    "w1": ("f16", "f32", "f32", ("row", "col", "row", "row"), "global", None),
+    "w2": ("f16", "f16", "f16", ("col", "row", "col", "col"), "shared", 24),
+    "w3": ("f16", "f32", "f16", ("row", "row", "row", "col"), "shared::cta", None),
+    "w4": ("f16", "f16", "f32", ("col", "col", "row", "row"), None, 20),
+    "b1": ("bf16", "f32", "f32", ("row", "col", "col", "row"), "global", None),
+    "b2": ("bf16", "f32", "f32", ("col", "row", "row", "col"), "shared", 24),
+    "b3": ("bf16", "f32", "f32", ("row", "row", "row", "row"), "shared::cta", 17),
+    "b4": ("bf16", "f32", "f32", ("col", "col", "row", "row"), None, None),
+}
+WMMA_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+
+
+def _wmma_copy(name: str, op: str, nbytes: int, to_shared: bool) -> list[str]:
+    """The 32 lanes copy operand `op`'s bytes between global memory (%g{op}) and `<name>_s{op}`."""
+    loop, done = f"{name}_{op}_copy", f"{name}_{op}_copied"
+    move = ["ld.global.b8 %h, [%q];", "st.shared.b8 [%r2], %h;"] if to_shared else \
+           ["ld.shared.b8 %h, [%r2];", "st.global.b8 [%q], %h;"]
+    return ["mov.u32 %r1, %lane;", f"{loop}:", f"setp.ge.u32 %pr, %r1, {nbytes};", f"@%pr bra {done};",
+            "cvt.u64.u32 %q, %r1;", f"add.u64 %q, %g{op}, %q;", f"mov.u32 %r2, {name}_s{op};", "add.u32 %r2, %r2, %r1;",
+            *move, "add.u32 %r1, %r1, 32;", f"bra.uni {loop};", f"{done}:"]
+
+
+def wmma_instance(opcode: str, config: str, operand: str) -> Instance:
+    """The product `config` as an instance of the wmma form line of `opcode` (its `operand`:
+    a, b or c for wmma.load, d for wmma.store, mma for wmma.mma)."""
+    ab, ct, dt, (la, lb, lc, ld), space, stride = WMMA_CONFIGS[config]
+    name = f"{opcode.replace('.', '_')}_{operand}_{config}"
+    pitch = stride or 16
+    types = {"a": ab, "b": ab, "c": ct, "d": dt}
+    layouts = {"a": la, "b": lb, "c": lc, "d": ld}
+    nregs = {"a": 8 if ab == "f16" else 4, "b": 8 if ab == "f16" else 4, "c": 4 if ct == "f16" else 8,
+             "d": 4 if dt == "f16" else 8}
+    ss = (space,) if space else ()
+    shared = space is not None and space.startswith("shared")
+    size = {op: 16 * pitch * WMMA_BYTES[types[op]] for op in "abcd"}
+    stride_arg = f", {stride}" if stride else ""
+    vec = lambda op: "{" + ", ".join(f"%f{op}{i}" for i in range(nregs[op])) + "}"  # noqa: E731
+    mods = {op: (op, "sync", "aligned", layouts[op], "m16n16k16", *ss, types[op]) for op in "abcd"}
+    mma_types = (dt, ct) if ab == "f16" else ("f32", "bf16", "bf16", "f32")
+    mods["mma"] = ("sync", "aligned", la, lb, "m16n16k16", *mma_types)
+    body = ["mov.u32 %lane, %tid.x;"]
+    for op in "abcd":
+        body += [f"ld.param.u64 %g{op}, [{name}_{op}];", f"cvta.to.global.u64 %g{op}, %g{op};"]
+        if shared:
+            body.append(f"mov.u64 %p{op}, {name}_s{op};")
+        elif space is None:
+            body.append(f"ld.param.u64 %p{op}, [{name}_{op}];")  # a generic address of global memory
+        else:
+            body.append(f"mov.u64 %p{op}, %g{op};")
+    if shared:
+        body += [line for op in "abc" for line in _wmma_copy(name, op, size[op], True)] + ["bar.sync 0;"]
+    body += [f"wmma.load.{'.'.join(mods[op])} {vec(op)}, [%p{op}]{stride_arg};" for op in "abc"]
+    body.append(f"wmma.mma.{'.'.join(mods['mma'])} {vec('d')}, {vec('a')}, {vec('b')}, {vec('c')};")
+    body.append(f"wmma.store.{'.'.join(mods['d'])} [%pd], {vec('d')}{stride_arg};")
+    if shared:
+        body += ["bar.sync 0;", *_wmma_copy(name, "d", size["d"], False)]
+    regs = [f".reg .b32 %f{op}<{nregs[op]}>;" for op in "abcd"] + [
+        ".reg .b32 %lane, %r1, %r2;", ".reg .b64 %q, %ga, %gb, %gc, %gd, %pa, %pb, %pc, %pd;", ".reg .b16 %h;",
+        ".reg .pred %pr;"]
+    params = ", ".join(f".param .u64 {name}_{op}" for op in "abcd")
+    entry = f".visible .entry {name}({params})\n{{\n  " + "\n  ".join(regs + body) + "\n  ret;\n}\n"
+    decls = "\n".join(f".shared .align 32 .b8 {name}_s{op}[{size[op]}];" for op in "abcd") if shared else ""
+    NEEDS[name] = (8, 0)
+
+    def store(matrix: np.ndarray, op: str) -> np.ndarray:
+        flat = np.zeros(16 * pitch, np.float64)
+        for r in range(16):
+            for c in range(16):
+                flat[(r * pitch + c) if layouts[op] == "row" else (c * pitch + r)] = matrix[r, c]
+        return model.to_bits(flat, types[op]).astype(np.uint16 if WMMA_BYTES[types[op]] == 2 else np.uint32)
+
+    def check(module, kname: str) -> None:
+        rng = _rng(kname)
+        a, b = _values(rng, (16, 16), ab), _values(rng, (16, 16), ab)
+        c = _values(rng, (16, 16), ct)
+        out = np.zeros(16 * pitch, np.uint16 if dt == "f16" else np.uint32)
+        module.launch(kname, (1,), (32,), [store(a, "a"), store(b, "b"), store(c, "c"), out])
+        raw = model.from_bits(out.astype(np.uint64), dt).reshape(16, pitch)
+        got = raw[:, :16] if ld == "row" else raw[:, :16].T
+        want = a @ b + c
+        unit = (2.0**-10 if dt == "f16" else 2.0**-23) * 2
+        bad = np.abs(got - want) > model.error_bound(a, b, c, unit)
+        assert not bad.any(), f"at {np.argwhere(bad)[:4].tolist()} got {got[bad][:4].tolist()}, want {want[bad][:4].tolist()}"
+
+    return Instance(mods[operand], name, entry, check, decls, target=TARGET)
+
+
+def _wmma_instances(tf: TargetForm) -> list[Instance]:
+    operand = {"wmma.load": tf.syntax.split(".")[2], "wmma.store": "d", "wmma.mma": "mma"}[tf.opcode]
+    return [wmma_instance(tf.opcode, config, operand) for config in WMMA_CONFIGS
+            if (config[0] == "b") == (".bf16" in tf.syntax)]

@@ -27,7 +27,7 @@ from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError,
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.layout import kernel_params
 from zluda_py.compiler.memops import cp_async_form, cvta_form, wide_atomic_op
-from zluda_py.compiler.matrix import matrix_form, mma_form
+from zluda_py.compiler.matrix import matrix_form, mma_form, wmma_form
 from zluda_py.compiler.mbarrier import is_wait, mbarrier_form
 from zluda_py.compiler.lowering import local_name, lower_mov_vector, lower_semantic, mov_form
 from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_size
@@ -48,8 +48,8 @@ NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "app
           "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep"}
 CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
 FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp frame
-# Families we refuse: the tensor cores past mma.sync and the matrix moves (cpu/mma.py).
-REFUSED = {"wmma", "wgmma", "tcgen05", "tensormap"}
+# Families we refuse: the tensor cores past mma.sync, wmma and the matrix moves (cpu/mma.py).
+REFUSED = {"wgmma", "tcgen05", "tensormap"}
 
 # Per-opcode form checks of the target's own handlers: each raises the precise unsupported
 # error for a modifier combination its handler does not translate. `zluda ptx coverage` asks
@@ -58,7 +58,7 @@ FORM_CHECKS: dict[str, Callable[[ast.Instruction], object]] = {"atom": wide_atom
                                                                 "cp": cp_async_form, "mov": mov_form, "cvta": cvta_form,
                                                                 "mbarrier": mbarrier_form, "mma": mma_form,
                                                                 "ldmatrix": matrix_form, "stmatrix": matrix_form,
-                                                                "movmatrix": matrix_form}
+                                                                "movmatrix": matrix_form, "wmma": wmma_form}
 
 
 def check_form(inst: ast.Instruction) -> None:

@@ -1,9 +1,11 @@
-"""Lowering of the warp-level matrix instructions: mma.sync, ldmatrix, stmatrix, movmatrix.
+"""Lowering of the warp-level matrix instructions: mma.sync, wmma, ldmatrix, stmatrix, movmatrix.
 
 A warp is one vector, so a fragment exchange is a shuffle of lanes. `mma` stores its operand
 registers to stack buffers and calls one out-of-line helper per form and module
 (`zluda.mma.<form>`), which unpacks A, B and C into row-major matrices (elements placed by the
 manual's fragment layouts, compiler/matrix.py), multiplies, and packs D back into registers.
+`wmma.mma` is the same with our own fragment layout (matrix.WMMA_FRAGMENT), which
+`wmma.load`/`wmma.store` move to and from memory element by element.
 
 Arithmetic (PTX leaves accumulation order and intermediate rounding open for all but .f64):
 * .f16/.bf16/.tf32: products are exact in f32 (at most 11 x 11 significand bits); each D
@@ -22,7 +24,8 @@ from llvmlite import ir
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import WARP
 from zluda_py.compiler.cpu.memory import Access
-from zluda_py.compiler.matrix import BITS, MmaForm, matrix_form, mma_form
+from zluda_py.compiler.matrix import (BITS, WMMA_FRAGMENT, WMMA_SIZE, MmaForm, matrix_form, mma_form, wmma_form,
+                                      wmma_registers)
 from zluda_py.compiler.errors import unsupported
 from zluda_py.ptx import ast
 
@@ -41,7 +44,9 @@ def _lanes(values: list[int]) -> ir.Constant:
 class MmaMixin:
     # ------------------------------------------------------------------ mma
     def op_mma(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        form = mma_form(inst)
+        self._mma(inst, mma_form(inst), mask)
+
+    def _mma(self, inst: ast.Instruction, form: MmaForm, mask: ir.Value) -> None:
         b = self.b
         d, a, bm, c = inst.operands[:4]
         buffers = []
@@ -60,6 +65,54 @@ class MmaMixin:
         for k, r in enumerate(_elems(d)):
             value = b.load(b.gep(buffers[3], [ir.Constant(I32, 0), ir.Constant(I32, k)]), align=16)
             self.write(r, value, f"b{width}", mask)
+
+    # ------------------------------------------------------------------ wmma
+    def op_wmma(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        form = wmma_form(inst)
+        if isinstance(form, MmaForm):
+            self._mma(inst, form, mask)
+            return
+        which, etype, space, row_major = form
+        b = self.b
+        bits = BITS[etype]
+        count = wmma_registers(which, etype)
+        regs_op, addr = inst.operands[:2] if which != "d" else inst.operands[1::-1]
+        stride = inst.operands[2] if len(inst.operands) > 2 else None
+        accesses = self._wmma_elements(addr, space, row_major, stride, bits // 8)
+        regs = _elems(regs_op)
+        if len(regs) != count:
+            raise unsupported(inst, f"{count} registers expected, not {len(regs)}")
+        if which == "d":
+            words = [self.read(r, "b32") for r in regs]
+            for e, acc in enumerate(accesses):
+                word = words[e * bits // 32]
+                if bits == 16:
+                    word = b.trunc(b.lshr(word, V.splat_const(I32, 16 * (e % 2))), V.vec(I16))
+                self.store(acc, [word], mask)
+            return
+        values = [self.load(acc, ir.IntType(bits), 1, mask)[0] for acc in accesses]
+        words = values if bits == 32 else [_pack16(b, values[2 * j], values[2 * j + 1]) for j in range(4)]
+        for k, r in enumerate(regs):  # an .f16 A/B fragment repeats its four words
+            self.write(r, words[k % len(words)], "b32", mask)
+
+    def _wmma_elements(self, addr: ast.Addr, space: str, row_major: bool, stride: ast.Operand | None,
+                       nbytes: int) -> list[Access]:
+        """Per fragment element, each lane's access to its matrix element (WMMA_FRAGMENT) at
+        p + (major * stride + minor) * nbytes; the default stride is the 16 of m16n16k16."""
+        b = self.b
+        host, offsets = self._locate(addr, space)
+        if not isinstance(host.type, ir.VectorType):
+            host = V.splat(b, host)
+        pitch = V.splat_const(I64, WMMA_SIZE) if stride is None else b.zext(self.read(stride, "u32"), V.vec(I64))
+        out = []
+        for e in range(len(WMMA_FRAGMENT[0])):
+            rows = V.lane_consts(I64, [lane[e][0] for lane in WMMA_FRAGMENT])
+            cols = V.lane_consts(I64, [lane[e][1] for lane in WMMA_FRAGMENT])
+            major, minor = (rows, cols) if row_major else (cols, rows)
+            off = b.mul(b.add(b.mul(major, pitch), minor), V.splat_const(I64, nbytes))
+            out.append(Access(b.add(host, off), None if offsets is None else b.add(offsets, off), space, nbytes,
+                              "gather"))
+        return out
 
     # ------------------------------------------------------------------ ldmatrix / stmatrix
     def _matrix_rows(self, inst: ast.Instruction, addr: ast.Addr, sources: list[int], add: list[int],
