@@ -417,3 +417,128 @@ def _direct_regs(op: ast.Operand) -> list[str]:
     if isinstance(op, ast.PredOut):
         return [n for e in (op.dest, op.pred) for n in _direct_regs(e)]
     return []
+
+
+def warp_uniform(body: cfg.FunctionBody, reg_bits: dict[str, int], uniform_symbol: Callable[[str], bool],
+                 kernel_param: Callable[[str], bool]) -> set[str]:
+    """Registers whose value is the same in every live lane of a warp whenever a lane reads it,
+    so the CPU target keeps them as one scalar instead of a 32-lane vector (a divergence analysis).
+
+    A register qualifies when every instruction writing it is unguarded, computes a value from
+    uniform sources only (immediates, uniform symbols, launch-constant special registers, kernel
+    parameters, other such registers; pure instructions, `cvta` outside .local, `ld.param` of a
+    kernel parameter), and lies in a block every live lane of the warp runs together. A block is
+    run by only some of the live lanes when it is control dependent (post-dominance) on a branch
+    whose predicate is not uniform, or on any branch of such a block; all other lanes of the warp
+    wait at reconvergence points (blocks are dispatched in reconvergence order), so each write
+    reaches every live lane at once. Optimistic: start from every candidate and drop those whose
+    sources or blocks turn out divergent, until nothing changes. Functions where some block cannot
+    reach an exit (no post-dominators) get none."""
+    blocks = body.blocks
+    deps = _control_dependences(blocks)
+    if deps is None:
+        return set()
+    defs: dict[str, list[tuple[int, ast.Instruction]]] = {}
+    for blk in blocks:
+        for inst in blk.insts:
+            for name in _written(inst):
+                if name in reg_bits:
+                    defs.setdefault(name, []).append((blk.index, inst))
+    uniform = {r for r, ds in defs.items()
+               if r != "%cc" and all(_uniform_sources(i, kernel_param) is not None for _, i in ds)}
+    while True:
+        def source_uniform(op: ast.Operand) -> bool:
+            if isinstance(op, ast.Reg):
+                return op.name in uniform if op.name in reg_bits else op.name in SPECIAL and SPECIAL[op.name].uniform
+            if isinstance(op, ast.Not):
+                return source_uniform(op.operand)
+            if isinstance(op, ast.Sym):
+                return uniform_symbol(op.name)
+            return isinstance(op, ast.Imm) or (isinstance(op, ast.Addr) and op.base is None)
+
+        splitting = set()  # blocks ending in a branch that may send live lanes different ways
+        for blk in blocks:
+            last = blk.insts[-1] if blk.insts else None
+            if len(set(blk.succs)) > 1 and not (last is not None and last.opcode == "bra" and last.guard is not None
+                                                and source_uniform(ast.Reg(last.guard.reg))):
+                splitting.add(blk.index)
+        divergent: set[int] = set()
+        changed = True
+        while changed:  # a branch inside a divergent block splits the lanes that reached it further
+            changed = False
+            for i, on in enumerate(deps):
+                if i not in divergent and on & (splitting | divergent):
+                    divergent.add(i)
+                    changed = True
+        keep = {r for r in uniform
+                if all(b not in divergent and all(map(source_uniform, _uniform_sources(i, kernel_param)))
+                       for b, i in defs[r])}
+        if keep == uniform:
+            return uniform
+        uniform = keep
+
+
+def _uniform_sources(inst: ast.Instruction, kernel_param: Callable[[str], bool]) -> list[ast.Operand] | None:
+    """The source operands of `inst` if it computes the same value in every lane from uniform
+    sources (what `warp_uniform` admits), else None."""
+    op = inst.opcode
+    if inst.guard is not None or not inst.operands or not isinstance(inst.operands[0], (ast.Reg, ast.PredOut)):
+        return None
+    if op == "ld":
+        addr = inst.operands[-1]
+        ok = inst.has("param") and len(inst.operands) == 2 and isinstance(inst.operands[0], ast.Reg) \
+            and isinstance(addr, ast.Addr) and isinstance(addr.base, ast.Sym) and kernel_param(addr.base.name)
+        return [] if ok else None
+    if op == "cvta":
+        return None if inst.has("local") or len(inst.operands) != 2 else [inst.operands[1]]
+    if op not in PURE:
+        return None
+    try:
+        types = SEMANTICS[op].operands(inst)
+    except UnsupportedError:
+        return None
+    if "cc" in types.dst or "cc" in types.src:
+        return None
+    srcs = list(inst.operands[1:])
+    if len(srcs) != len(types.src) or any(isinstance(o, (ast.Vec, ast.Addr, ast.PredOut)) and
+                                          not (isinstance(o, ast.Addr) and o.base is None) for o in srcs):
+        return None
+    return srcs
+
+
+def _control_dependences(blocks: list[cfg.BasicBlock]) -> list[set[int]] | None:
+    """For each block, the blocks ending in a branch it is control dependent on: it post-dominates
+    one successor of the branch but not the branch's block. None when a block cannot reach an exit."""
+    n = len(blocks)
+    exit_ = n  # a virtual exit after every block without successors
+    succs = [sorted(set(b.succs)) or [exit_] for b in blocks]
+    preds: list[list[int]] = [[] for _ in range(n + 1)]
+    for i, ss in enumerate(succs):
+        for s in ss:
+            preds[s].append(i)
+    reaches, todo = {exit_}, [exit_]
+    while todo:
+        for p in preds[todo.pop()]:
+            if p not in reaches:
+                reaches.add(p)
+                todo.append(p)
+    if len(reaches) != n + 1:
+        return None
+    everything = frozenset(range(n + 1))
+    pdom = [everything] * n + [frozenset({exit_})]
+    changed = True
+    while changed:
+        changed = False
+        for i in reversed(range(n)):
+            new = frozenset.intersection(*(pdom[s] for s in succs[i])) | {i}
+            if new != pdom[i]:
+                pdom[i], changed = new, True
+    deps: list[set[int]] = [set() for _ in range(n)]
+    for b in range(n):
+        if len(succs[b]) < 2:
+            continue
+        for s in succs[b]:
+            for x in pdom[s]:
+                if x != exit_ and (x == b or x not in pdom[b]):
+                    deps[x].add(b)
+    return deps

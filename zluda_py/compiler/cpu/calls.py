@@ -252,7 +252,8 @@ class CallMixin:
         out = []
         for name, (slot, bits) in [("pc", (self.pc, 32)), *self.regs.items()]:
             if live is None or name in live or name in ("pc", "%cc"):
-                out.append((slot, V.vec(ir.IntType(bits)), self.frame_offsets[name]))
+                t = ir.IntType(bits) if name in self.uniform_regs else V.vec(ir.IntType(bits))
+                out.append((slot, t, self.frame_offsets[name]))
         return out
 
     def spill(self, live: set[str] | None) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 from llvmlite import ir
 
 from zluda_py.compiler import cfg
-from zluda_py.compiler.cpu import values as V
+from zluda_py.compiler.cpu import affine, values as V
 from zluda_py.compiler.cpu.abi import DONE, FAULT_STACK, FRAME_HEADER, RESERVED_SMEM, STACK_ALIGN, WARP, Ctx, Frame
 from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
@@ -101,6 +101,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self.b = ir.IRBuilder(entry)
         self.lanes = Lanes(self.b, WARP)
         self.regs: dict[str, tuple[ir.Value, int]] = {}  # name -> (alloca, bits)
+        self.uniform_regs: set[str] = set()  # registers held as one scalar (_scalar_registers)
         self.symbols: dict[str, Symbol] = {}
         self.resume_sites: list[tuple[ir.Block, ast.Instruction]] = []
         self.frame_size = 0  # local (stack) bytes of this function
@@ -138,6 +139,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         if self.has_waits:
             self.parked = b.alloca(I32, name="parked")
             b.store(ir.Constant(I32, 0), self.parked)
+        self.uniform_regs = self._scalar_registers()
         self.cloned = size <= CLONE_LIMIT and not self.has_waits
         # blocks only one lane ever reaches (`if (threadIdx.x == 0)`) get no clone: the
         # dispatcher runs their divergent copy should a whole warp arrive after all
@@ -164,6 +166,22 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
                 self._lower_block(blk, converged=True)
         if self.is_kernel:
             self._emit_resume()
+
+    def _scalar_registers(self) -> set[str]:
+        """Registers kept as one scalar instead of a 32-lane vector (`affine.warp_uniform`): in
+        kernels whose registers are SSA values and whose lanes never park at mbarrier waits
+        (parked lanes run a block apart from the others). Fewer vectors to carry across the
+        dispatcher and to save at barriers."""
+        if not self.is_kernel or self.in_frame or self.has_waits:
+            return set()
+        params = {n for n, s in self.symbols.items() if s.kind == "kparam"}
+        names = affine.warp_uniform(self.body, {n: bits for n, (_, bits) in self.regs.items()},
+                                    self._uniform_symbol, params.__contains__)
+        for name in names:
+            vector, bits = self.regs[name]
+            vector.parent.instructions.remove(vector)  # the 32-lane slot _new_reg made, unused
+            self.regs[name] = (self.b.alloca(ir.IntType(bits), name=local_name(name.lstrip("%"))), bits)
+        return names
 
     def _one_lane_blocks(self) -> set[int]:
         """Blocks entered only through the side of a branch that at most one lane of a warp takes
@@ -476,7 +494,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         if name not in self.regs:
             return self.special(name, bits or 32)
         slot, have = self.regs[name]
-        v = self.b.load(slot, typ=V.vec(ir.IntType(have)), align=16)
+        if name in self.uniform_regs:
+            v = V.splat(self.b, self.b.load(slot, typ=ir.IntType(have)))
+        else:
+            v = self.b.load(slot, typ=V.vec(ir.IntType(have)), align=16)
         return v if bits is None else V.resize(self.b, v, bits, signed)
 
     def read(self, op: ast.Operand, ptype: str) -> ir.Value:
@@ -503,6 +524,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         slot, bits = self.regs[op.name]
         b = self.b
         value = V.resize(b, value, bits, ptype.startswith("s"))
+        if op.name in self.uniform_regs:  # every lane computed the same value from uniform sources
+            b.store(b.extract_element(value, ir.Constant(I32, 0)), slot)
+            return
         if op.name in self.carried or self.guarded_inst or op.name == "%cc":
             value = b.select(mask, value, b.load(slot, typ=value.type, align=16))
         # else: a block-local temporary; lanes outside the mask never read this value, and
