@@ -3,11 +3,13 @@
 // texture object over the level array and written through a surface object), then tex2D,
 // tex2DLod and tex2DGrad on texture objects over the mipmapped array, with point and linear
 // filtering between levels, a level bias and level clamps. Every result is checked against a
-// host model written from cuda.h and the programming guide: levels halve per axis down to 1;
-// the LOD is the given level, log2 of the longer gradient in level-0 texels, or 0 for tex2D;
-// bias added, then the descriptor's clamps and the level range; point mipmap filtering takes
-// the nearest level, linear blends the two around the LOD. Fetches inside a level are point
-// sampled at positions away from texel edges, so only the level choice and blend are tested.
+// host model: levels halve per axis down to 1 (cuda.h); the LOD is 0 for tex2D, the given one
+// for tex2DLod, and for tex2DGrad the rule an NVIDIA H100 follows (docs/semantics.md, "Mipmap
+// level selection", from tests/hardware/golden/mipmap_probe.txt); the bias is added and the sum
+// cut to 1/256, then the descriptor's clamps and the level range apply; point mipmap filtering
+// takes the nearest level (ties up), linear blends the two around the LOD by its 8-bit
+// fraction. Fetches inside a level are point sampled at positions away from texel edges, so
+// only the level choice and blend are tested.
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -63,8 +65,43 @@ struct Mip {
     float bias, low, high;
 };
 
+// tex2DGrad's LOD on the H100: each gradient component in level-0 texels keeps 9 fractional
+// mantissa bits (cut toward zero); a 2-vector's length is taken as max + 11/32 min of its
+// absolute components; the footprint is the longest of |dx|, |dy|, 11/16 |dx + dy| and
+// 11/16 |dx - dy|; its log2 comes in 1/256 steps: the exponent, plus for the mantissa's
+// interval [1 + i/256, 1 + (i+1)/256) the log2 of the interval's middle rounded to 1/256 (up
+// only from 17/32 of a step), 0 for i = 0. No footprint: -infinity (the bottom clamp).
+static double keep9(double x) {
+    int e;
+    double m = frexp(fabs(x), &e);
+    return copysign(ldexp(floor(m * 1024) / 1024, e), x);
+}
+
+static double length2(double a, double b) {
+    a = fabs(a), b = fabs(b);
+    return a > b ? a + b * 11 / 32 : b + a * 11 / 32;
+}
+
+static double stepped_log2(double x) {
+    if (!(x > 0)) return -INFINITY;
+    int e;
+    double m = 2 * frexp(x, &e);  // in [1, 2)
+    int i = (int)floor((m - 1) * 256);
+    double step = i == 0 ? 0 : floor(256 * log2(1 + (i + 0.5) / 256) + 15.0 / 32);
+    return e - 1 + step / 256;
+}
+
+static double grad_lod(const Query &p) {
+    double x0 = keep9((double)p.dx0 * W), x1 = keep9((double)p.dx1 * H);
+    double y0 = keep9((double)p.dy0 * W), y1 = keep9((double)p.dy1 * H);
+    double major = fmax(length2(x0, x1), length2(y0, y1));
+    major = fmax(major, 11.0 / 16 * fmax(length2(x0 + y0, x1 + y1), length2(x0 - y0, x1 - y1)));
+    return stepped_log2(major);
+}
+
 static double model(const Mip &m, float u, float v, double lod) {
-    lod = fmin(fmax(lod + m.bias, m.low), m.high);
+    lod = floor((lod + m.bias) * 256) / 256;
+    lod = fmin(fmax(lod, m.low), m.high);
     lod = fmin(fmax(lod, 0.0), LEVELS - 1.0);
     if (!m.linear) return point((int)floor(lod + 0.5), u, v);
     int d = (int)floor(lod);
@@ -167,10 +204,17 @@ int main() {
         OK(cudaMemcpy(out.data(), d_out, out.size() * sizeof(float), cudaMemcpyDeviceToHost));
         for (int i = 0; i < N; i++) {
             const Query &p = q[i];
-            double grad = log2(fmax(hypot((double)p.dx0 * W, (double)p.dx1 * H), hypot((double)p.dy0 * W, (double)p.dy1 * H)));
+            double grad = grad_lod(p);
             double want[3] = {model(m, p.u, p.v, p.lod), model(m, p.u, p.v, grad), model(m, p.u, p.v, 0.0)};
             for (int k = 0; k < 3; k++) {
-                if (fabs(out[3 * i + k] - want[k]) > 1e-5 * fmax(1.0, fabs(want[k])) && failures++ < 10)
+                bool close = fabs(out[3 * i + k] - want[k]) <= 1e-5 * fmax(1.0, fabs(want[k]));
+                // the H100's gradient LOD is this rule's within 2/256 (on 2% of the recorded
+                // fetches it is 1 or 2 steps off: docs/semantics.md): accept those neighbours
+                for (int d = -2; k == 1 && !close && d <= 2; d++) {
+                    double near = model(m, p.u, p.v, grad + d / 256.0);
+                    close = fabs(out[3 * i + k] - near) <= 1e-5 * fmax(1.0, fabs(near));
+                }
+                if (!close && failures++ < 10)
                     fprintf(stderr, "FAILED fetch %d of query %d (linear %d, bias %g): got %.9g want %.9g (lod %g, grad lod %g)\n",
                             k, i, m.linear, m.bias, out[3 * i + k], want[k], p.lod, grad);
             }

@@ -1,9 +1,9 @@
 """Mipmapped arrays through the driver API (ctypes on libcuda.so.1): cuMipmappedArray*, and
 texture objects over them read by hand-written PTX (tex, tex.level, tex.grad, txq), checked
-against a model written here from cuda.h and the programming guide: level sizes halve per
-axis down to 1; the LOD is the explicit level, log2 of the longer gradient in level-0 texels,
-or 0 for plain tex; the bias is added, then the descriptor's clamps and the level range
-apply; point mipmap filtering takes the nearest level, linear blends the two around the LOD."""
+against a model written here from cuda.h and the programming guide (level sizes halve per axis
+down to 1; plain tex uses LOD 0) and, for the LOD of tex.level and tex.grad, its bias, clamps
+and the levels it blends, the conformance suite's model of what an NVIDIA H100 does
+(conformance/models/texture.py, "Mipmap level selection")."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ctypes import byref, c_ulonglong, c_void_p
 
 import numpy as np
 import pytest
+from conformance.models import texture as hw
 
 from texture_abi import (ARRAY3D_DESCRIPTOR, CLAMP, CU_AD_FORMAT_FLOAT, CU_AD_FORMAT_UNSIGNED_INT32,
                          CU_RESOURCE_TYPE_MIPMAPPED_ARRAY, CU_TRSF_NORMALIZED_COORDINATES, CUDA_ARRAY3D_CUBEMAP,
@@ -117,14 +118,9 @@ def _model_fetch(levels: list[np.ndarray], u: float, v: float, level: int) -> fl
 
 
 def _model(levels, u, v, lod, linear, bias, low, high) -> float:
-    lod = min(max(min(max(lod + bias, low), high), 0.0), len(levels) - 1.0)
-    if not linear:
-        return _model_fetch(levels, u, v, int(np.floor(lod + 0.5)))
-    d = int(np.floor(lod))
-    f = lod - d
-    a = _model_fetch(levels, u, v, d)
-    b = _model_fetch(levels, u, v, min(d + 1, len(levels) - 1))
-    return (1 - f) * a + f * b
+    lod = hw.mip_lod(lod, bias, low, high, len(levels))
+    return sum(float(w) * _model_fetch(levels, u, v, min(level, len(levels) - 1))
+               for level, w in hw.mip_levels(lod, linear))
 
 
 @pytest.mark.parametrize("linear, bias, low, high", [
@@ -168,7 +164,7 @@ def test_texture_object_lod_selection(drv, linear, bias, low, high):
     args = (linear, bias, low, high)
     for t in range(threads):
         u, v, lod, dx0, dx1, dy0, dy1, _ = (float(x) for x in inp[t])
-        grad_lod = np.log2(max(np.hypot(dx0 * W, dx1 * H), np.hypot(dy0 * W, dy1 * H)))
+        grad_lod = hw.mip_gradient_lod([dx0 * W, dx1 * H], [dy0 * W, dy1 * H])
         expected = [_model(levels, u, v, lod, *args), _model(levels, u, v, grad_lod, *args),
                     _model(levels, u, v, 0.0, *args)]
         np.testing.assert_allclose(out[t, :3], expected, rtol=1e-6, err_msg=f"thread {t}, LOD {lod}, grad {grad_lod}")
@@ -267,22 +263,20 @@ def test_cubemap_lod_from_gradients(drv):
     launch(cu, module, "cube", threads, obj.value, d_in, d_out)
     out = from_device(cu, d_out, out)
 
-    def blend(face: int, lod: float) -> float:  # every level's face is one value: only the LOD matters
-        lod = min(max(lod, 0.0), levels - 1.0)
-        d = int(np.floor(lod))
-        value = lambda level: 100 * level + 10 * face  # noqa: E731
-        return (1 - (lod - d)) * value(d) + (lod - d) * value(min(d + 1, levels - 1))
+    def blend(face: int, lod) -> float:  # every level's face is one value: only the LOD matters
+        pairs = hw.mip_levels(hw.mip_lod(lod, 0.0, 0.0, levels - 1.0, levels), True)
+        return sum(float(w) * (100 * min(level, levels - 1) + 10 * face) for level, w in pairs)
 
     eps = 1e-7
     for t in range(threads):
         p = inp[t, 0:3].astype(np.float64)
         face, s, tt = _face_st(p)
-        lengths = []
-        for g in (inp[t, 4:7], inp[t, 8:11]):  # central differences of s, t along the gradient
+        grads = []
+        for g in (inp[t, 4:7], inp[t, 8:11]):  # central differences of s, t along the gradient, in texels
             _, s1, t1 = _face_st(p + eps * g)
             _, s0, t0 = _face_st(p - eps * g)
-            lengths.append(np.hypot(s1 - s0, t1 - t0) / (2 * eps) * size)
-        expected = [blend(face, float(inp[t, 3])), blend(face, float(np.log2(max(lengths))))]
+            grads.append([(s1 - s0) / (2 * eps) * size, (t1 - t0) / (2 * eps) * size])
+        expected = [blend(face, float(inp[t, 3])), blend(face, hw.mip_gradient_lod(*grads))]
         np.testing.assert_allclose(out[t], expected, rtol=1e-5, err_msg=f"thread {t}")
     cu.ok(cu.cuTexObjectDestroy(obj))
     cu.ok(cu.cuModuleUnload(module))

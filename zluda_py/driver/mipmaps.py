@@ -118,4 +118,4 @@ def filtered(runtime, mipmap, sampler, t):
     if t.mipmapFilterMode == 1 and not runtime.float_result(mipmap, sampler):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "linear mipmap filtering of a texture that returns integers")
     return replace(mipmap, linear=t.mipmapFilterMode == 1, bias=t.mipmapLevelBias,
-                   min_clamp=t.minMipmapLevelClamp, max_clamp=t.maxMipmapLevelClamp)
+                   min_clamp=t.minMipmapLevelClamp, max_clamp=t.maxMipmapLevelClamp, anisotropy=t.maxAnisotropy)

@@ -124,6 +124,91 @@ def cube(x: float, y: float, z: float) -> tuple[int, float, float]:
     return face, f32(f32(f32(sc / ma) + 1) / 2), f32(f32(f32(tc / ma) + 1) / 2)
 
 
+
+# Mipmap level selection, as recorded on an NVIDIA H100 (tests/hardware/golden/mipmap_probe.txt,
+# docs/semantics.md "Mipmap level selection"); scalar, with exact fractions. A gradient arrives
+# in level-0 texels (a normalized one times the extent of its axis), one float per axis.
+MIP_STEPS = 256  # the LOD keeps 8 fractional bits
+
+
+def _keep_mantissa_bits(x: float, bits: int = 9) -> Fraction:
+    """x with its mantissa cut to `bits` fractional bits, toward zero."""
+    if x == 0:
+        return Fraction(0)
+    exponent = math.floor(math.log2(abs(x)))
+    while abs(x) >= 2.0 ** (exponent + 1):  # log2 rounds up just below a power of two
+        exponent += 1
+    while abs(x) < 2.0 ** exponent:
+        exponent -= 1
+    ulp = Fraction(2) ** (exponent - bits)
+    return math.copysign(1, x) * (Fraction(abs(x)) // ulp) * ulp
+
+
+def _approx_length(v: list[Fraction]) -> Fraction:
+    """max + 11/32 mid + 1/4 min of the absolute components."""
+    a = sorted((abs(c) for c in v), reverse=True)
+    return sum((w * c for w, c in zip((Fraction(1), Fraction(11, 32), Fraction(1, 4)), a)), Fraction(0))
+
+
+def mip_log2(x: Fraction) -> Fraction | None:
+    """log2 in 1/256 steps: exponent plus, for mantissa interval i = floor((m - 1) 256), the log2
+    of the interval's middle rounded to 1/256 (a fraction up to 17/32 rounds down; interval 0
+    gives 0). None for x <= 0 (no footprint)."""
+    if x <= 0:
+        return None
+    exponent = 0
+    while x >= 2:
+        x, exponent = x / 2, exponent + 1
+    while x < 1:
+        x, exponent = x * 2, exponent - 1
+    i = math.floor((x - 1) * 256)
+    step = 0 if i == 0 else math.floor(MIP_STEPS * math.log2(1 + (i + 0.5) / 256) + 15 / 32)
+    return exponent + Fraction(step, MIP_STEPS)
+
+
+def mip_gradient_lod(dx: list[float], dy: list[float], anisotropy: int = 0) -> Fraction | None:
+    """The LOD of gradients dx, dy in level-0 texels: log2 of the longest of |dx|, |dy|,
+    11/16 |dx + dy| and 11/16 |dx - dy| (lengths approximated as above, components first cut to
+    9 mantissa bits); with maxAnisotropy A > 1 on a 2-D footprint, of max(|det| / major,
+    major / A)."""
+    gx = [_keep_mantissa_bits(c) for c in dx]
+    gy = [_keep_mantissa_bits(c) for c in dy]
+    major = max(_approx_length(gx), _approx_length(gy),
+                Fraction(11, 16) * _approx_length([a + b for a, b in zip(gx, gy)]),
+                Fraction(11, 16) * _approx_length([a - b for a, b in zip(gx, gy)]))
+    a = min(anisotropy, 16)
+    if a > 1 and len(gx) == 2 and major > 0:
+        major = max(abs(gx[0] * gy[1] - gx[1] * gy[0]) / major, major / a)
+    return mip_log2(major)
+
+
+def mip_lod(lod: Fraction | float | None, bias: float, low: float, high: float, levels: int) -> Fraction:
+    """The LOD after the bias (the sum cut to 1/256 toward -inf) and the descriptor's clamps,
+    then the level range. None (no footprint) clamps to the bottom."""
+    if lod is None:
+        value = Fraction(low)
+    else:
+        value = Fraction(math.floor((Fraction(lod) + Fraction(bias)) * MIP_STEPS), MIP_STEPS)
+    value = min(max(value, Fraction(low)), Fraction(high))
+    return min(max(value, Fraction(0)), Fraction(levels - 1))
+
+
+def mip_levels(lod: Fraction, linear: bool, anisotropy: int = 0) -> list[tuple[int, Fraction]]:
+    """(level, weight) pairs a fetch blends. Point: the nearest level, ties up. Linear: the two
+    levels around the LOD by its fraction; with maxAnisotropy A > 1 (gradient LODs) the fraction
+    f, in 1/256, becomes floor((f - floor(128 (1 - 1/s))) s) clamped to [0, 256], s = 1.5 for
+    A = 2, 1.75 for 4, 2 for 16 (recorded; 2 - 1/A up to 4 and 2 past it otherwise)."""
+    if not linear:
+        return [(math.floor(lod + Fraction(1, 2)), Fraction(1))]
+    low = math.floor(lod)
+    fraction = (lod - low) * MIP_STEPS
+    a = min(anisotropy, 16)
+    if a > 1:
+        s = 2 - Fraction(1, a) if a <= 4 else Fraction(2)
+        fraction = min(max(math.floor((fraction - math.floor(128 * (1 - 1 / s))) * s), 0), MIP_STEPS)
+    weight = Fraction(fraction, MIP_STEPS)
+    return [(low, 1 - weight), (low + 1, weight)]
+
 # txq/suq .channel_order and .channel_data_type: the PTX manual's "Channel Data Type and Channel
 # Order Fields" table (OpenCL's values).
 CL_CHANNEL_ORDER = {"R": 0x10B0, "A": 0x10B1, "RG": 0x10B2, "RA": 0x10B3, "RGB": 0x10B4, "RGBA": 0x10B5}

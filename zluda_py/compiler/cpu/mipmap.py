@@ -3,25 +3,28 @@
 
 A mipmapped texture object is registered with the texture runtime (cpu/texture.py) as a
 `Mipmap`: its levels, each an ordinary `Image` sampled by texture.py, and the texture
-descriptor's mipmap fields. The level of detail (LOD), from the CUDA driver API's texture
-descriptor and the PTX manual's tex modifiers:
-* `tex` and `tex.base` use LOD 0, `tex.level` the given LOD, `tex.grad` log2 of the longer of
-  the two screen-axis gradients measured in level-0 texels (the usual isotropic rule: a
-  normalized coordinate's gradient is scaled by the level-0 size; on a cubemap, the gradient
-  of the face coordinates s and t of the programming guide's cubemap table, on the face the
-  coordinate selects, times the face size);
-* the texture's mipmapLevelBias is added, the result clamped to [minMipmapLevelClamp,
-  maxMipmapLevelClamp], then to the levels the array has;
+descriptor's mipmap fields. The level of detail (LOD) is NVIDIA's, as recorded on an H100
+(tests/hardware/golden/mipmap_probe.txt; docs/semantics.md, "Mipmap level selection"):
+* `tex` and `tex.base` use LOD 0, `tex.level` the given LOD;
+* `tex.grad`: each gradient component is scaled by the level-0 extent of its axis (also with
+  unnormalized coordinates) and truncated to 9 fractional mantissa bits; a vector's length is
+  approximated as max + 11/32 mid + 1/4 min of its absolute components; the footprint's major
+  axis is the longest of |dx|, |dy|, 11/16 |dx + dy| and 11/16 |dx - dy|, and the LOD its log2
+  through a 256-entry table (8 fractional bits). With maxAnisotropy A > 1 (2-D footprints) the
+  LOD is that of max(|det(dx, dy)| / major, major / A), and linear mip filtering sharpens the
+  blend between the two levels. On a cubemap the vectors are the gradients of the face
+  coordinates s and t (the programming guide's cubemap table) times the face size;
+* the texture's mipmapLevelBias is added and the sum truncated to 1/256, then clamped to
+  [minMipmapLevelClamp, maxMipmapLevelClamp] and to the levels the array has;
 * mipmapFilterMode point takes the nearest level (ties up); linear blends the samples of the
-  two levels around the LOD, weighted by its fraction. Each level is sampled as texture.py
-  samples an array of that level's size (coordinates scale to it when normalized; unnormalized
+  two levels around the LOD by its 8-bit fraction. Each level is sampled as texture.py samples
+  an array of that level's size (coordinates scale to it when normalized; unnormalized
   coordinates address the level's own texels).
-The fixed-point precision of the LOD and of the blend weight on NVIDIA hardware is not measured
-here; both are exact (f64) and the blend is rounded once to the result type.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +32,14 @@ import numpy as np
 from zluda_py.compiler.cpu import texture
 
 LOD_SLOT, DPDX_SLOT, DPDY_SLOT = 4, 4, 8  # argument slots of tex.level's LOD and tex.grad's gradients
+LOD_STEPS = 256  # the LOD's fixed point: 8 fractional bits
+GRADIENT_BITS = 9  # fractional mantissa bits a gradient component keeps (truncated)
+# log2(1 + i/256) in 1/256 for the mantissa interval [i, i + 1)/256: the value at its middle,
+# rounded (fractions up to 17/32 down); interval 0 gives 0, so a power of two has an integer LOD
+LOG2_TABLE = np.array([0] + [math.floor(LOD_STEPS * math.log2(1 + (i + 0.5) / 256) + 15 / 32) for i in range(1, 256)])
+AXIS_WEIGHTS = (1.0, 11 / 32, 1 / 4)  # a vector's length: its components, longest first, weighted
+DIAGONAL = 11 / 16  # weight of |dx + dy| and |dx - dy| against |dx| and |dy|
+MAX_ANISOTROPY = 16
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,7 @@ class Mipmap:
     bias: float = 0.0
     min_clamp: float = 0.0
     max_clamp: float = 0.0
+    anisotropy: int = 0  # maxAnisotropy (0 and 1: isotropic)
 
     @property
     def format(self) -> int:
@@ -50,9 +62,14 @@ def _f32(words: np.ndarray) -> np.ndarray:
     return words.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
-def _footprint(mods: tuple[str, ...], mip: Mipmap, sampler: texture.Sampler, args: np.ndarray,
-               slot: int) -> np.ndarray:
-    """Length in level-0 texels of the gradient in argument slots slot.. (float64 per lane)."""
+def _truncate(x: np.ndarray) -> np.ndarray:
+    mantissa, exponent = np.frexp(np.abs(x))
+    steps = 2.0 ** (GRADIENT_BITS + 1)
+    return np.copysign(np.ldexp(np.floor(mantissa * steps) / steps, exponent), x)
+
+
+def _gradients(mods: tuple[str, ...], mip: Mipmap, args: np.ndarray, slot: int) -> list[np.ndarray]:
+    """The gradient in argument slots slot.. in level-0 texels, one array per axis (float64)."""
     geom = texture._geometry(mods)
     dims = texture.GEOMETRY[geom][0]
     grad = [_f32(args[slot + k]) for k in range(dims)]
@@ -62,11 +79,10 @@ def _footprint(mods: tuple[str, ...], mip: Mipmap, sampler: texture.Sampler, arg
         sc, tc, ma = _face_terms(xs, [x.astype(np.float64) for x in xs])
         dsc, dtc, dma = _face_terms(xs, grad)
         with np.errstate(divide="ignore", invalid="ignore"):
-            ds = (dsc * ma - sc * dma) / (2 * ma * ma)
-            dt = (dtc * ma - tc * dma) / (2 * ma * ma)
-        return np.hypot(ds, dt) * base.width
+            grad = [(dsc * ma - sc * dma) / (2 * ma * ma), (dtc * ma - tc * dma) / (2 * ma * ma)]
+    # normalized or not, the hardware scales a gradient by the level-0 extent (measured)
     sizes = (base.width, max(base.height, 1), max(base.depth, 1))
-    return np.sqrt(sum((g * (sizes[k] if sampler.normalized else 1.0)) ** 2 for k, g in enumerate(grad)))
+    return [_truncate(g * sizes[k]) for k, g in enumerate(grad)]
 
 
 def _face_terms(at: list[np.ndarray], v: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,19 +101,59 @@ def _face_terms(at: list[np.ndarray], v: list[np.ndarray]) -> tuple[np.ndarray, 
     return sc, tc, ma
 
 
+def _length(v: list[np.ndarray]) -> np.ndarray:
+    longest_first = -np.sort(-np.abs(np.stack(v)), axis=0)
+    return sum(w * c for w, c in zip(AXIS_WEIGHTS, longest_first))
+
+
+def _log2(x: np.ndarray) -> np.ndarray:
+    """log2 in 1/256 through LOG2_TABLE (x <= 0: -inf)."""
+    with np.errstate(invalid="ignore"):
+        mantissa, exponent = np.frexp(np.where(x > 0, x, 1.0))
+    entry = LOG2_TABLE[np.clip(((2 * mantissa - 1) * 256).astype(np.int64), 0, 255)]
+    return np.where(x > 0, exponent - 1 + entry / LOD_STEPS, -np.inf)
+
+
+def _anisotropy(mip: Mipmap) -> int:
+    return min(mip.anisotropy, MAX_ANISOTROPY)
+
+
+def _gradient_lod(mods: tuple[str, ...], mip: Mipmap, args: np.ndarray) -> np.ndarray:
+    dx, dy = (_gradients(mods, mip, args, slot) for slot in (DPDX_SLOT, DPDY_SLOT))
+    major = np.maximum.reduce([_length(dx), _length(dy), DIAGONAL * _length([a + b for a, b in zip(dx, dy)]),
+                               DIAGONAL * _length([a - b for a, b in zip(dx, dy)])])
+    if _anisotropy(mip) > 1 and len(dx) == 2:  # the minor axis, at least major / maxAnisotropy
+        with np.errstate(divide="ignore", invalid="ignore"):
+            minor = np.abs(dx[0] * dy[1] - dx[1] * dy[0]) / major
+        major = np.maximum(np.nan_to_num(minor), major / _anisotropy(mip))
+    return _log2(major)  # no footprint: -inf, clamped below
+
+
 def level_of_detail(mods: tuple[str, ...], mip: Mipmap, sampler: texture.Sampler, args: np.ndarray) -> np.ndarray:
-    """Each lane's LOD after bias and clamps, in [0, levels - 1] (float64)."""
-    lanes = args.shape[1]
+    """Each lane's LOD after bias and clamps: a multiple of 1/256 in [0, levels - 1] (float64)."""
     if "level" in mods:
         lod = _f32(args[LOD_SLOT])
     elif "grad" in mods:
-        dx, dy = (_footprint(mods, mip, sampler, args, slot) for slot in (DPDX_SLOT, DPDY_SLOT))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lod = np.log2(np.maximum(dx, dy))  # no footprint: -inf, clamped below
+        lod = _gradient_lod(mods, mip, args)
     else:
-        lod = np.zeros(lanes)
-    lod = np.clip(lod + mip.bias, mip.min_clamp, mip.max_clamp)
+        lod = np.zeros(args.shape[1])
+    with np.errstate(invalid="ignore"):
+        lod = np.floor((lod + mip.bias) * LOD_STEPS) / LOD_STEPS
+    lod = np.clip(lod, mip.min_clamp, mip.max_clamp)
     return np.clip(np.nan_to_num(lod, nan=0.0), 0.0, len(mip.levels) - 1)
+
+
+def blend_weight(fraction: np.ndarray, anisotropy: int) -> np.ndarray:
+    """The upper level's weight in linear mip filtering, from the LOD's fraction. With
+    anisotropy the blend narrows around the middle: slope s (1.5 for maxAnisotropy 2, 1.75 for 4,
+    2 for 16 measured; 2 - 1/A up to 4 and 2 past it), starting s/256 steps after
+    floor(128 (1 - 1/s))."""
+    if anisotropy <= 1:
+        return fraction
+    slope = 2 - 1 / anisotropy if anisotropy <= 4 else 2.0
+    start = math.floor(LOD_STEPS / 2 * (1 - 1 / slope))
+    steps = np.floor((np.round(fraction * LOD_STEPS) - start) * slope)
+    return np.clip(steps, 0, LOD_STEPS) / LOD_STEPS
 
 
 def _sample_levels(opcode: str, mods: tuple[str, ...], mip: Mipmap, sampler: texture.Sampler, args: np.ndarray,
@@ -119,7 +175,8 @@ def fetch(opcode: str, mods: tuple[str, ...], mip: Mipmap, sampler: texture.Samp
         return _sample_levels(opcode, mods, mip, sampler, args, np.floor(lod + 0.5).astype(np.int64))
     low = np.floor(lod).astype(np.int64)
     high = np.minimum(low + 1, len(mip.levels) - 1)
-    weight = (lod - low)[:, None]
+    # the sharpened blend was measured for gradient LODs only
+    weight = blend_weight(lod - low, _anisotropy(mip) if "grad" in mods else 0)[:, None]
     a = _f32(_sample_levels(opcode, mods, mip, sampler, args, low))
     b = _f32(_sample_levels(opcode, mods, mip, sampler, args, high))
     return ((1 - weight) * a + weight * b).astype(np.float32).view(np.uint32).astype(np.int64)
