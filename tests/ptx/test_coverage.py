@@ -41,10 +41,10 @@ def test_supported_and_refused_families(rows):
     for refused in ("wgmma.mma_async", "mma.sp", "tcgen05.mma"):
         found = _forms(rows, refused)
         assert found and all(r["status"] == "no" for r in found.values()), refused
-    mma = _forms(rows, "mma")  # mma.sync: the f16/bf16/tf32/f64/8-bit forms, not fp8, 4-bit, 1-bit or m8n8k4 .f16
+    mma = _forms(rows, "mma")  # mma.sync: the f16/bf16/tf32/f64/8-bit forms, not fp8, 4-bit or 1-bit
     assert mma["mma.sync.aligned.m16n8k16.row.col.dtype.f16.f16.ctype d, a, b, c;"]["status"] == "partial"
     assert mma["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, c;"]["status"] == "yes"
-    assert mma["mma.sync.aligned.m8n8k4.alayout.blayout.dtype.f16.f16.ctype d, a, b, c;"]["status"] == "no"
+    assert mma["mma.sync.aligned.m8n8k4.alayout.blayout.dtype.f16.f16.ctype d, a, b, c;"]["status"] == "partial"
     assert mma["mma.sync.aligned.bshape.row.col.s32.b1.b1.s32.bitOp.popc d, a, b, c;"]["status"] == "no"
     wmma = _forms(rows, "wmma.mma")  # wmma: m16n16k16 .f16/.bf16 only
     assert wmma["wmma.mma.sync.aligned.alayout.blayout.m16n16k16.dtype.ctype d, a, b, c;"]["status"] == "yes"

@@ -24,7 +24,7 @@ SHAPES = {
     (16, 8, 8): ("f16", "bf16", "tf32", "f64"),
     (16, 8, 16): ("f16", "bf16", "f64", "s8", "u8"),
     (16, 8, 4): ("tf32", "f64"),
-    (8, 8, 4): ("f64",),
+    (8, 8, 4): ("f64", "f16"),
     (8, 8, 16): ("s8", "u8"),
     (16, 8, 32): ("s8", "u8"),
 }
@@ -44,18 +44,34 @@ class MmaForm:
     ctype: str
     satfinite: bool
     wmma: bool = False  # wmma.mma: our own fragment layout (WMMA_FRAGMENT)
+    layouts: str = "row.col"  # .alayout.blayout (only m8n8k4 .f16 takes others)
+
+    @property
+    def quad(self) -> bool:
+        """m8n8k4 .f16: four independent 8x8x4 products, one per quad pair (lanes 4q..4q+3 and
+        16+4q..16+4q+3). They are computed as one 32x4 by 4x32 product whose diagonal 8x8
+        blocks are the four results (`fragment` places product q's elements in block q)."""
+        return (self.m, self.n, self.k) == (8, 8, 4) and self.atype == "f16"
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """Rows and columns of the C/D matrix the helper computes."""
+        return (32, 32) if self.quad else (self.m, self.n)
 
     @property
     def name(self) -> str:
         sat = ".satfinite" if self.satfinite else ""
         kind = "wmma." if self.wmma else ""
-        return f"{kind}m{self.m}n{self.n}k{self.k}{sat}.{self.dtype}.{self.atype}.{self.btype}.{self.ctype}"
+        order = f".{self.layouts}" if self.quad else ""
+        return f"{kind}m{self.m}n{self.n}k{self.k}{order}{sat}.{self.dtype}.{self.atype}.{self.btype}.{self.ctype}"
 
     def layout(self, operand: str) -> Layout:
         """Operand "a", "b", "c" or "d" (C and D share theirs)."""
         if self.wmma:
             return WMMA_FRAGMENT
         etype = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[operand]
+        if self.quad:
+            return quad_fragment("c" if operand == "d" else operand, etype, self.layouts)
         return fragment(self.m, self.n, self.k, "c" if operand == "d" else operand, etype)
 
     def registers(self, operand: str) -> tuple[int, int]:
@@ -81,19 +97,20 @@ def mma_form(inst: ast.Instruction) -> MmaForm:
         raise unsupported(inst, "mma form not recognised")
     m, n, k = (int(x) for x in re.findall(r"\d+", shape))
     dtype, atype, btype, ctype = types
-    if (m, n, k) == (8, 8, 4) and atype == "f16":
-        raise unsupported(inst, "the m8n8k4 .f16 form (four 8x8x4 products per warp) is not translated")
     if atype not in SHAPES.get((m, n, k), ()) or btype not in SHAPES[(m, n, k)]:
         raise unsupported(inst, f"mma.{shape} with .{atype}/.{btype} multiplicands is not translated")
     if (atype in ("s8", "u8")) != (btype in ("s8", "u8")) or (atype not in ("s8", "u8") and atype != btype):
         raise unsupported(inst, "mixed multiplicand types")
-    if ctype not in ACCUMULATORS[atype] or dtype not in ACCUMULATORS[atype] or dtype != ctype:
+    quad = (m, n, k) == (8, 8, 4) and atype == "f16"
+    mixed = quad and (dtype, ctype) == ("f32", "f16")  # m8n8k4: an .f16 C may give an .f32 D
+    if ctype not in ACCUMULATORS[atype] or dtype not in ACCUMULATORS[atype] or (dtype != ctype and not mixed):
         raise unsupported(inst, f"accumulators .{dtype}/.{ctype} with .{atype}")
-    if not ("row" in mods and "col" in mods) or mods.count("row") != 1:
+    layouts = ".".join(x for x in mods if x in ("row", "col"))
+    if layouts != "row.col" and not (quad and len(layouts) == 7):
         raise unsupported(inst, "only .row.col layouts are translated")
     if any(r in mods for r in ("rz", "rm", "rp")):
         raise unsupported(inst, "directed rounding of .f64 mma is not translated")
-    return MmaForm(m, n, k, dtype, atype, btype, ctype, "satfinite" in mods)
+    return MmaForm(m, n, k, dtype, atype, btype, ctype, "satfinite" in mods, layouts=layouts)
 
 
 @lru_cache(maxsize=None)
@@ -132,6 +149,34 @@ def _element(m: int, n: int, k: int, operand: str, etype: str, g: int, t: int, i
     if etype in ("f16", "bf16"):
         return 2 * t + (i & 1) + 8 * (i >= 2), g
     return t + 4 * i, g  # .tf32/.f64
+
+
+@lru_cache(maxsize=None)
+def quad_fragment(operand: str, etype: str, layouts: str) -> Layout:
+    """m8n8k4 .f16 (the manual's Figures 46-52): lane l takes part in product q = (l >> 2) & 3;
+    `high` = l >= 16 holds rows (A, C) or columns (B) 4-7. Placed in the 32x32 product (see
+    MmaForm.quad): A row 8q + r, B column 8q + c, C/D block (q, q)."""
+    alayout, blayout = layouts.split(".")
+    out = []
+    for lane in range(WARP):
+        q, t, high = (lane >> 2) & 3, lane % 4, 4 * (lane >= 16)
+        cells = []
+        for i in range(_quad_count(operand)):
+            if operand == "a":
+                r, c = (t + high, i) if alayout == "row" else (i % 4 + high, t)
+                cells.append((8 * q + r, c))
+            elif operand == "b":
+                r, c = (t, i + high) if blayout == "row" else (i, t + high)
+                cells.append((r, 8 * q + c))
+            else:
+                r, c = (t + high, i) if etype == "f16" else ((lane & 1) + (i & 2) + high, (i & 4) + (lane & 2) + (i & 1))
+                cells.append((8 * q + r, 8 * q + c))
+        out.append(tuple(cells))
+    return tuple(out)
+
+
+def _quad_count(operand: str) -> int:
+    return 4 if operand in ("a", "b") else 8
 
 
 def matrix_form(inst: ast.Instruction) -> tuple[int, bool]:

@@ -145,3 +145,52 @@ def fragment_8x8(matrix: np.ndarray) -> np.ndarray:
         row, col = lane // 4, 2 * (lane % 4)
         out[lane] = int(matrix[row, col]) | int(matrix[row, col + 1]) << 16
     return out
+
+
+# ---------------------------------------------------------------------- m8n8k4 .f16 (four products)
+# Manual section "Matrix Fragments for mma.m8n8k4 with .f16 floating point type": product q is
+# computed by lanes 4q..4q+3 (the low group) and 16+4q..16+4q+3 (the high group), q = 0..3;
+# (lane, i) -> (row, col) within product q's 8x4 A, 4x8 B and 8x8 C/D.
+def _high(lane: int) -> bool:
+    return lane >= 16
+
+
+QUAD = {
+    ("a", "row"): lambda lane, i: (lane % 4 + (4 if _high(lane) else 0), i),  # Figure 46
+    ("a", "col"): lambda lane, i: (i % 4 + (4 if _high(lane) else 0), lane % 4),  # Figure 47
+    ("b", "row"): lambda lane, i: (lane % 4, i + (4 if _high(lane) else 0)),  # Figure 48
+    ("b", "col"): lambda lane, i: (i, lane % 4 + (4 if _high(lane) else 0)),  # Figure 49
+    ("c", "f16"): lambda lane, i: (lane % 4 + (4 if _high(lane) else 0), i),  # Figure 50
+    ("c", "f32"): lambda lane, i: ((lane & 1) + (i & 2) + (4 if _high(lane) else 0),  # Figures 51-52
+                                   (i & 4) + (lane & 2) + (i & 1)),
+}
+
+
+def quad_product(lane: int) -> int:
+    return [q for q in range(4) if lane in (*range(4 * q, 4 * q + 4), *range(16 + 4 * q, 20 + 4 * q))][0]
+
+
+def quad_pack(mats: np.ndarray, operand: str, key: str, etype: str) -> np.ndarray:
+    """Registers [lane, register] for the four products' matrices mats[q] (A: key = alayout,
+    B: blayout, C: the C type)."""
+    count = 4 if operand in ("a", "b") else 8
+    per = 32 // ELEMENT_BITS[etype]
+    out = np.zeros((32, count // per), np.uint64)
+    for lane in range(32):
+        for i in range(count):
+            r, c = QUAD[(operand, key)](lane, i)
+            value = mats[quad_product(lane)][r, c]
+            out[lane, i // per] |= int(to_bits(np.array([value]), etype)[0]) << (i % per * ELEMENT_BITS[etype])
+    return out.astype(np.uint32)
+
+
+def quad_unpack(regs: np.ndarray, etype: str) -> np.ndarray:
+    bits = ELEMENT_BITS[etype]
+    per = 32 // bits
+    out = np.zeros((4, 8, 8))
+    for lane in range(32):
+        for i in range(8):
+            r, c = QUAD[("c", etype)](lane, i)
+            word = int(regs[lane, i // per]) >> (i % per * bits) & ((1 << bits) - 1)
+            out[quad_product(lane), r, c] = from_bits(np.array([word], np.uint64), etype)[0]
+    return out

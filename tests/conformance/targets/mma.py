@@ -111,9 +111,51 @@ def mma_instance(mods: tuple[str, ...], refused: str | None = None, target: str 
     return Instance(mods, name, entry, check, target=target, refused=refused)
 
 
+def quad_instance(mods: tuple[str, ...]) -> Instance:
+    """mma.m8n8k4 .f16: four 8x8x4 products per warp, each checked against numpy."""
+    name = "mma_" + _mangle(mods[2:])
+    alayout, blayout = mods[3], mods[4]
+    dtype, _, _, ctype = _types(mods)
+    regs = {"a": 2, "b": 2, "c": 4 if ctype == "f16" else 8, "d": 4 if dtype == "f16" else 8}
+    body = [".reg .b32 %lane;", ".reg .b64 %p, %q;", *[f".reg .b32 %{op}<{n}>;" for op, n in regs.items()],
+            "mov.u32 %lane, %tid.x;"]
+    for op in "abc":
+        body += [f"ld.param.u64 %p, [{name}_{op}];", "cvta.to.global.u64 %p, %p;",
+                 f"mul.wide.u32 %q, %lane, {4 * regs[op]};", "add.u64 %p, %p, %q;"]
+        body += [f"ld.global.b32 %{op}{i}, [%p+{4 * i}];" for i in range(regs[op])]
+    vec = lambda op: "{" + ", ".join(f"%{op}{i}" for i in range(regs[op])) + "}"  # noqa: E731
+    body.append(f"mma.{'.'.join(mods)} {vec('d')}, {vec('a')}, {vec('b')}, {vec('c')};")
+    body += [f"ld.param.u64 %p, [{name}_d];", "cvta.to.global.u64 %p, %p;", f"mul.wide.u32 %q, %lane, {4 * regs['d']};",
+             "add.u64 %p, %p, %q;", *[f"st.global.b32 [%p+{4 * i}], %d{i};" for i in range(regs["d"])]]
+    params = ", ".join(f".param .u64 {name}_{op}" for op in "abcd")
+    entry = f".visible .entry {name}({params})\n{{\n  " + "\n  ".join(body) + "\n  ret;\n}\n"
+    NEEDS[name] = (7, 0)
+
+    def check(module, kname: str) -> None:
+        rng = _rng(kname)
+        a, b = _values(rng, (4, 8, 4), "f16"), _values(rng, (4, 4, 8), "f16")
+        c = _values(rng, (4, 8, 8), ctype)
+        out = np.zeros((32, regs["d"]), np.uint32)
+        module.launch(kname, (1,), (32,), [model.quad_pack(a, "a", alayout, "f16").ravel(),
+                                           model.quad_pack(b, "b", blayout, "f16").ravel(),
+                                           model.quad_pack(c, "c", ctype, ctype).ravel(), out.ravel()])
+        got = model.quad_unpack(out, dtype)
+        unit = (2.0**-10 if dtype == "f16" else 2.0**-23) * 2
+        for q in range(4):
+            want = a[q] @ b[q] + c[q]
+            bad = np.abs(got[q] - want) > model.error_bound(a[q], b[q], c[q], unit)
+            assert not bad.any(), f"product {q}: at {np.argwhere(bad)[:4].tolist()} got {got[q][bad][:4].tolist()}"
+
+    return Instance(mods, name, entry, check, target=TARGET)
+
+
 def _mma_instances(tf: TargetForm) -> list[Instance]:
     head = ("sync", "aligned")
     syntax = tf.syntax
+    if ".alayout.blayout." in syntax:  # m8n8k4 .f16
+        return [quad_instance((*head, "m8n8k4", al, bl, d, "f16", "f16", c))
+                for al, bl, d, c in (("row", "col", "f32", "f32"), ("col", "row", "f16", "f16"),
+                                     ("row", "row", "f32", "f16"), ("col", "col", "f32", "f32"))]
     if ".f16.f16." in syntax:
         shape = "m16n8k8" if ".m16n8k8." in syntax else "m16n8k16"
         return [mma_instance((*head, shape, "row", "col", t, "f16", "f16", t)) for t in ("f16", "f32")]

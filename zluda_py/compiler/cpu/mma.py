@@ -255,10 +255,13 @@ def _mma_function(mod, form: MmaForm) -> ir.Function:
     a_regs, b_regs, c_regs, d_regs = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     acc = _accumulator(form)
-    m, n, k = form.m, form.n, form.k
+    (m, n), k = form.size, form.k
     mul_t = I32 if isinstance(acc, ir.IntType) else acc  # integer products are exact in 32 bits
     am, bm = b.alloca(ir.ArrayType(mul_t, m * k)), b.alloca(ir.ArrayType(mul_t, k * n))
-    cm = b.alloca(ir.ArrayType(acc, m * n))
+    c_type = ir.ArrayType(acc, m * n)
+    cm = b.alloca(c_type)
+    if form.quad:  # only the diagonal blocks come from C: keep the rest defined
+        b.store(ir.Constant(c_type, [ir.Constant(acc, 0)] * (m * n)), cm)
     for which, regs, matrix, cols, t in (("a", a_regs, am, k, mul_t), ("b", b_regs, bm, n, mul_t),
                                          ("c", c_regs, cm, n, acc)):
         _unpack(b, form, which, regs, matrix, cols, t)
