@@ -70,7 +70,7 @@ struct Mip {
 // absolute components; the footprint is the longest of |dx|, |dy|, 11/16 |dx + dy| and
 // 11/16 |dx - dy|; its log2 comes in 1/256 steps: the exponent, plus for the mantissa's
 // interval [1 + i/256, 1 + (i+1)/256) the log2 of the interval's middle rounded to 1/256 (up
-// only from 17/32 of a step), 0 for i = 0. No footprint: -infinity (the bottom clamp).
+// only from 17/32 of a step, at most 255), 0 for i = 0. No footprint: -infinity (the bottom clamp).
 static double keep9(double x) {
     int e;
     double m = frexp(fabs(x), &e);
@@ -87,7 +87,7 @@ static double stepped_log2(double x) {
     int e;
     double m = 2 * frexp(x, &e);  // in [1, 2)
     int i = (int)floor((m - 1) * 256);
-    double step = i == 0 ? 0 : floor(256 * log2(1 + (i + 0.5) / 256) + 15.0 / 32);
+    double step = i == 0 ? 0 : fmin(floor(256 * log2(1 + (i + 0.5) / 256) + 15.0 / 32), 255);
     return e - 1 + step / 256;
 }
 

@@ -152,8 +152,8 @@ def _approx_length(v: list[Fraction]) -> Fraction:
 
 def mip_log2(x: Fraction) -> Fraction | None:
     """log2 in 1/256 steps: exponent plus, for mantissa interval i = floor((m - 1) 256), the log2
-    of the interval's middle rounded to 1/256 (a fraction up to 17/32 rounds down; interval 0
-    gives 0). None for x <= 0 (no footprint)."""
+    of the interval's middle rounded to 1/256 (a fraction up to 17/32 rounds down; at most 255/256;
+    interval 0 gives 0). None for x <= 0 (no footprint)."""
     if x <= 0:
         return None
     exponent = 0
@@ -162,7 +162,7 @@ def mip_log2(x: Fraction) -> Fraction | None:
     while x < 1:
         x, exponent = x * 2, exponent - 1
     i = math.floor((x - 1) * 256)
-    step = 0 if i == 0 else math.floor(MIP_STEPS * math.log2(1 + (i + 0.5) / 256) + 15 / 32)
+    step = 0 if i == 0 else min(math.floor(MIP_STEPS * math.log2(1 + (i + 0.5) / 256) + 15 / 32), 255)
     return exponent + Fraction(step, MIP_STEPS)
 
 

@@ -35,8 +35,10 @@ LOD_SLOT, DPDX_SLOT, DPDY_SLOT = 4, 4, 8  # argument slots of tex.level's LOD an
 LOD_STEPS = 256  # the LOD's fixed point: 8 fractional bits
 GRADIENT_BITS = 9  # fractional mantissa bits a gradient component keeps (truncated)
 # log2(1 + i/256) in 1/256 for the mantissa interval [i, i + 1)/256: the value at its middle,
-# rounded (fractions up to 17/32 down); interval 0 gives 0, so a power of two has an integer LOD
-LOG2_TABLE = np.array([0] + [math.floor(LOD_STEPS * math.log2(1 + (i + 0.5) / 256) + 15 / 32) for i in range(1, 256)])
+# rounded (fractions up to 17/32 down), at most 255; interval 0 gives 0, so a power of two has
+# an integer LOD
+LOG2_TABLE = np.array([0] + [min(math.floor(LOD_STEPS * math.log2(1 + (i + 0.5) / 256) + 15 / 32), 255)
+                             for i in range(1, 256)])
 AXIS_WEIGHTS = (1.0, 11 / 32, 1 / 4)  # a vector's length: its components, longest first, weighted
 DIAGONAL = 11 / 16  # weight of |dx + dy| and |dx - dy| against |dx| and |dy|
 MAX_ANISOTROPY = 16
