@@ -94,7 +94,7 @@ def mma_instance(mods: tuple[str, ...], refused: str | None = None, target: str 
                 if trial == 2 and "s8" in (atype, btype):
                     a, b = (-a, b) if atype == "s8" else (a, -b)
             out = np.zeros((32, regs["d"][0]), np.uint32 if regs["d"][1] == 32 else np.uint64)
-            module.launch(kname, (1,), (32,), [model.pack(a, shape, "a", atype).ravel(),
+            module.launch(kname, (1, 1, 1), (32, 1, 1), [model.pack(a, shape, "a", atype).ravel(),
                                                model.pack(b, shape, "b", btype).ravel(),
                                                model.pack(c, shape, "c", ctype).ravel(), out.ravel()])
             got = model.unpack(out.reshape(32, -1), shape, dtype)
@@ -136,7 +136,7 @@ def quad_instance(mods: tuple[str, ...]) -> Instance:
         a, b = _values(rng, (4, 8, 4), "f16"), _values(rng, (4, 4, 8), "f16")
         c = _values(rng, (4, 8, 8), ctype)
         out = np.zeros((32, regs["d"]), np.uint32)
-        module.launch(kname, (1,), (32,), [model.quad_pack(a, "a", alayout, "f16").ravel(),
+        module.launch(kname, (1, 1, 1), (32, 1, 1), [model.quad_pack(a, "a", alayout, "f16").ravel(),
                                            model.quad_pack(b, "b", blayout, "f16").ravel(),
                                            model.quad_pack(c, "c", ctype, ctype).ravel(), out.ravel()])
         got = model.quad_unpack(out, dtype)
@@ -252,7 +252,7 @@ def ldst_instance(opcode: str, mods: tuple[str, ...], refused: str | None = None
         if opcode == "stmatrix":
             regs = rng.integers(0, 1 << 32, (32, count), dtype=np.uint64).astype(np.uint32)
             mem[:] = 0
-        module.launch(kname, (1,), (32,), [mem, regs.ravel()])
+        module.launch(kname, (1, 1, 1), (32, 1, 1), [mem, regs.ravel()])
         stored = mem.view(np.uint16).reshape(4, 8, 8)
         for m in range(count):
             layout = (stored if opcode == "stmatrix" else mats)[m]
@@ -273,11 +273,11 @@ def movmatrix_instance() -> Instance:
     def check(module, kname: str) -> None:
         x = _rng(kname).integers(0, 1 << 16, (8, 8)).astype(np.uint16)
         regs = model.fragment_8x8(x)
-        module.launch(kname, (1,), (32,), [np.zeros(8, np.uint8), regs])
+        module.launch(kname, (1, 1, 1), (32, 1, 1), [np.zeros(8, np.uint8), regs])
         want = model.fragment_8x8(x.T)
         assert (regs == want).all(), f"lanes {np.flatnonzero(regs != want).tolist()} differ"
 
-    return Instance(mods, name, entry, check)
+    return Instance(mods, name, entry, check, target=TARGET)
 
 
 def instances(tf: TargetForm) -> list[Instance]:
@@ -378,7 +378,7 @@ def wmma_instance(opcode: str, config: str, operand: str) -> Instance:
         a, b = _values(rng, (16, 16), ab), _values(rng, (16, 16), ab)
         c = _values(rng, (16, 16), ct)
         out = np.zeros(16 * pitch, np.uint16 if dt == "f16" else np.uint32)
-        module.launch(kname, (1,), (32,), [store(a, "a"), store(b, "b"), store(c, "c"), out])
+        module.launch(kname, (1, 1, 1), (32, 1, 1), [store(a, "a"), store(b, "b"), store(c, "c"), out])
         raw = model.from_bits(out.astype(np.uint64), dt).reshape(16, pitch)
         got = raw[:, :16] if ld == "row" else raw[:, :16].T
         want = a @ b + c
