@@ -11,7 +11,7 @@ from .ast import (
     SCALAR_TYPES, Addr, ArgList, Block, Directive, Function, Imm, Instruction, Label, Module, Not,
     PredOut, Reg, Sink, Sym, Variable, Vec,
 )
-from .errors import PtxError
+from .errors import CUDA_ERROR_NOT_SUPPORTED, PtxError
 from .source import Source
 
 # Special registers (without `%`); vector ones take .x/.y/.z (and .w for some).
@@ -51,6 +51,12 @@ _ROLES: dict[str, tuple[str, ...]] = {
 }
 # Instructions whose register may be wider than the instruction type (PTX's relaxed rule).
 _RELAXED = frozenset(("ld", "st", "cvt", "ldu"))
+
+
+# suq queries with which NVIDIA's driver refuses the whole module with CUDA_ERROR_NOT_SUPPORTED,
+# JIT and ptxas cubin alike, though the PTX manual lists them (an H100, driver 580.159.04:
+# tests/hardware/golden/ptx_forms_probe.txt); txq's same fields load. Refused the same way here.
+NVIDIA_REFUSED_SUQ = frozenset({"channel_order", "channel_data_type", "memory_layout", "array_size"})
 
 
 def _sm_number(target: tuple[str, ...]) -> int | None:
@@ -344,6 +350,11 @@ class Checker:
         if plan is None:
             plan = self.plans[key] = self.plan(insn)
         verdict, roles, wants, accepts = plan
+        if insn.opcode == "suq" and NVIDIA_REFUSED_SUQ.intersection(insn.mods):
+            refused = self.src.error_at(insn.pos, f"suq.{'.'.join(insn.mods)}: NVIDIA's driver does not load "
+                                                  "modules with this surface query (CUDA_ERROR_NOT_SUPPORTED)")
+            refused.cu_result = CUDA_ERROR_NOT_SUPPORTED
+            self.errors.append(refused)
         if verdict:
             self.error(insn.pos, verdict)
             if "(module " not in verdict:  # gated forms are still checked further

@@ -6,6 +6,8 @@ from __future__ import annotations
 CUDA_ERROR_INVALID_PTX = 218
 # CUDA_ERROR_UNSUPPORTED_PTX_VERSION: a `.version` newer than the driver accepts.
 CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222
+# CUDA_ERROR_NOT_SUPPORTED: valid PTX that NVIDIA's driver nevertheless refuses to load.
+CUDA_ERROR_NOT_SUPPORTED = 801
 
 
 class PtxError(Exception):
@@ -38,6 +40,7 @@ class PtxErrors(PtxError):
         first = errors[0]
         super().__init__(first.message, first.file, first.line, first.col, first.source_line)
         self.errors = errors
+        self.cu_result = first.cu_result
 
     def __str__(self) -> str:
         return "\n".join(PtxError.__str__(e) for e in self.errors)
