@@ -63,7 +63,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("ptx", nargs="?", help="PTX file (default: 96 generated trivial kernels)")
     ap.add_argument("--opt", type=int, help="optimiser level (default: what the pipeline picks)")
-    ap.add_argument("--codegen", type=int, help="back-end level (default: the optimiser level)")
+    ap.add_argument("--codegen", type=int, help="back-end level (default: what the pipeline picks)")
     ap.add_argument("--setp", type=int, help="compile the conformance harness's kernel of this many setp ops")
     ap.add_argument("--parallel", action="store_true", help="split (parallel code generation) against whole, wall clock")
     a = ap.parse_args()
@@ -82,12 +82,10 @@ def main() -> None:
     t3 = clock()
     lines = ir_text.count("\n")
     level = a.opt if a.opt is not None else cpu_target.opt_level(lines)
-    tuning = llvm.PipelineTuningOptions(speed_level=level)
-    tuning.loop_vectorization = tuning.slp_vectorization = level == 3
-    pb = llvm.create_pass_builder(target_machine(level), tuning)
-    pb.getModulePassManager().run(mod, pb)
+    cpu_target.optimise(mod, level)
     t4 = clock()
-    obj = target_machine(level if a.codegen is None else a.codegen).emit_object(mod)
+    cpu_target.set_backend_options()
+    obj = target_machine(min(level, cpu_target.CODEGEN_LEVEL) if a.codegen is None else a.codegen).emit_object(mod)
     t5 = clock()
     print(f"parse {t1 - t0:.2f} s | lower {t2 - t1:.2f} s ({len(ir_text) / 1e6:.1f} MB, {lines} lines) | "
           f"parse IR {t3 - t2:.2f} s | opt O{level} {t4 - t3:.2f} s | codegen {t5 - t4:.2f} s "

@@ -4,7 +4,10 @@ generation choices live here; pipeline.py calls them through the `Target` interf
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import llvmlite.binding as llvm
 
@@ -31,10 +34,18 @@ SPLIT_IR_LINES = int(os.environ.get("ZLUDA_SPLIT_IR_LINES", 20_000))
 # and the kernels ran as fast. (The basic register allocator would halve code generation
 # time again, but its spills made saxpy and fma64 run 2.5x slower.)
 CODEGEN_LEVEL = 1
+# LLVM back-end options (process-wide), picked by measurement (docs/cpu_target.md, "Compile
+# time"). CodeGenPrepare restarts its walk over a function after each change to the dominator
+# tree unless the function counts as huge, which made it quadratic in blocks (38 % of LLVM time
+# on a 50k-line cub kernel); every function counts as huge here, so it revisits changed blocks
+# only. The greedy register allocator's region growing gets a tenth of its default budget: 20-30 %
+# less code generation time on large kernels, and the bench kernels ran as fast.
+BACKEND_OPTIONS = ("-cgpp-huge-func=0", "-grow-region-complexity-budget=1000")
+_options_set = False
 
 
 def opt_level(ir_lines: int) -> int:
-    """O3 with the loop and SLP vectorizers; O1 for very large modules."""
+    """O3 with the loop vectorizer; O1 for very large modules."""
     return 3 if ir_lines < LARGE_IR_LINES else 1
 
 
@@ -42,14 +53,42 @@ def optimise(mod: llvm.ModuleRef, level: int) -> None:
     """The optimiser at `level` for the host CPU (bench/compile.py times it apart from codegen)."""
     tuning = llvm.PipelineTuningOptions(speed_level=level)
     tuning.loop_vectorization = level == 3
-    tuning.slp_vectorization = level == 3
+    # no SLP vectorizer: warp code is vector code already; it took up to 11 % of the optimiser's
+    # time and left every kernel of bench/cuda/suite.cu and cpu_kernels.cu byte-identical
+    tuning.slp_vectorization = False
     pb = llvm.create_pass_builder(target_machine(level), tuning)
     pb.getModulePassManager().run(mod, pb)
 
 
+def set_backend_options() -> None:
+    """BACKEND_OPTIONS, once, at the first code generation (not when a host program imports us)."""
+    global _options_set
+    if not _options_set:
+        for option in BACKEND_OPTIONS:
+            llvm.set_option("zluda", option)
+        _options_set = True
+
+
 def machine_code(mod: llvm.ModuleRef, level: int) -> bytes:
     """Object code of a module optimised at `level` (the back end runs at CODEGEN_LEVEL at most)."""
+    set_backend_options()
     return target_machine(min(level, CODEGEN_LEVEL)).emit_object(mod)
+
+
+@contextmanager
+def no_collection() -> Iterator[None]:
+    """Python's cyclic garbage collector paused: lowering allocates hundreds of thousands of IR
+    objects, and each full collection walked them and the module's whole AST again (30 % of a
+    cub kernel's lowering time). At the end one young-generation collection frees the IR that is
+    garbage by then, walking only what was allocated meanwhile."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+            gc.collect(0)
 
 
 class CpuTarget(Target):
@@ -60,6 +99,10 @@ class CpuTarget(Target):
         return f"{target_machine().triple} {llvm.get_host_cpu_name()} {llvm.get_host_cpu_features().flatten()}"
 
     def lower(self, module: ast.Module) -> Lowered:
+        with no_collection():
+            return self._lower(module)
+
+    def _lower(self, module: ast.Module) -> Lowered:
         module = inline_barrier_calls(module)  # a warp function can yield at a barrier; a .func cannot
         tm = target_machine()
         lowering = ModuleLowering(module, tm.triple, str(tm.target_data))
@@ -89,7 +132,11 @@ class CpuTarget(Target):
     def lower_part(self, module: ast.Module, name: str) -> Lowered:
         """The part lowered, then taken apart by `split`, so that a kernel's part only declares
         the module's variables."""
-        lowered = self.lower(part_module(module, name))
+        with no_collection():  # the IR module is garbage once this returns
+            return self._lower_part(module, name)
+
+    def _lower_part(self, module: ast.Module, name: str) -> Lowered:
+        lowered = self._lower(part_module(module, name))
         pieces = split(lowered.module, [k["runner"] for k in lowered.metadata["kernels"].values()])
         if pieces is None:  # parts.whole_reason should have kept such a module whole
             raise UnsupportedError(f"{name}: this module cannot be compiled per kernel")
