@@ -29,8 +29,23 @@ SIZE = 136
 
 # FLAGS bits
 LINEAR_FILTER, NORMALIZED_COORDS, FLOAT_RESULT, LINEAR_MEMORY, SIGNED, FLOAT_FORMAT, PITCH_LINEAR = 1, 2, 4, 8, 16, 32, 64
+CUBEMAP = 128  # LAYERS counts 2-D faces, 6 per cube
 TEXTURE_MAGIC, SURFACE_MAGIC = 0x54584F42, 0x53555246  # which kind of object the block describes
 WRAP, CLAMP, MIRROR, BORDER_MODE = 0, 1, 2, 3  # CUaddress_mode
+# A handle is the block's address with this tag above it (device addresses are 48-bit; the
+# handle stays below 2^53, exact as a double): istypep reads the magic word only through a
+# tagged handle, so that 0 or a stray integer is not an object instead of a fault. Released
+# blocks stay allocated with a zero magic word.
+HANDLE_TAG, TAG_SHIFT = 0x1A, 48
+ADDRESS_MASK = (1 << TAG_SHIFT) - 1
+
+
+def handle(address: int) -> int:
+    return address | HANDLE_TAG << TAG_SHIFT
+
+
+def address(handle: int) -> int:
+    return handle & ADDRESS_MASK
 
 _FORMATS = {0x01: (1, False, False), 0x02: (2, False, False), 0x03: (4, False, False), 0x08: (1, True, False),
             0x09: (2, True, False), 0x0A: (4, True, False), 0x10: (2, True, True), 0x20: (4, True, True)}
@@ -45,6 +60,7 @@ class ImageLike(Protocol):
     depth: int
     layers: int
     pitch: int
+    cubemap: bool
     linear_memory: bool
 
 
@@ -64,7 +80,9 @@ def float_result(fmt: int, read_integer: bool) -> bool:
 
 def effective_modes(image: ImageLike, sampler: SamplerLike) -> tuple[int, int, int]:
     """The address modes fetches apply (the CPU target's rule): linear memory reads 0 outside,
-    wrap and mirror need normalized coordinates and otherwise clamp."""
+    wrap and mirror need normalized coordinates and otherwise clamp; a cubemap's faces clamp."""
+    if image.cubemap:
+        return (CLAMP,) * 3
     if image.linear_memory:
         return (BORDER_MODE,) * 3
     if sampler.normalized:
@@ -81,6 +99,7 @@ def pack(image: ImageLike, sampler: SamplerLike | None) -> bytes:
     layer_stride = slice_ * max(image.depth, 1)
     flags = (SIGNED if signed else 0) | (FLOAT_FORMAT if is_float else 0) | (LINEAR_MEMORY if image.linear_memory else 0)
     flags |= PITCH_LINEAR if image.linear_memory or image.pitch else 0
+    flags |= CUBEMAP if image.cubemap else 0
     modes, border, scale, given = (CLAMP,) * 3, (0.0,) * 4, 0.0, (0, 0, 0)
     integer_type = True  # txq/suq's channel data type: a surface reads integers
     if sampler is not None:

@@ -38,8 +38,8 @@ CONST_AS = 4
 # No effect on this target, or only a performance hint.
 NO_OPS = {"prefetch", "prefetchu", "pmevent", "discard", "applypriority", "createpolicy", "griddepcontrol",
           "setmaxnreg", "nanosleep"}
-# Refused until a later issue adds them: textures, surfaces and the tensor cores.
-REFUSED = {"istypep", "mma", "wmma", "wgmma",
+# Refused until a later issue adds them: the tensor cores.
+REFUSED = {"mma", "wmma", "wgmma",
            "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "tensormap"}
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
 # v5 implicit kernel arguments (offsets from llvm.amdgcn.implicitarg.ptr).

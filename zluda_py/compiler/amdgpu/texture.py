@@ -8,9 +8,9 @@ normalized coordinates truncated to 24 fractional bits and scaled in f64, point 
 texel floor(x), address modes on texel indices, channel values in f64 (normalized-float reads
 max(t / max, -1)), the result rounded once to f32 or truncated to a 32-bit integer.
 
-Implemented: tex (.1d/.2d/.3d/.a1d/.a2d/.2dms/.a2dms, also .level/.grad at level 0, f32 or s32 coordinates,
-f32/s32/u32/f16/f16x2 results, point and linear filtering), tld4 (.2d/.a2d), every txq/suq query,
-suld.b/sust.b/sured (.trap/.clamp/.zero). Every other form is refused by name; the HIP backend refuses
+Implemented: tex (.1d/.2d/.3d/.a1d/.a2d/.2dms/.a2dms/.cube/.acube, also .level/.grad at level 0, f32 or s32 coordinates,
+f32/s32/u32/f16/f16x2 results, point and linear filtering), tld4 (.2d/.a2d/.cube/.acube), every txq/suq query,
+suld.b/sust.b/sust.p/sured (.trap/.clamp/.zero), istypep. Every other form is refused by name; the HIP backend refuses
 objects this lowering cannot sample (docs/amdgpu.md). An object of the wrong kind (its magic word) or a .trap access outside a surface faults with a
 load from address 0 (CUDA reports 700 for both; a trap would be 719).
 """
@@ -27,8 +27,11 @@ I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType
 F32, F64 = ir.FloatType(), ir.DoubleType()
 GLOBAL = ir.PointerType(addrspace=1)
 GEOMETRY = {"1d": (1, False), "2d": (2, False), "3d": (3, False), "a1d": (1, True), "a2d": (2, True),  # dims, layered
-            "2dms": (2, False), "a2dms": (2, True)}  # multisample: a sample number follows the layer
+            "2dms": (2, False), "a2dms": (2, True),  # multisample: a sample number follows the layer
+            "cube": (3, False), "acube": (3, True)}  # a direction; an array of cubes
+CUBES = ("cube", "acube")
 COORD_SCALE = float(1 << 24)  # cpu/texture.py COORD_BITS
+HALF_ALIGN_BITS = 14  # cpu/texture.py: half texels aligned to 2^(E - 14) before they blend
 UNSUPPORTED = "textures, surfaces: this form is not supported on AMDGPU yet"
 
 
@@ -50,7 +53,7 @@ class TextureMixin:
         """The descriptor pointer of the instruction's object, checked to be of the right kind."""
         if not isinstance(handle, ast.Reg):
             raise unsupported(inst, f"{UNSUPPORTED} (texture and surface references)")
-        desc = self.b.inttoptr(self.read(handle, "u64"), GLOBAL)
+        desc = self.b.inttoptr(self.b.and_(self.read(handle, "u64"), _i64(D.ADDRESS_MASK)), GLOBAL)
         self._fault_unless(self.b.icmp_unsigned("==", self._field(desc, D.MAGIC, I32), ir.Constant(I32, magic)))
         return desc
 
@@ -150,10 +153,10 @@ class TextureMixin:
             out.append(b.select(inside, phi, border))
         return out
 
-    def _layer(self, desc: ir.Value, value: ir.Value) -> ir.Value:
-        """A u32 array index clamped to the last layer."""
+    def _layer(self, desc: ir.Value, value: ir.Value, per: int = 1) -> ir.Value:
+        """A u32 array index clamped to the last layer (of `per` 2-D layers each)."""
         b = self.b
-        last = b.sub(self._u32_field(desc, D.LAYERS), _i64(1))
+        last = b.sub(b.udiv(self._u32_field(desc, D.LAYERS), _i64(per)), _i64(1))
         last = b.select(b.icmp_signed("<", last, _i64(0)), _i64(0), last)
         return b.select(b.icmp_unsigned(">", value, last), last, value)
 
@@ -164,7 +167,7 @@ class TextureMixin:
         ok = b.and_(b.fcmp_ordered(">=", f, _f64(-2.0 ** 63)), b.fcmp_ordered("<", f, _f64(2.0 ** 63)))
         return b.select(ok, b.fptosi(f, I64), _i64(-(1 << 63)))
 
-    def _texel_space(self, desc: ir.Value, flags: ir.Value, axis: int, u: ir.Value) -> ir.Value:
+    def _texel_space(self, desc: ir.Value, normalized: ir.Value, axis: int, u: ir.Value) -> ir.Value:
         """A coordinate in texel units: normalized ones truncated to 24 fractional bits, then
         scaled by the size (the height counts as 1 when 0)."""
         b = self.b
@@ -173,7 +176,45 @@ class TextureMixin:
             size = b.select(b.icmp_unsigned("==", size, _i64(0)), _i64(1), size)
         fixed = self.call_intrinsic("llvm.floor.f64", F64, [b.fmul(u, _f64(COORD_SCALE))])
         scaled = b.fmul(b.fdiv(fixed, _f64(COORD_SCALE)), b.uitofp(size, F64))
-        return b.select(self._has(flags, D.NORMALIZED_COORDS), scaled, u)
+        return b.select(normalized, scaled, u)
+
+    def _cube_face(self, x: ir.Value, y: ir.Value, z: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(face, s, t) of an f32 direction, the programming guide's cubemap table: the major
+        axis picks the face (z before y before x on ties, as the CPU model measured), s and t
+        are (sc / ma + 1) / 2 in f32."""
+        b = self.b
+        fabs = lambda v: self.call_intrinsic("llvm.fabs.f32", F32, [v])  # noqa: E731
+        ax, ay, az = fabs(x), fabs(y), fabs(z)
+        on_z = b.and_(b.fcmp_ordered(">=", az, ax), b.fcmp_ordered(">=", az, ay))
+        on_y = b.and_(b.not_(on_z), b.fcmp_ordered(">=", ay, ax))
+        on_x = b.not_(b.or_(on_z, on_y))
+        zero = ir.Constant(F32, 0.0)
+        xp, yp, zp = (b.fcmp_ordered(">=", v, zero) for v in (x, y, z))
+        pick = lambda vx, vy, vz: b.select(on_x, vx, b.select(on_y, vy, vz))  # noqa: E731
+        face = pick(b.select(xp, _i64(0), _i64(1)), b.select(yp, _i64(2), _i64(3)), b.select(zp, _i64(4), _i64(5)))
+        sc = pick(b.select(xp, b.fneg(z), z), x, b.select(zp, x, b.fneg(x)))
+        tc = pick(b.fneg(y), b.select(yp, z, b.fneg(z)), b.fneg(y))
+        ma = pick(ax, ay, az)
+        one, two = ir.Constant(F32, 1.0), ir.Constant(F32, 2.0)
+        s, t = (b.fdiv(b.fadd(b.fdiv(c, ma), one), two) for c in (sc, tc))
+        return face, s, t
+
+    def _spatial(self, desc: ir.Value, flags: ir.Value, geom: str, elems: list[ast.Operand]) -> tuple[list[ir.Value], ir.Value]:
+        """(f64 coordinates in texel units, the 2-D layer) of a fetch with f32 coordinates; a
+        cube's direction picks a face, a layer of its cube's six, addressed with normalized
+        coordinates (the descriptor of a cubemap clamps)."""
+        b = self.b
+        dims, layered = GEOMETRY[geom]
+        first = int(layered) + geom.endswith("ms")  # the objects hold one sample, which every number reads
+        floats = [b.bitcast(self.read(c, "f32"), F32) for c in elems[first:first + dims]]
+        index = b.zext(self.read(elems[0], "u32"), I64) if layered else _i64(0)
+        if geom not in CUBES:
+            normalized = self._has(flags, D.NORMALIZED_COORDS)
+            layer = self._layer(desc, index) if layered else index
+            return [self._texel_space(desc, normalized, axis, b.fpext(f, F64)) for axis, f in enumerate(floats)], layer
+        face, s, t = self._cube_face(*floats)
+        layer = b.add(b.mul(self._layer(desc, index, 6), _i64(6)), face)
+        return [self._texel_space(desc, ir.Constant(I1, 1), axis, b.fpext(v, F64)) for axis, v in enumerate((s, t))], layer
 
     def _footprint(self, desc: ir.Value, us: list[ir.Value], clamp_edges: bool) -> tuple[list[ir.Value], list[ir.Value]]:
         """Per axis the lower texel of the filter footprint and the upper one's weight (of 256):
@@ -198,12 +239,11 @@ class TextureMixin:
         """Linear filtering, the CPU model's steps (cpu/texture.py sample, _footprint,
         _corner_weights): per axis x - 0.5 held with 8 fractional bits (clamp axes first clamped
         to the edge texels' centres), integer corner weights in 1/256, the corners summed in f64
-        in the model's order; 8-bit unorm texels blend as 16-bit unorm. A 1-D fetch of an image of
-        height 0 filters as 2-D at y = 0, except linear memory; the others filter on x alone (here:
-        y weight 0, the second row left out). Half-float texels fault: the backend refuses them."""
+        in the model's order; 8-bit unorm texels blend as 16-bit unorm, half floats as the
+        model's _half_blend. A 1-D fetch of an image of height 0 filters as 2-D at y = 0, except
+        linear memory; the others filter on x alone (here: y weight 0, the second row left out)."""
         b = self.b
         item = self._field(desc, D.ITEM, I32)
-        self._fault_unless(b.not_(b.and_(self._has(flags, D.FLOAT_FORMAT), b.icmp_unsigned("==", item, ir.Constant(I32, 2)))))
         sizes = [self._u32_field(desc, D.WIDTH), self._u32_field(desc, D.HEIGHT), self._u32_field(desc, D.DEPTH)]
         one_axis = ir.Constant(I1, 0)  # a 1-D fetch the model filters on x alone
         if len(us) == 1:
@@ -221,22 +261,77 @@ class TextureMixin:
             w3 = rnd(b.mul(upper_x, c))
             w0 = rnd(b.mul(lower_x, b.sub(_i64(256), c)))
             weights += [(z | 3, w3), (z | 1, b.sub(upper_x, w3)), (z, w0), (z | 2, b.sub(lower_x, w0))]
-        unorm8 = b.and_(b.icmp_unsigned("==", item, ir.Constant(I32, 1)), b.not_(self._has(flags, D.SIGNED)))
-        totals = [_f64(0.0)] * 4
+        corners = []  # (weight, the texel's channels, left out)
         for corner, weight in weights:
             idx = [b.add(low, _i64(corner >> axis & 1)) for axis, low in enumerate(lows)]
-            texel = self._texel(desc, idx, layer)
-            w = b.sitofp(weight, F64)
             skip = b.and_(one_axis, ir.Constant(I1, corner >> 1 & 1))  # the row the 1-D rule has not
+            corners.append((b.sitofp(weight, F64), self._texel(desc, idx, layer), skip))
+        is_half = b.and_(self._has(flags, D.FLOAT_FORMAT), b.icmp_unsigned("==", item, ir.Constant(I32, 2)))
+        plain_block, half_block = self.llfn.append_basic_block("tex.blend"), self.llfn.append_basic_block("tex.half")
+        done = self.llfn.append_basic_block("tex.blended")
+        b.cbranch(is_half, half_block, plain_block)
+        b.position_at_end(plain_block)
+        unorm8 = b.and_(b.icmp_unsigned("==", item, ir.Constant(I32, 1)), b.not_(self._has(flags, D.SIGNED)))
+        totals = [_f64(0.0)] * 4
+        for w, texel, skip in corners:
             for ch, value in enumerate(texel):
                 wide = self.call_intrinsic("llvm.rint.f64", F64, [b.fmul(value, _f64(65535.0))])
-                total = b.fadd(totals[ch], b.fmul(w, b.select(unorm8, wide, value)))
-                totals[ch] = b.select(skip, totals[ch], total)
-        out = []
+                totals[ch] = b.select(skip, totals[ch], b.fadd(totals[ch], b.fmul(w, b.select(unorm8, wide, value))))
+        plain = []
         for total in totals:
-            plain = b.fdiv(total, _f64(256.0))
-            rounded = self.call_intrinsic("llvm.floor.f64", F64, [b.fadd(plain, _f64(0.5))])
-            out.append(b.select(unorm8, b.fdiv(rounded, _f64(65535.0)), plain))
+            value = b.fdiv(total, _f64(256.0))
+            rounded = self.call_intrinsic("llvm.floor.f64", F64, [b.fadd(value, _f64(0.5))])
+            plain.append(b.select(unorm8, b.fdiv(rounded, _f64(65535.0)), value))
+        plain_end = b.block
+        b.branch(done)
+        b.position_at_end(half_block)
+        halves = self._half_blend(corners)
+        half_end = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        out = []
+        for p, h in zip(plain, halves):
+            phi = b.phi(F64)
+            phi.add_incoming(p, plain_end)
+            phi.add_incoming(h, half_end)
+            out.append(phi)
+        return out
+
+    def _exponent(self, v: ir.Value) -> ir.Value:
+        """numpy's frexp(v)[1] - 1 of an f64 that is normal, 0 (-1000, as the model puts it),
+        infinite or NaN (-1): the unbiased exponent field."""
+        b = self.b
+        field = b.and_(b.lshr(b.bitcast(v, I64), _i64(52)), _i64(0x7FF))
+        value = b.select(b.icmp_unsigned("==", field, _i64(0x7FF)), _i64(-1), b.sub(field, _i64(1023)))
+        return b.select(b.fcmp_unordered("==", v, _f64(0.0)), _i64(-1000), value)
+
+    def _power_of_two(self, e: ir.Value) -> ir.Value:
+        """2.0 ** e for e in f64's normal range."""
+        return self.b.bitcast(self.b.shl(self.b.add(e, _i64(1023)), _i64(52)), F64)
+
+    def _half_blend(self, corners: list[tuple[ir.Value, list[ir.Value], ir.Value]]) -> list[ir.Value]:
+        """The CPU model's _half_blend (measured on NVIDIA H200): the texels of nonzero weight
+        aligned to the largest one's exponent E, truncated toward 0 to multiples of 2^(E - 14),
+        blended exactly, the result rounded to a half's precision, ties away from zero."""
+        b = self.b
+        out = []
+        for ch in range(4):
+            top = _i64(-1000)
+            for w, texel, skip in corners:
+                counts = b.and_(b.not_(skip), b.fcmp_ordered("!=", w, _f64(0.0)))
+                e = self._exponent(texel[ch])
+                top = b.select(b.and_(counts, b.icmp_signed(">", e, top)), e, top)
+            quantum = self._power_of_two(b.sub(top, _i64(HALF_ALIGN_BITS)))
+            total = _f64(0.0)
+            for w, texel, skip in corners:
+                kept = b.fmul(b.fmul(w, self.call_intrinsic("llvm.trunc.f64", F64, [b.fdiv(texel[ch], quantum)])), quantum)
+                total = b.select(skip, total, b.fadd(total, kept))
+            total = b.fdiv(total, _f64(256.0))
+            e = self._exponent(total)
+            ulp = self._power_of_two(b.select(b.icmp_signed(">", b.sub(e, _i64(10)), _i64(-24)), b.sub(e, _i64(10)), _i64(-24)))
+            magnitude = b.fmul(self.call_intrinsic("llvm.floor.f64", F64, [b.fadd(b.fdiv(
+                self.call_intrinsic("llvm.fabs.f64", F64, [total]), ulp), _f64(0.5))]), ulp)
+            out.append(self.call_intrinsic("llvm.copysign.f64", F64, [magnitude, total]))
         return out
 
     # ------------------------------------------------------------------ tex
@@ -258,14 +353,12 @@ class TextureMixin:
         flags = self._field(desc, D.FLAGS, I32)
         dims, layered = GEOMETRY[geom]
         elems = _elems(a.extra[0])
-        layer = self._layer(desc, b.zext(self.read(elems[0], "u32"), I64)) if layered else _i64(0)
-        first = int(layered) + geom.endswith("ms")  # the objects hold one sample, which every number reads
-        coords = elems[first:first + dims]
         if ctype == "s32":
-            values = self._texel(desc, [b.sext(self.read(c, "s32"), I64) for c in coords], layer)
+            layer = self._layer(desc, b.zext(self.read(elems[0], "u32"), I64)) if layered else _i64(0)
+            first = int(layered) + geom.endswith("ms")  # the objects hold one sample, which every number reads
+            values = self._texel(desc, [b.sext(self.read(c, "s32"), I64) for c in elems[first:first + dims]], layer)
         else:
-            us = [self._texel_space(desc, flags, axis, b.fpext(b.bitcast(self.read(c, "f32"), F32), F64))
-                  for axis, c in enumerate(coords)]
+            us, layer = self._spatial(desc, flags, geom, elems)
             point, linear = self.llfn.append_basic_block("tex.point"), self.llfn.append_basic_block("tex.linear")
             done = self.llfn.append_basic_block("tex.fetched")
             b.cbranch(self._has(flags, D.LINEAR_FILTER), linear, point)
@@ -306,17 +399,13 @@ class TextureMixin:
         """tld4: channel `comp` of the four texels bilinear filtering would blend (unclamped
         footprint), in the order (i, j+1), (i+1, j+1), (i+1, j), (i, j)."""
         d, a, *rest = inst.operands
-        geom = next((m for m in inst.mods if m in ("2d", "a2d")), None)
+        geom = next((m for m in inst.mods if m in ("2d", "a2d", "cube", "acube")), None)
         if geom is None or rest or not isinstance(a, ast.Addr) or len(a.extra) != 1:
             raise unsupported(inst, UNSUPPORTED)
-        b = self.b
         desc = self._desc(inst, a.base, D.TEXTURE_MAGIC)
         flags = self._field(desc, D.FLAGS, I32)
-        elems = _elems(a.extra[0])
-        layered = geom == "a2d"
-        layer = self._layer(desc, b.zext(self.read(elems[0], "u32"), I64)) if layered else _i64(0)
-        us = [self._texel_space(desc, flags, axis, b.fpext(b.bitcast(self.read(c, "f32"), F32), F64))
-              for axis, c in enumerate(elems[int(layered):int(layered) + 2])]
+        us, layer = self._spatial(desc, flags, geom, _elems(a.extra[0]))
+        b = self.b
         (i, j), _ = self._footprint(desc, us, False)
         comp = "rgba".index(inst.mods[0])
         values = [self._texel(desc, [b.add(i, _i64(dx)), b.add(j, _i64(dy))], layer)[comp]
@@ -353,7 +442,8 @@ class TextureMixin:
             value = ir.Constant(I32, 0)
         elif what in ("array_size", "normalized_coords", "filter_mode", "memory_layout", "channel_order",
                       "channel_data_type"):
-            value = {"array_size": lambda: self._field(desc, D.LAYERS, I32),
+            layers = lambda: self._field(desc, D.LAYERS, I32)  # noqa: E731  (of a cubemap: its cubes)
+            value = {"array_size": lambda: b.select(self._has(flags, D.CUBEMAP), b.udiv(layers(), ir.Constant(I32, 6)), layers()),
                      "normalized_coords": lambda: flag(D.NORMALIZED_COORDS), "filter_mode": lambda: flag(D.LINEAR_FILTER),
                      "memory_layout": lambda: flag(D.PITCH_LINEAR),
                      "channel_order": lambda: self._field(desc, D.CHANNEL_ORDER, I32),
@@ -366,6 +456,27 @@ class TextureMixin:
 
     op_txq = op_suq = _query
 
+    def op_istypep(self, inst: ast.Instruction) -> None:
+        """istypep: whether the handle names a live object of the kind (texref and samplerref: a
+        texture object, which holds the sampler; surfref: a surface object). Only a handle with
+        the backend's tag has its block read (texdesc.HANDLE_TAG); a released one reads magic 0."""
+        d, a = inst.operands
+        if not isinstance(a, ast.Reg):
+            raise unsupported(inst, f"{UNSUPPORTED} (texture and surface references)")
+        b = self.b
+        value = self.read(a, "u64")
+        tagged = b.icmp_unsigned("==", b.lshr(value, _i64(D.TAG_SHIFT)), _i64(D.HANDLE_TAG))
+        head = b.block
+        with b.if_then(tagged):
+            desc = b.inttoptr(b.and_(value, _i64(D.ADDRESS_MASK)), GLOBAL)
+            magic = self._field(desc, D.MAGIC, I32)
+            read = b.block
+        phi = b.phi(I32)
+        phi.add_incoming(magic, read)
+        phi.add_incoming(ir.Constant(I32, 0), head)
+        wanted = D.SURFACE_MAGIC if inst.mods[0] == "surfref" else D.TEXTURE_MAGIC
+        self.write(d, b.icmp_unsigned("==", phi, ir.Constant(I32, wanted)), "pred")
+
     # ------------------------------------------------------------------ surfaces
     def _surface(self, inst: ast.Instruction, addr: ast.Addr) -> tuple[ir.Value, ir.Value, int, ir.Value]:
         """(the address of the access, whether it is accessed, component bits, the descriptor) of
@@ -377,7 +488,7 @@ class TextureMixin:
         bits_mod = inst.types[-1] if inst.types else ""
         formatted = inst.mods[0] == "p"
         if (geom is None or mode not in ("trap", "clamp", "zero") or bits_mod[1:] not in ("8", "16", "32", "64")
-                or (formatted and inst.opcode != "sured")):
+                or (formatted and inst.opcode == "suld")):
             raise unsupported(inst, UNSUPPORTED)
         b = self.b
         bits = int(bits_mod[1:])
@@ -391,9 +502,9 @@ class TextureMixin:
         row_bytes = b.mul(self._u32_field(desc, D.WIDTH), element)
         one = lambda v: b.select(b.icmp_signed("<", v, _i64(1)), _i64(1), v)  # noqa: E731
         accessed = _i64(size)
-        if formatted:  # the element's first bytes: inside when the whole element is
+        if formatted:  # the element's first bytes: inside when the whole element is (sust.p: stores it)
             xs[0] = b.mul(xs[0], element)
-            accessed = b.select(b.icmp_signed(">", element, accessed), element, accessed)
+            accessed = element if inst.opcode == "sust" else b.select(b.icmp_signed(">", element, accessed), element, accessed)
         limits = [b.add(b.sub(row_bytes, accessed), _i64(1)), one(self._u32_field(desc, D.HEIGHT)),
                   one(self._u32_field(desc, D.DEPTH))]
         layers = one(self._u32_field(desc, D.LAYERS))
@@ -431,13 +542,44 @@ class TextureMixin:
             phi.add_incoming(ir.Constant(ir.IntType(bits), 0), head)
             self.write(dest, phi, inst.types[-1])
 
+    def _store_formatted(self, desc: ir.Value, address: ir.Value, words: list[ir.Value]) -> None:
+        """sust.p: the words into the texel's first channels, R, G, B, A in order, converted as
+        the CPU model's _format does (f32 data rounded to the float format, s32/u32 data
+        saturated to the integer format); words past the texel's channels are dropped, channels
+        past the words keep their bytes."""
+        b = self.b
+        item, flags = self._field(desc, D.ITEM, I32), self._field(desc, D.FLAGS, I32)
+        signed, is_float = self._has(flags, D.SIGNED), self._has(flags, D.FLOAT_FORMAT)
+        channels = self._field(desc, D.CHANNELS, I32)
+
+        def saturated(word: ir.Value, bits: int) -> ir.Value:
+            lo, hi = ir.Constant(I32, -(1 << bits - 1)), ir.Constant(I32, (1 << bits - 1) - 1)
+            as_signed = b.select(b.icmp_signed("<", word, lo), lo, b.select(b.icmp_signed(">", word, hi), hi, word))
+            top = ir.Constant(I32, (1 << bits) - 1)
+            return b.trunc(b.select(signed, as_signed, b.select(b.icmp_unsigned(">", word, top), top, word)), ir.IntType(bits))
+
+        for c, word in enumerate(words):
+            with b.if_then(b.icmp_unsigned(">", channels, ir.Constant(I32, c))):
+                ptr = b.inttoptr(b.add(address, b.mul(_i64(c), b.zext(item, I64))), GLOBAL)
+                for size in (1, 2, 4):
+                    with b.if_then(b.icmp_unsigned("==", item, ir.Constant(I32, size))):
+                        if size == 4:  # f32, s32 and u32 data are stored as they are
+                            value = word
+                        else:
+                            value = saturated(word, 8 * size)
+                            if size == 2:
+                                half = b.bitcast(b.fptrunc(b.bitcast(word, F32), ir.HalfType()), I16)
+                                value = b.select(is_float, half, value)
+                        b.store(value, ptr, align=1)
+
     def op_sust(self, inst: ast.Instruction) -> None:
         """The lanes store one after another, lowest lane first (a waterfall on readfirstlane), so
         that where accesses overlap the last lane's bytes stay, as in the CPU target's model."""
         a, c = inst.operands
-        address, keep, bits, _ = self._surface(inst, a)
+        address, keep, bits, desc = self._surface(inst, a)
         ptrs = self._components(address, bits, len(_elems(c)))
         values = [self.read(src, inst.types[-1]) for src in _elems(c)]
+        formatted = inst.mods[0] == "p"
         b = self.b
         lane = self.hw_lane()
         loop, turn, latch, done = (self.llfn.append_basic_block(f"sust.{n}") for n in ("loop", "turn", "latch", "done"))
@@ -447,8 +589,11 @@ class TextureMixin:
         b.cbranch(mine, turn, latch)
         b.position_at_end(turn)  # inside the loop, so that the lanes' turns follow each other
         with b.if_then(keep):
-            for value, ptr in zip(values, ptrs):
-                b.store(value, ptr, align=1)
+            if formatted:
+                self._store_formatted(desc, address, values)
+            else:
+                for value, ptr in zip(values, ptrs):
+                    b.store(value, ptr, align=1)
         b.branch(latch)
         b.position_at_end(latch)  # leave on a copy of `mine` LLVM cannot see through: else it moves the turn after the loop
         leave = b.asm(ir.FunctionType(I32, [I32]), "", "=v,0", [b.zext(mine, I32)], True)
