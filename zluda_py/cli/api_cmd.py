@@ -21,7 +21,6 @@ _REASONS = [
     (r"NvSciSync", "external memory and semaphores (Vulkan/D3D/NvSci interop)"),
     (r"^cuGreenCtx|^cuCtxFromGreenCtx|DevResource|^cuDevSmResource|^cuStreamGetGreenCtx",
      "green contexts (SM partitions)"),
-    (r"^cuStream(Wait|Write)Value|BatchMemOp", "stream memory operations (waits and writes on device words)"),
     (r"^cuMulticast", "multicast objects (NVLink multi-GPU)"),
     (r"^cuTensorMap", "tensor maps (the TMA unit; cp.async.bulk.tensor is refused too)"),
     (r"^cuCheckpoint", "process checkpointing"),

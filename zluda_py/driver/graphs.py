@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Iterable
 
-from . import context as ctxs, device as devices
+from . import context as ctxs, device as devices, memops
 from .api import entry
 from ..cdata import addr, ffi, read_bytes, store, store_ptr
 from ..curesult import (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED,
@@ -410,13 +410,14 @@ def _work_of(params) -> Callable[[], None]:
         return _mem_alloc_work(params.alloc)
     if t == MEM_FREE:
         return MemFree(params.free.dptr)
+    if t == BATCH_MEM_OP:
+        return memops.node_work(ffi.cast("CUDA_BATCH_MEM_OP_NODE_PARAMS *", ffi.addressof(params, "reserved1")))
     return _refused(t)
 
 
 def _refused(t: int):
     reason = {CONDITIONAL: "conditional nodes (their bodies run from device-side condition handles)",
-              EXT_SEMAS_SIGNAL: "external semaphores", EXT_SEMAS_WAIT: "external semaphores",
-              BATCH_MEM_OP: "stream memory operations"}.get(t)
+              EXT_SEMAS_SIGNAL: "external semaphores", EXT_SEMAS_WAIT: "external semaphores"}.get(t)
     if reason is None:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"graph node type {t}")
     raise CudaError(CUDA_ERROR_NOT_SUPPORTED, f"{reason} are not implemented")
@@ -556,9 +557,15 @@ def cuGraphAddNode(pnode, hgraph, pdeps, count, params):
     cuGraphAddNode_v2(pnode, hgraph, pdeps, ffi.NULL, count, params)
 
 
-@entry("cuGraphAddExternalSemaphoresSignalNode", "cuGraphAddExternalSemaphoresWaitNode", "cuGraphAddBatchMemOpNode")
+@entry("cuGraphAddExternalSemaphoresSignalNode", "cuGraphAddExternalSemaphoresWaitNode")
 def cuGraphAddRefusedNode(pnode, hgraph, pdeps, count, params):
     _refused(EXT_SEMAS_SIGNAL)
+
+
+@entry("cuGraphAddBatchMemOpNode")
+def cuGraphAddBatchMemOpNode(pnode, hgraph, pdeps, count, params):
+    require(params)
+    _add(pnode, hgraph, pdeps, count, lambda: memops.node_work(ffi.cast("CUDA_BATCH_MEM_OP_NODE_PARAMS *", params)))
 
 
 @entry("cuGraphConditionalHandleCreate")
@@ -612,6 +619,18 @@ def cuGraphMemsetNodeGetParams(h, params):
 def cuGraphMemsetNodeSetParams(h, params):
     require(params)
     _node(h, MEMSET).set_work(_memset_work(ffi.cast("CUDA_MEMSET_NODE_PARAMS *", params)))
+
+
+@entry("cuGraphBatchMemOpNodeGetParams")
+def cuGraphBatchMemOpNodeGetParams(h, params):
+    require(params)
+    memops.write_node_params(ffi.cast("CUDA_BATCH_MEM_OP_NODE_PARAMS *", params), _node(h, BATCH_MEM_OP).work)
+
+
+@entry("cuGraphBatchMemOpNodeSetParams")
+def cuGraphBatchMemOpNodeSetParams(h, params):
+    require(params)
+    _node(h, BATCH_MEM_OP).set_work(memops.node_work(ffi.cast("CUDA_BATCH_MEM_OP_NODE_PARAMS *", params)))
 
 
 @entry("cuGraphHostNodeGetParams")
@@ -899,6 +918,12 @@ def cuGraphExecMemcpyNodeSetParams(hexec, h, params, ctx):
 def cuGraphExecMemsetNodeSetParams(hexec, h, params, ctx):
     require(params)
     _exec_node(hexec, h, MEMSET).set_work(_memset_work(ffi.cast("CUDA_MEMSET_NODE_PARAMS *", params)))
+
+
+@entry("cuGraphExecBatchMemOpNodeSetParams")
+def cuGraphExecBatchMemOpNodeSetParams(hexec, h, params):
+    require(params)
+    _exec_node(hexec, h, BATCH_MEM_OP).set_work(memops.node_work(ffi.cast("CUDA_BATCH_MEM_OP_NODE_PARAMS *", params)))
 
 
 @entry("cuGraphExecHostNodeSetParams")
