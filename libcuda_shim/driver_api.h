@@ -115,6 +115,14 @@ CUresult cuMemcpy2DUnaligned_v2(const void *pCopy);
 CUresult cuMemcpy2DAsync_v2(const void *pCopy, CUstream hStream);
 CUresult cuMemcpy3D_v2(const void *pCopy);
 CUresult cuMemcpy3DAsync_v2(const void *pCopy, CUstream hStream);
+/* 1-D CUDA array copies (array_copies.py) */
+CUresult cuMemcpyAtoH_v2(void *dstHost, void *srcArray, size_t srcOffset, size_t ByteCount);
+CUresult cuMemcpyAtoHAsync_v2(void *dstHost, void *srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyHtoA_v2(void *dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount);
+CUresult cuMemcpyHtoAAsync_v2(void *dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, void *srcArray, size_t srcOffset, size_t ByteCount);
+CUresult cuMemcpyDtoA_v2(void *dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount);
+CUresult cuMemcpyAtoA_v2(void *dstArray, size_t dstOffset, void *srcArray, size_t srcOffset, size_t ByteCount);
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N);
 CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N);
 CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N);
