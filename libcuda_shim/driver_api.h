@@ -205,6 +205,14 @@ CUresult cuLibraryUnload(CUlibrary library);
 CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name);
 CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib);
 CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib);
+/* module_queries.py */
+CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod);
+CUresult cuFuncGetParamCount(CUfunction func, size_t *paramCount);
+CUresult cuKernelGetParamCount(CUkernel kernel, size_t *paramCount);
+CUresult cuFuncIsLoaded(int *state, CUfunction function);
+CUresult cuFuncLoad(CUfunction function);
+CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel);
+CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol);
 CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library);
 CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name);
 CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name);
@@ -246,6 +254,12 @@ CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags);
 CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId);
 CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx);
 CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pctx, void **pGreenCtx);
+/* stream_attrs.py: the value is a CUlaunchAttributeValue (64 bytes) */
+CUresult cuStreamGetAttribute(CUstream hStream, int attr, void *value_out);
+CUresult cuStreamSetAttribute(CUstream hStream, int attr, const void *value);
+CUresult cuStreamCopyAttributes(CUstream dst, CUstream src);
+CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent);
+CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent);
 /* stream memory operations (memops.py): v1 and _v2 share the C signature */
 CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, unsigned int value, unsigned int flags);
 CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, unsigned int value, unsigned int flags);

@@ -63,6 +63,10 @@ class LazyModule:
                 self._instance.add_part(built.object_code, built.metadata)
             self.kernels.update((n, self._instance.kernels[n]) for n in todo)
 
+    def is_built(self, name: str) -> bool:
+        """Whether the kernel's code is built (cuFuncIsLoaded)."""
+        return name in self._instance.kernels
+
     def kernel(self, name: str) -> KernelInfo:
         if name not in self._instance.kernels:
             self.build([name])

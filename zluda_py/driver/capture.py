@@ -179,6 +179,11 @@ def wait_event(stream: Stream, event) -> bool:
     return True
 
 
+def is_live(cap: Capture) -> bool:
+    """Whether the capture is still under way."""
+    return cap in _active
+
+
 def check_event(event, what: str) -> None:
     """Querying or waiting on the host for an event recorded in a live capture."""
     if event.captured is not None and event.captured[0] in _active:

@@ -47,6 +47,7 @@ class Context:
         self.sticky_error = 0
         self.lock = threading.Lock()
         self.capturing = 0  # streams in a stream capture (capture.py)
+        self.waits: list[Op] = []  # cuCtxWaitEvent: what all later work of the context waits for
         self.legacy = Stream(self, kind="legacy")
         self.streams: list[Stream] = []  # user streams
         self._per_thread: dict[int, Stream] = {}
@@ -72,13 +73,19 @@ class Context:
             if capture.record(stream, fn, list(extra_deps)):
                 return None
         with self.lock:
-            deps = [op for op in extra_deps if not op.done.is_set()]
+            self.waits = [op for op in self.waits if not op.done.is_set()]
+            deps = [op for op in [*extra_deps, *self.waits] if not op.done.is_set()]
             if stream.kind == "legacy":
                 others = [*self.streams, *self._per_thread.values()]
                 deps += [s.last for s in others if s.blocking and not s.idle()]
             elif stream.blocking and not self.legacy.idle():
                 deps.append(self.legacy.last)
             return stream.submit(fn, deps, inline)
+
+    def wait_for(self, op: Op) -> None:
+        """Make all work submitted to the context from now on wait for op (cuCtxWaitEvent)."""
+        with self.lock:
+            self.waits.append(op)
 
     def synchronize(self) -> None:
         for s in self.all_streams():

@@ -143,8 +143,9 @@ def cuStreamAttachMemAsync(h, dptr, length, flags):
 
 # ---- events ----
 class Event:
-    def __init__(self, flags: int) -> None:
+    def __init__(self, flags: int, ctx=None) -> None:
         self.flags = flags
+        self.ctx = ctx  # the context it was made in (None: opened from another process)
         self.op: Op | None = None
         self.captured = None  # (capture, its nodes) while last recorded in a stream capture
         self.handle = 0
@@ -160,12 +161,12 @@ events: HandleTable[Event] = HandleTable("event", CUDA_ERROR_INVALID_HANDLE)
 @entry("cuEventCreate")
 def cuEventCreate(pevent, flags):
     require(pevent)
-    ctxs.current()
+    ctx = ctxs.current()
     if flags & ~(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"event flags {flags:#x}")
     if flags & CU_EVENT_INTERPROCESS and not flags & CU_EVENT_DISABLE_TIMING:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "interprocess events must disable timing")
-    ev = Event(flags)
+    ev = Event(flags, ctx)
     events.add(ev)
     store_ptr(pevent, ev.handle)
 
