@@ -46,9 +46,10 @@ def test_supported_and_refused_families(rows):
     assert mma["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, c;"]["status"] == "yes"
     assert mma["mma.sync.aligned.m8n8k4.alayout.blayout.dtype.f16.f16.ctype d, a, b, c;"]["status"] == "partial"
     assert mma["mma.sync.aligned.bshape.row.col.s32.b1.b1.s32.bitOp.popc d, a, b, c;"]["status"] == "no"
-    wmma = _forms(rows, "wmma.mma")  # wmma: m16n16k16 .f16/.bf16 only
+    wmma = _forms(rows, "wmma.mma")  # wmma: m16n16k16 (.f16/.bf16/.s8/.u8), m16n16k8 .tf32, m8n8k4 .f64
     assert wmma["wmma.mma.sync.aligned.alayout.blayout.m16n16k16.dtype.ctype d, a, b, c;"]["status"] == "yes"
-    assert wmma["wmma.mma.sync.aligned.alayout.blayout.m16n16k8.f32.tf32.tf32.f32 d, a, b, c;"]["status"] == "no"
+    assert wmma["wmma.mma.sync.aligned.alayout.blayout.m16n16k8.f32.tf32.tf32.f32 d, a, b, c;"]["status"] == "yes"
+    assert wmma["wmma.mma.sync.aligned.alayout.blayout.wshape.dtype.ctype d, a, b, c;"]["status"] == "no"
     for texture in ("tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep"):  # objects (CPU target)
         assert all(r["status"] == "yes" and r["how"] == ["target"] for r in _forms(rows, texture).values()), texture
     assert all(r["status"] == "yes" for r in _forms(rows, "bra").values())

@@ -43,7 +43,7 @@ class MmaForm:
     btype: str
     ctype: str
     satfinite: bool
-    wmma: bool = False  # wmma.mma: our own fragment layout (WMMA_FRAGMENT)
+    wmma: bool = False  # wmma.mma: our own fragment layout (wmma_fragment)
     layouts: str = "row.col"  # .alayout.blayout (only m8n8k4 .f16 takes others)
 
     @property
@@ -68,7 +68,8 @@ class MmaForm:
     def layout(self, operand: str) -> Layout:
         """Operand "a", "b", "c" or "d" (C and D share theirs)."""
         if self.wmma:
-            return WMMA_FRAGMENT
+            rows, cols = {"a": (self.m, self.k), "b": (self.k, self.n)}.get(operand, (self.m, self.n))
+            return wmma_fragment(rows, cols)
         etype = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[operand]
         if self.quad:
             return quad_fragment("c" if operand == "d" else operand, etype, self.layouts)
@@ -78,7 +79,7 @@ class MmaForm:
         """(number of registers, register bits) of an operand's vector expression."""
         etype = {"a": self.atype, "b": self.btype, "c": self.ctype, "d": self.dtype}[operand]
         if self.wmma:
-            return wmma_registers(operand, etype), 32
+            return wmma_registers(operand, etype), 64 if etype == "f64" else 32
         width = 64 if etype == "f64" else 32
         per = width // BITS[etype]
         return -(-len(self.layout(operand)[0]) // per), width
@@ -193,40 +194,78 @@ def matrix_form(inst: ast.Instruction) -> tuple[int, bool]:
     return count, "trans" in mods
 
 
-# wmma (m16n16k16 .f16/.bf16 only): PTX leaves the fragment layout to the implementation; ours
-# gives lane l row l/2, columns 8(l%2) .. 8(l%2)+7 of each 16x16 matrix, elements low to high.
-# An .f16 A or B fragment is eight .f16x2 registers (16 halves) for 8 elements: registers 4-7
-# repeat 0-3. wmma.load/store/mma agree on it, which is all PTX asks.
-WMMA_FRAGMENT: Layout = tuple(tuple((lane // 2, 8 * (lane % 2) + e) for e in range(8)) for lane in range(WARP))
-WMMA_SIZE = 16
+
+# wmma: PTX leaves the fragment layout to the implementation. Ours: an R x C matrix's elements in
+# row-major order, E = R*C/32 consecutive ones per lane (lane l holds elements lE .. lE+E-1), low
+# to high across the registers; a fragment with more register room than elements (an .f16 A of
+# m16n16k16: eight .f16x2 registers for 8 elements) repeats its words. wmma.load/store/mma agree
+# on it, which is all PTX asks.
+WMMA_SHAPES = {"m16n16k16": (16, 16, 16), "m16n16k8": (16, 16, 8), "m8n8k4": (8, 8, 4)}
+WMMA_TYPES = {  # shape -> (A/B types, C/D types)
+    "m16n16k16": (("f16", "bf16", "s8", "u8"), ("f16", "f32", "s32")),
+    "m16n16k8": (("tf32",), ("f32",)),
+    "m8n8k4": (("f64",), ("f64",)),
+}
+# registers per fragment, as the manual's "Matrix Fragments for WMMA" fixes them: (A/B, C/D) by type
+WMMA_REGISTERS = {"f16": (8, 4), "bf16": (4, 0), "s8": (2, 0), "u8": (2, 0), "tf32": (4, 0), "f32": (0, 8),
+                  "s32": (0, 8), "f64": (1, 2)}
+
+
+@lru_cache(maxsize=None)
+def wmma_fragment(rows: int, cols: int) -> Layout:
+    per = rows * cols // WARP
+    return tuple(tuple(divmod(lane * per + e, cols) for e in range(per)) for lane in range(WARP))
+
+
+def wmma_dims(shape: str, operand: str) -> tuple[int, int]:
+    m, n, k = WMMA_SHAPES[shape]
+    return {"a": (m, k), "b": (k, n)}.get(operand, (m, n))
 
 
 def wmma_registers(operand: str, etype: str) -> int:
-    """Registers of a wmma m16n16k16 fragment, as the manual's "Matrix Fragments for WMMA" fixes them."""
-    if operand in ("a", "b"):
-        return 8 if etype == "f16" else 4
-    return 4 if etype == "f16" else 8
+    return WMMA_REGISTERS[etype][0 if operand in ("a", "b") else 1]
 
 
-def wmma_form(inst: ast.Instruction) -> tuple[str, str, str, bool] | MmaForm:
-    """wmma.load/.store: (operand a/b/c/d, element type, space, row-major); wmma.mma: its MmaForm.
-    Raises the unsupported error for what is not built (every shape but m16n16k16, and
-    the integer, .tf32, .f64, sub-byte and .satfinite forms)."""
+@dataclass(frozen=True)
+class WmmaMove:
+    """A wmma.load or wmma.store: operand a/b/c (load) or d (store) of `shape`."""
+
+    operand: str
+    etype: str
+    shape: str
+    space: str
+    row_major: bool
+
+
+def wmma_form(inst: ast.Instruction) -> WmmaMove | MmaForm:
+    """wmma.load/.store: its WmmaMove; wmma.mma: its MmaForm. Raises the unsupported error for
+    what is not built: the m8n32k16/m32n8k16 shapes, sub-byte and single-bit forms, .satfinite
+    on floating point, directed rounding of .f64."""
     mods = inst.mods
-    if "m16n16k16" not in mods:
-        raise unsupported(inst, "only wmma m16n16k16 is translated")
-    if "satfinite" in mods:
-        raise unsupported(inst, "wmma .satfinite is not translated")
+    shape = next((m for m in mods if m in WMMA_SHAPES), "")
+    if not shape:
+        raise unsupported(inst, "only the wmma shapes m16n16k16, m16n16k8 and m8n8k4 are translated")
+    ab, cd = WMMA_TYPES[shape]
     types = inst.types
     if mods[0] == "mma":
-        if len(types) == 2 and types[0] in ("f16", "f32") and types[1] in ("f16", "f32"):
-            return MmaForm(16, 16, 16, types[0], "f16", "f16", types[1], False, wmma=True)
-        if types == ("f32", "bf16", "bf16", "f32"):
-            return MmaForm(16, 16, 16, "f32", "bf16", "bf16", "f32", False, wmma=True)
-        raise unsupported(inst, "wmma.mma with these types is not translated")
-    which = next((m for m in mods[1:2] if m in ("a", "b", "c", "d")), "")
-    allowed = ("f16", "bf16") if which in ("a", "b") else ("f16", "f32")
-    if mods[0] not in ("load", "store") or not which or len(types) != 1 or types[0] not in allowed:
+        m, n, k = WMMA_SHAPES[shape]
+        if len(types) == 2:  # .f16 multiplicands: .dtype.ctype
+            types = (types[0], "f16", "f16", types[1])
+        dtype, atype, btype, ctype = types if len(types) == 4 else ("",) * 4
+        integer = atype in ("s8", "u8")
+        if not (atype in ab and btype == atype and dtype in cd and ctype in cd):  # ptxas: A and B types agree
+            raise unsupported(inst, "wmma.mma with these types is not translated")
+        if integer != ((dtype, ctype) == ("s32", "s32")) or (atype != "f16" and dtype != ctype):
+            raise unsupported(inst, "wmma.mma with these accumulator types is not translated")
+        if "satfinite" in mods and not integer:
+            raise unsupported(inst, "wmma .satfinite on floating point is not translated")
+        if any(r in mods for r in ("rz", "rm", "rp")):
+            raise unsupported(inst, "directed rounding of .f64 wmma is not translated")
+        return MmaForm(m, n, k, dtype, atype, btype, ctype, "satfinite" in mods, wmma=True)
+    operand = mods[1] if len(mods) > 1 else ""
+    allowed = ab if operand in ("a", "b") else cd
+    if mods[0] not in ("load", "store") or operand not in ("a", "b", "c", "d") or len(types) != 1 \
+            or types[0] not in allowed:
         raise unsupported(inst, "wmma form not recognised")
     space = next((m.split("::")[0] for m in mods if m in ("global", "shared", "shared::cta")), "generic")
-    return which, types[0], space, "row" in mods
+    return WmmaMove(operand, types[0], shape, space, "row" in mods)

@@ -301,17 +301,34 @@ def instances(tf: TargetForm) -> list[Instance]:
 # each instance is a whole 16x16x16 product D = A*B + C with the matrices in memory in the given
 # layouts, pitch `stride` elements (16 when the operand is left out), in `space` (global memory
 # copied to and from .shared first for the shared forms), checked against numpy.
-WMMA_CONFIGS = {  # name: (A/B type, C type, D type, layouts of A, B, C, D, space (None: generic), stride)
-    "w1": ("f16", "f32", "f32", ("row", "col", "row", "row"), "global", None),
-    "w2": ("f16", "f16", "f16", ("col", "row", "col", "col"), "shared", 24),
-    "w3": ("f16", "f32", "f16", ("row", "row", "row", "col"), "shared::cta", None),
-    "w4": ("f16", "f16", "f32", ("col", "col", "row", "row"), None, 20),
-    "b1": ("bf16", "f32", "f32", ("row", "col", "col", "row"), "global", None),
-    "b2": ("bf16", "f32", "f32", ("col", "row", "row", "col"), "shared", 24),
-    "b3": ("bf16", "f32", "f32", ("row", "row", "row", "row"), "shared::cta", 17),
-    "b4": ("bf16", "f32", "f32", ("col", "col", "row", "row"), None, None),
+WMMA_CONFIGS = {  # name: (shape, A type, B type, C type, D type, layouts of A, B, C, D, space (None: generic),
+    # stride (None: left out), extra wmma.mma modifiers)
+    "w1": ("m16n16k16", "f16", "f16", "f32", "f32", ("row", "col", "row", "row"), "global", None, ()),
+    "w2": ("m16n16k16", "f16", "f16", "f16", "f16", ("col", "row", "col", "col"), "shared", 24, ()),
+    "w3": ("m16n16k16", "f16", "f16", "f32", "f16", ("row", "row", "row", "col"), "shared::cta", None, ()),
+    "w4": ("m16n16k16", "f16", "f16", "f16", "f32", ("col", "col", "row", "row"), None, 20, ()),
+    "b1": ("m16n16k16", "bf16", "bf16", "f32", "f32", ("row", "col", "col", "row"), "global", None, ()),
+    "b2": ("m16n16k16", "bf16", "bf16", "f32", "f32", ("col", "row", "row", "col"), "shared", 24, ()),
+    "b3": ("m16n16k16", "bf16", "bf16", "f32", "f32", ("row", "row", "row", "row"), "shared::cta", 17, ()),
+    "b4": ("m16n16k16", "bf16", "bf16", "f32", "f32", ("col", "col", "row", "row"), None, None, ()),
+    "t1": ("m16n16k8", "tf32", "tf32", "f32", "f32", ("row", "col", "row", "col"), "global", None, ()),
+    "t2": ("m16n16k8", "tf32", "tf32", "f32", "f32", ("col", "row", "col", "row"), "shared", 20, ()),
+    "t3": ("m16n16k8", "tf32", "tf32", "f32", "f32", ("row", "row", "row", "row"), "shared::cta", None, ()),
+    "t4": ("m16n16k8", "tf32", "tf32", "f32", "f32", ("col", "col", "col", "col"), None, 24, ()),
+    "d1": ("m8n8k4", "f64", "f64", "f64", "f64", ("row", "col", "row", "col"), "global", None, ()),
+    "d2": ("m8n8k4", "f64", "f64", "f64", "f64", ("col", "row", "col", "row"), "shared", 12, ("rn",)),
+    "d3": ("m8n8k4", "f64", "f64", "f64", "f64", ("row", "row", "row", "row"), "shared::cta", None, ()),
+    "d4": ("m8n8k4", "f64", "f64", "f64", "f64", ("col", "col", "col", "col"), None, 10, ("rn",)),
+    "i1": ("m16n16k16", "s8", "s8", "s32", "s32", ("row", "col", "row", "row"), "global", None, ()),
+    "i2": ("m16n16k16", "u8", "u8", "s32", "s32", ("col", "row", "col", "col"), "shared", 24, ("satfinite",)),
+    "i3": ("m16n16k16", "s8", "s8", "s32", "s32", ("row", "row", "row", "col"), "shared::cta", None, ("satfinite",)),
+    "i4": ("m16n16k16", "u8", "u8", "s32", "s32", ("col", "col", "row", "row"), None, 20, ()),
 }
-WMMA_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+WMMA_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f64": 8, "s8": 1, "u8": 1, "s32": 4}
+WMMA_DIMS = {"m16n16k16": (16, 16, 16), "m16n16k8": (16, 16, 8), "m8n8k4": (8, 8, 4)}
+# registers per fragment (the manual's "Matrix Fragments for WMMA"): A/B by type, C/D by type
+WMMA_REGS_AB = {"f16": 8, "bf16": 4, "tf32": 4, "f64": 1, "s8": 2, "u8": 2}
+WMMA_REGS_CD = {"f16": 4, "f32": 8, "f64": 2, "s32": 8}
 
 
 def _wmma_copy(name: str, op: str, nbytes: int, to_shared: bool) -> list[str]:
@@ -324,24 +341,33 @@ def _wmma_copy(name: str, op: str, nbytes: int, to_shared: bool) -> list[str]:
             *move, "add.u32 %r1, %r1, 32;", f"bra.uni {loop};", f"{done}:"]
 
 
+def _wmma_regs(op: str, etype: str) -> int:
+    return WMMA_REGS_AB[etype] if op in "ab" else WMMA_REGS_CD[etype]
+
+
 def wmma_instance(opcode: str, config: str, operand: str) -> Instance:
     """The product `config` as an instance of the wmma form line of `opcode` (its `operand`:
     a, b or c for wmma.load, d for wmma.store, mma for wmma.mma)."""
-    ab, ct, dt, (la, lb, lc, ld), space, stride = WMMA_CONFIGS[config]
+    shape, at, bt, ct, dt, (la, lb, lc, ld), space, stride, extra = WMMA_CONFIGS[config]
     name = f"{opcode.replace('.', '_')}_{operand}_{config}"
-    pitch = stride or 16
-    types = {"a": ab, "b": ab, "c": ct, "d": dt}
+    m, n, k = WMMA_DIMS[shape]
+    dims = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}
+    types = {"a": at, "b": bt, "c": ct, "d": dt}
     layouts = {"a": la, "b": lb, "c": lc, "d": ld}
-    nregs = {"a": 8 if ab == "f16" else 4, "b": 8 if ab == "f16" else 4, "c": 4 if ct == "f16" else 8,
-             "d": 4 if dt == "f16" else 8}
+    lead = {op: dims[op][1] if layouts[op] == "row" else dims[op][0] for op in "abcd"}
+    pitch = {op: stride or lead[op] for op in "abcd"}
+    major = {op: dims[op][0] if layouts[op] == "row" else dims[op][1] for op in "abcd"}
+    nregs = {op: _wmma_regs(op, types[op]) for op in "abcd"}
+    width = {op: 64 if types[op] == "f64" else 32 for op in "abcd"}
     ss = (space,) if space else ()
     shared = space is not None and space.startswith("shared")
-    size = {op: 16 * pitch * WMMA_BYTES[types[op]] for op in "abcd"}
+    size = {op: major[op] * pitch[op] * WMMA_BYTES[types[op]] for op in "abcd"}
     stride_arg = f", {stride}" if stride else ""
     vec = lambda op: "{" + ", ".join(f"%f{op}{i}" for i in range(nregs[op])) + "}"  # noqa: E731
-    mods = {op: (op, "sync", "aligned", layouts[op], "m16n16k16", *ss, types[op]) for op in "abcd"}
-    mma_types = (dt, ct) if ab == "f16" else ("f32", "bf16", "bf16", "f32")
-    mods["mma"] = ("sync", "aligned", la, lb, "m16n16k16", *mma_types)
+    mods = {op: (op, "sync", "aligned", layouts[op], shape, *ss, types[op]) for op in "abcd"}
+    mma_types = (dt, ct) if at == "f16" else (dt, at, bt, ct)
+    tail = (*mma_types, *extra) if dt == "s32" else (*extra, *mma_types)  # as the grammar lines order them
+    mods["mma"] = ("sync", "aligned", la, lb, shape, *tail)
     body = ["mov.u32 %lane, %tid.x;"]
     for op in "abcd":
         body += [f"ld.param.u64 %g{op}, [{name}_{op}];", f"cvta.to.global.u64 %g{op}, %g{op};"]
@@ -358,38 +384,98 @@ def wmma_instance(opcode: str, config: str, operand: str) -> Instance:
     body.append(f"wmma.store.{'.'.join(mods['d'])} [%pd], {vec('d')}{stride_arg};")
     if shared:
         body += ["bar.sync 0;", *_wmma_copy(name, "d", size["d"], False)]
-    regs = [f".reg .b32 %f{op}<{nregs[op]}>;" for op in "abcd"] + [
+    regs = [f".reg .b{width[op]} %f{op}<{nregs[op]}>;" for op in "abcd"] + [
         ".reg .b32 %lane, %r1, %r2;", ".reg .b64 %q, %ga, %gb, %gc, %gd, %pa, %pb, %pc, %pd;", ".reg .b16 %h;",
         ".reg .pred %pr;"]
     params = ", ".join(f".param .u64 {name}_{op}" for op in "abcd")
     entry = f".visible .entry {name}({params})\n{{\n  " + "\n  ".join(regs + body) + "\n  ret;\n}\n"
     decls = "\n".join(f".shared .align 32 .b8 {name}_s{op}[{size[op]}];" for op in "abcd") if shared else ""
     NEEDS[name] = (8, 0)
+    dtypes = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
     def store(matrix: np.ndarray, op: str) -> np.ndarray:
-        flat = np.zeros(16 * pitch, np.float64)
-        for r in range(16):
-            for c in range(16):
-                flat[(r * pitch + c) if layouts[op] == "row" else (c * pitch + r)] = matrix[r, c]
-        return model.to_bits(flat, types[op]).astype(np.uint16 if WMMA_BYTES[types[op]] == 2 else np.uint32)
+        flat = np.zeros(major[op] * pitch[op], np.float64 if types[op] not in ("s8", "u8", "s32") else np.int64)
+        for r in range(dims[op][0]):
+            for c in range(dims[op][1]):
+                flat[(r * pitch[op] + c) if layouts[op] == "row" else (c * pitch[op] + r)] = matrix[r, c]
+        return model.to_bits(flat, types[op]).astype(dtypes[WMMA_BYTES[types[op]]])
 
     def check(module, kname: str) -> None:
         rng = _rng(kname)
-        a, b = _values(rng, (16, 16), ab), _values(rng, (16, 16), ab)
-        c = _values(rng, (16, 16), ct)
-        out = np.zeros(16 * pitch, np.uint16 if dt == "f16" else np.uint32)
+        a, b = _values(rng, dims["a"], at), _values(rng, dims["b"], bt)
+        c = _values(rng, dims["c"], ct)
+        if "satfinite" in extra:  # past the top of the s32 range for every element
+            c = np.full(dims["c"], 2**31 - 5, np.int64)
+            a, b = np.abs(a).clip(0, 127), np.abs(b).clip(0, 127)
+        out = np.zeros(major["d"] * pitch["d"], dtypes[WMMA_BYTES[dt]])
         module.launch(kname, (1, 1, 1), (32, 1, 1), [store(a, "a"), store(b, "b"), store(c, "c"), out])
-        raw = model.from_bits(out.astype(np.uint64), dt).reshape(16, pitch)
-        got = raw[:, :16] if ld == "row" else raw[:, :16].T
+        raw = model.from_bits(out.astype(np.uint64), dt).reshape(major["d"], pitch["d"])
+        got = raw[:, :dims["d"][1]] if ld == "row" else raw[:, :dims["d"][0]].T
+        if dt == "s32":
+            want = model.reference_int(a, b, c, "satfinite" in extra)
+            assert (got == want).all(), f"{np.argwhere(got != want)[:4].tolist()} differ"
+            return
         want = a @ b + c
-        unit = (2.0**-10 if dt == "f16" else 2.0**-23) * 2
+        unit = {"f16": 2.0**-10, "f32": 2.0**-23, "f64": 2.0**-52}[dt] * 2
         bad = np.abs(got - want) > model.error_bound(a, b, c, unit)
         assert not bad.any(), f"at {np.argwhere(bad)[:4].tolist()} got {got[bad][:4].tolist()}, want {want[bad][:4].tolist()}"
 
     return Instance(mods[operand], name, entry, check, decls, target=TARGET)
 
 
+# wmma's integer shapes m8n32k16/m32n8k16 are refused: one instruction each, registers as the
+# manual's fragment tables give them (A, B, C/D)
+WIDE_INT_REGS = {"m8n32k16": (1, 4, 8), "m32n8k16": (4, 1, 8)}
+
+
+def wmma_refused_instance(opcode: str, operand: str, shape: str) -> Instance:
+    ra, rb, rc = WIDE_INT_REGS[shape]
+    count = {"a": ra, "b": rb, "c": rc, "d": rc, "mma": 0}[operand]
+    name = f"{opcode.replace('.', '_')}_{operand}_{shape}"
+    vec = lambda p, n: "{" + ", ".join(f"%{p}{i}" for i in range(n)) + "}"  # noqa: E731
+    if operand == "mma":
+        mods = ("sync", "aligned", "row", "col", shape, "s32", "s8", "s8", "s32")
+        line = f"wmma.mma.{'.'.join(mods)} {vec('c', rc)}, {vec('a', ra)}, {vec('b', rb)}, {vec('c', rc)};"
+    else:
+        mods = (operand, "sync", "aligned", "row", shape, "s8" if operand in "ab" else "s32")
+        regs = vec({"a": "a", "b": "b"}.get(operand, "c"), count)
+        line = f"wmma.store.{'.'.join(mods)} [%p], {regs};" if operand == "d" else \
+            f"wmma.load.{'.'.join(mods)} {regs}, [%p];"
+    body = [".reg .b32 %a<4>, %b<4>, %c<8>;", ".reg .b64 %p;", f"ld.param.u64 %p, [{name}_p];", line]
+    entry = f".visible .entry {name}(.param .u64 {name}_p)\n{{\n  " + "\n  ".join(body) + "\n  ret;\n}\n"
+    return Instance(mods, name, entry, lambda module, kname: None, target=TARGET,
+                    refused=r"only the wmma shapes" + AMDGPU)
+
+
+def _wmma_family(syntax: str) -> str:
+    if ".bf16" in syntax:
+        return "b"
+    if "m16n16k8" in syntax:
+        return "t"
+    if "m8n8k4" in syntax:
+        return "d"
+    if "itype" in syntax or ".s32" in syntax:
+        return "i"
+    return "w"
+
+
 def _wmma_instances(tf: TargetForm) -> list[Instance]:
     operand = {"wmma.load": tf.syntax.split(".")[2], "wmma.store": "d", "wmma.mma": "mma"}[tf.opcode]
-    return [wmma_instance(tf.opcode, config, operand) for config in WMMA_CONFIGS
-            if (config[0] == "b") == (".bf16" in tf.syntax)]
+    family = _wmma_family(tf.syntax)
+    out = [wmma_instance(tf.opcode, config, operand) for config in WMMA_CONFIGS if config[0] == family]
+    if family == "i":
+        out += [wmma_refused_instance(tf.opcode, operand, shape) for shape in WIDE_INT_REGS]
+    if family == "d" and operand == "mma":
+        out += [_rounding_refused(inst, r) for inst, r in zip(out[:3], ("rz", "rm", "rp"))]
+    return out
+
+
+def _rounding_refused(inst: Instance, rnd: str) -> Instance:
+    """An .f64 wmma.mma product with a directed rounding modifier, which we refuse."""
+    mods = tuple(m for m in inst.mods if m != "rn")
+    at = mods.index("m8n8k4") + 1
+    mods = (*mods[:at], rnd, *mods[at:])
+    text = inst.entry.replace(f"wmma.mma.{'.'.join(inst.mods)}", f"wmma.mma.{'.'.join(mods)}")
+    name = f"{inst.name}_{rnd}"
+    return Instance(mods, name, text.replace(inst.name, name), inst.check, inst.decls.replace(inst.name, name),
+                    target=TARGET, refused=r"directed rounding" + AMDGPU)

@@ -4,7 +4,7 @@ A warp is one vector, so a fragment exchange is a shuffle of lanes. `mma` stores
 registers to stack buffers and calls one out-of-line helper per form and module
 (`zluda.mma.<form>`), which unpacks A, B and C into row-major matrices (elements placed by the
 manual's fragment layouts, compiler/matrix.py), multiplies, and packs D back into registers.
-`wmma.mma` is the same with our own fragment layout (matrix.WMMA_FRAGMENT), which
+`wmma.mma` is the same with our own fragment layout (matrix.wmma_fragment), which
 `wmma.load`/`wmma.store` move to and from memory element by element.
 
 Arithmetic (PTX leaves accumulation order and intermediate rounding open for all but .f64):
@@ -24,8 +24,8 @@ from llvmlite import ir
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import WARP
 from zluda_py.compiler.cpu.memory import Access
-from zluda_py.compiler.matrix import (BITS, WMMA_FRAGMENT, WMMA_SIZE, MmaForm, matrix_form, mma_form, wmma_form,
-                                      wmma_registers)
+from zluda_py.compiler.matrix import (BITS, MmaForm, WmmaMove, matrix_form, mma_form, wmma_dims, wmma_form,
+                                      wmma_fragment, wmma_registers)
 from zluda_py.compiler.errors import unsupported
 from zluda_py.ptx import ast
 
@@ -72,45 +72,58 @@ class MmaMixin:
         if isinstance(form, MmaForm):
             self._mma(inst, form, mask)
             return
-        which, etype, space, row_major = form
         b = self.b
-        bits = BITS[etype]
-        count = wmma_registers(which, etype)
-        regs_op, addr = inst.operands[:2] if which != "d" else inst.operands[1::-1]
+        bits = BITS[form.etype]
+        width = 64 if bits == 64 else 32
+        per = width // bits
+        regs_op, addr = inst.operands[:2] if form.operand != "d" else inst.operands[1::-1]
         stride = inst.operands[2] if len(inst.operands) > 2 else None
-        accesses = self._wmma_elements(addr, space, row_major, stride, bits // 8)
+        accesses = self._wmma_elements(form, addr, stride)
         regs = _elems(regs_op)
+        count = wmma_registers(form.operand, form.etype)
         if len(regs) != count:
             raise unsupported(inst, f"{count} registers expected, not {len(regs)}")
-        if which == "d":
-            words = [self.read(r, "b32") for r in regs]
+        wt = V.vec(ir.IntType(width))
+        if form.operand == "d":
+            words = [self.read(r, f"b{width}") for r in regs]
             for e, acc in enumerate(accesses):
-                word = words[e * bits // 32]
-                if bits == 16:
-                    word = b.trunc(b.lshr(word, V.splat_const(I32, 16 * (e % 2))), V.vec(I16))
-                self.store(acc, [word], mask)
+                part = words[e // per]
+                if e % per:
+                    part = b.lshr(part, V.splat_const(ir.IntType(width), e % per * bits))
+                self.store(acc, [part if bits == width else b.trunc(part, V.vec(ir.IntType(bits)))], mask)
             return
-        values = [self.load(acc, ir.IntType(bits), 1, mask)[0] for acc in accesses]
-        words = values if bits == 32 else [_pack16(b, values[2 * j], values[2 * j + 1]) for j in range(4)]
-        for k, r in enumerate(regs):  # an .f16 A/B fragment repeats its four words
-            self.write(r, words[k % len(words)], "b32", mask)
+        words: list[ir.Value] = []
+        for e, acc in enumerate(accesses):
+            value = self.load(acc, ir.IntType(bits), 1, mask)[0]
+            if bits != width:
+                value = b.shl(b.zext(value, wt), V.splat_const(ir.IntType(width), e % per * bits))
+            if e % per == 0:
+                words.append(value)
+            else:
+                words[-1] = b.or_(words[-1], value)
+        for k, r in enumerate(regs):  # a fragment with room to spare repeats its words
+            self.write(r, words[k % len(words)], f"b{width}", mask)
 
-    def _wmma_elements(self, addr: ast.Addr, space: str, row_major: bool, stride: ast.Operand | None,
-                       nbytes: int) -> list[Access]:
-        """Per fragment element, each lane's access to its matrix element (WMMA_FRAGMENT) at
-        p + (major * stride + minor) * nbytes; the default stride is the 16 of m16n16k16."""
+    def _wmma_elements(self, form: WmmaMove, addr: ast.Addr, stride: ast.Operand | None) -> list[Access]:
+        """Per fragment element (matrix.wmma_fragment), each lane's access to its matrix element at
+        p + (major * stride + minor) * element size; the default stride is the matrix's leading
+        dimension (its columns row-major, its rows column-major)."""
         b = self.b
-        host, offsets = self._locate(addr, space)
+        nbytes = BITS[form.etype] // 8
+        host, offsets = self._locate(addr, form.space)
         if not isinstance(host.type, ir.VectorType):
             host = V.splat(b, host)
-        pitch = V.splat_const(I64, WMMA_SIZE) if stride is None else b.zext(self.read(stride, "u32"), V.vec(I64))
+        rows, cols = wmma_dims(form.shape, form.operand)
+        layout = wmma_fragment(rows, cols)
+        default = cols if form.row_major else rows
+        pitch = V.splat_const(I64, default) if stride is None else b.zext(self.read(stride, "u32"), V.vec(I64))
         out = []
-        for e in range(len(WMMA_FRAGMENT[0])):
-            rows = V.lane_consts(I64, [lane[e][0] for lane in WMMA_FRAGMENT])
-            cols = V.lane_consts(I64, [lane[e][1] for lane in WMMA_FRAGMENT])
-            major, minor = (rows, cols) if row_major else (cols, rows)
+        for e in range(len(layout[0])):
+            r = V.lane_consts(I64, [lane[e][0] for lane in layout])
+            c = V.lane_consts(I64, [lane[e][1] for lane in layout])
+            major, minor = (r, c) if form.row_major else (c, r)
             off = b.mul(b.add(b.mul(major, pitch), minor), V.splat_const(I64, nbytes))
-            out.append(Access(b.add(host, off), None if offsets is None else b.add(offsets, off), space, nbytes,
+            out.append(Access(b.add(host, off), None if offsets is None else b.add(offsets, off), form.space, nbytes,
                               "gather"))
         return out
 
