@@ -11,6 +11,7 @@ from ..compiler.cpu import texture as textures  # noqa: F401  (the driver's text
 from ..compiler.cpu.bounds import register_memory, unregister_memory
 from ..cdata import ffi, memmove, memset
 from . import tracking
+from .hostshare import HostIpc, HostVmm
 from .regions import Regions
 from .tracking import Allocation
 
@@ -21,8 +22,6 @@ class Memory(tracking.Memory):
     """Host memory; every tracked range is valid for device accesses (bounds checks, error 700).
     What the backend allocates comes from mapped regions (regions.py: device and pinned host
     memory populated at once, managed memory demand-paged, as on NVIDIA's driver)."""
-
-    host_backed = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -53,6 +52,7 @@ class Memory(tracking.Memory):
 
 
 memory = Memory()
+vmm, ipc = HostVmm(), HostIpc()  # cuMem* virtual memory and cuIpc* memory handles: host pages
 
 
 def available() -> bool:

@@ -204,6 +204,58 @@ class HipMemory(tracking.Memory):
 memory = HipMemory()
 
 
+class HipVmm:
+    """Virtual memory management (the driver's vmm.py) through HIP's: a physical allocation is
+    a hipMemGenericAllocationHandle_t."""
+
+    def reserve(self, size: int, align: int, hint: int) -> int:
+        return Hip.get().mem_address_reserve(size, align, hint)
+
+    def free(self, base: int, size: int) -> None:
+        Hip.get().mem_address_free(base, size)
+
+    def create(self, size: int, device: int) -> int:
+        return Hip.get().mem_create(size, device)
+
+    def release(self, physical: int) -> None:
+        Hip.get().mem_release(physical)
+
+    def map(self, ptr: int, size: int, offset: int, physical: int) -> None:
+        Hip.get().mem_map(ptr, size, offset, physical)
+
+    def unmap(self, ptr: int, size: int) -> None:
+        Hip.get().mem_unmap(ptr, size)
+
+    def set_access(self, ptr: int, size: int, device: int, access: int) -> None:
+        Hip.get().mem_set_access(ptr, size, device, access)
+
+    def export_fd(self, physical: int) -> int:
+        return Hip.get().mem_export_fd(physical)
+
+    def import_fd(self, fd: int) -> tuple[int, int]:
+        """(physical allocation, its size): the exported file's size (a dma-buf on ROCm, a memfd
+        on the emulator; both tell it by seeking to the end)."""
+        return Hip.get().mem_import_fd(fd), os.lseek(fd, 0, os.SEEK_END)
+
+
+class HipIpc:
+    """IPC memory handles (the driver's ipc.py) through HIP's: the 64-byte handle is HIP's."""
+
+    def get_handle(self, base: int, size: int, key: int) -> bytes:
+        return Hip.get().ipc_get_handle(base)
+
+    def open(self, handle: bytes) -> tuple[int, int]:
+        hip = Hip.get()
+        base = hip.ipc_open(handle)
+        return base, hip.address_range(base)[1]
+
+    def close(self, base: int) -> None:
+        Hip.get().ipc_close(base)
+
+
+vmm, ipc = HipVmm(), HipIpc()
+
+
 # ---------------------------------------------------------------------- modules
 @dataclass
 class HipModule:

@@ -14,6 +14,7 @@ printed on stderr, as ROCm prints GPU faults, and answered by the stream's next 
 from __future__ import annotations
 
 import ctypes
+import mmap
 import struct
 import sys
 import threading
@@ -27,7 +28,10 @@ from zluda_py.emulator.errors import EmulatorError, MemoryFault
 from zluda_py.emulator.launch import launch
 from zluda_py.emulator.memory import Memory, host_view
 
-from .hip_runtime import LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE, LAUNCH_PARAM_END, ffi
+from ..curesult import CudaError
+from .hip_runtime import (HIP_MEM_ALLOCATION_PINNED, HIP_MEM_HANDLE_POSIX_FD, HIP_MEM_LOCATION_DEVICE,
+                          LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE, LAUNCH_PARAM_END, ffi)
+from .hostshare import HostIpc, HostVmm
 
 TEXTURE_ALIGNMENT = 512  # bytes: CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT as the driver reports it (driver/textures.py)
 # hipError_t values the stand-in answers
@@ -94,6 +98,9 @@ class EmulatedHipLibrary:
         self._handles = 0x1000
         self._lock = threading.Lock()  # one kernel at a time
         self._strings: dict[int, object] = {}  # keeps hipGetErrorString's results alive
+        self._vmm, self._ipc = HostVmm(), HostIpc()
+        self._physical: dict[int, int] = {}  # hipMemGenericAllocationHandle_t -> HostVmm's allocation
+        self._vmm_blocks: dict[int, int] = {}  # accessible VMM ranges in emulator memory: base -> size
 
     def _handle(self) -> int:
         self._handles += 16
@@ -223,6 +230,135 @@ class EmulatedHipLibrary:
 
     def hipMemsetD32Async(self, dst, value: int, count: int, stream) -> int:
         return self._memset(dst, int(value) & 0xFFFFFFFF, count, "u4")
+
+    # ---------------------------------------------------------------- virtual memory, IPC
+    # Over host pages as the CPU backend maps them (backends/hostshare.py); what becomes
+    # accessible is emulator memory, what is unmapped or closed stops being.
+    @staticmethod
+    def _host(call, *args):
+        """(hipError_t, result) of a hostshare call: its CudaError's code is HIP's number too."""
+        try:
+            return SUCCESS, call(*args)
+        except CudaError as e:
+            return e.code, None
+
+    def _vmm_block(self, base: int, size: int, add: bool) -> None:
+        """Make [base, base + size) reachable (add) or not. Adjacent accessible ranges are one
+        emulator block, so that copies and accesses may span the mappings a buffer grew by."""
+        start, end = base, base + size
+        for b, n in list(self._vmm_blocks.items()):
+            if b + n < start or b > end or (not add and (b + n == start or b == end)):
+                continue
+            del self._vmm_blocks[b]
+            self.memory.remove(b)
+            if add:
+                start, end = min(start, b), max(end, b + n)
+                continue
+            for lo, hi in ((b, start), (end, b + n)):  # the parts outside the range stay
+                if lo < hi:
+                    self.memory.add(lo, hi - lo)
+                    self._vmm_blocks[lo] = hi - lo
+        if add:
+            self.memory.add(start, end - start)
+            self._vmm_blocks[start] = end - start
+
+    def hipMemAddressReserve(self, ptr, size: int, alignment: int, addr, flags: int) -> int:
+        if flags or not size:
+            return INVALID_VALUE
+        code, base = self._host(self._vmm.reserve, size, max(alignment, mmap.PAGESIZE), _pointer(addr))
+        if code == SUCCESS:
+            _out(ptr, base)
+        return code
+
+    def hipMemAddressFree(self, ptr, size: int) -> int:
+        return self._host(self._vmm.free, _pointer(ptr), size)[0]
+
+    def hipMemCreate(self, handle, size: int, prop, flags: int) -> int:
+        if flags or prop.type != HIP_MEM_ALLOCATION_PINNED or prop.location.type != HIP_MEM_LOCATION_DEVICE \
+                or prop.location.id != 0:
+            return INVALID_VALUE
+        code, token = self._host(self._vmm.create, size, 0)
+        if code == SUCCESS:
+            self._physical[h := self._handle()] = token
+            _out(handle, h)
+        return code
+
+    def hipMemRelease(self, handle) -> int:
+        token = self._physical.pop(_pointer(handle), None)
+        return INVALID_VALUE if token is None else self._host(self._vmm.release, token)[0]
+
+    def hipMemMap(self, ptr, size: int, offset: int, handle, flags: int) -> int:
+        token = self._physical.get(_pointer(handle))
+        if token is None or flags:
+            return INVALID_VALUE
+        return self._host(self._vmm.map, _pointer(ptr), size, offset, token)[0]
+
+    def hipMemUnmap(self, ptr, size: int) -> int:
+        self._vmm_block(_pointer(ptr), size, False)
+        return self._host(self._vmm.unmap, _pointer(ptr), size)[0]
+
+    def hipMemSetAccess(self, ptr, size: int, desc, count: int) -> int:
+        if not count or any(desc[i].location.type != HIP_MEM_LOCATION_DEVICE or desc[i].location.id != 0
+                            for i in range(count)):
+            return INVALID_VALUE
+        base, access = _pointer(ptr), desc[count - 1].flags
+        code = self._host(self._vmm.set_access, base, size, 0, access)[0]
+        if code == SUCCESS:
+            self._vmm_block(base, size, access != 0)
+        return code
+
+    def hipMemExportToShareableHandle(self, shareable, handle, handle_type: int, flags: int) -> int:
+        token = self._physical.get(_pointer(handle))
+        if token is None or handle_type != HIP_MEM_HANDLE_POSIX_FD or flags:
+            return INVALID_VALUE
+        code, fd = self._host(self._vmm.export_fd, token)
+        if code == SUCCESS:
+            ffi.cast("int*", shareable)[0] = fd
+        return code
+
+    def hipMemImportFromShareableHandle(self, handle, os_handle, handle_type: int) -> int:
+        if handle_type != HIP_MEM_HANDLE_POSIX_FD:
+            return INVALID_VALUE
+        code, got = self._host(self._vmm.import_fd, _pointer(os_handle))
+        if code == SUCCESS:
+            self._physical[h := self._handle()] = got[0]
+            _out(handle, h)
+        return code
+
+    def hipMemGetAddressRange(self, pbase, psize, dptr) -> int:
+        try:
+            block, offset = self.memory.block(_pointer(dptr), 1)
+        except MemoryFault:
+            return NOT_FOUND
+        _out(pbase, _pointer(dptr) - offset)
+        psize[0] = block.size
+        return SUCCESS
+
+    def hipIpcGetMemHandle(self, handle, dev_ptr) -> int:
+        base = _pointer(dev_ptr)
+        if self._kinds.get(base) != "device":
+            return INVALID_VALUE
+        code, raw = self._host(self._ipc.get_handle, base, self.memory.view(base).size, id(self._owners[base]))
+        if code == SUCCESS:
+            ffi.memmove(handle, raw, 64)
+        return code
+
+    def hipIpcOpenMemHandle(self, dev_ptr, handle, flags: int) -> int:
+        code, got = self._host(self._ipc.open, bytes(ffi.buffer(ffi.addressof(handle), 64)))
+        if code == SUCCESS:
+            base, size = got
+            self.memory.add(base, size)
+            self._kinds[base] = "ipc"
+            _out(dev_ptr, base)
+        return code
+
+    def hipIpcCloseMemHandle(self, dev_ptr) -> int:
+        base = _pointer(dev_ptr)
+        if self._kinds.get(base) != "ipc":
+            return INVALID_VALUE
+        del self._kinds[base]
+        self.memory.remove(base)
+        return self._host(self._ipc.close, base)[0]
 
     # ---------------------------------------------------------------- streams
     def hipStreamCreateWithFlags(self, stream, flags: int) -> int:

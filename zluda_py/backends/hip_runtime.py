@@ -51,6 +51,30 @@ hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gx, un
 hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags);
 hipError_t hipStreamDestroy(hipStream_t stream);
 hipError_t hipStreamSynchronize(hipStream_t stream);
+typedef struct { int type; int id; } hipMemLocation;
+typedef struct {
+    int type; int requestedHandleType; hipMemLocation location; void* win32HandleMetaData;
+    struct { unsigned char compressionType, gpuDirectRDMACapable; unsigned short usage; } allocFlags;
+} hipMemAllocationProp;
+typedef struct { hipMemLocation location; int flags; } hipMemAccessDesc;
+typedef void* hipMemGenericAllocationHandle_t;
+typedef struct { char reserved[64]; } hipIpcMemHandle_t;
+hipError_t hipMemAddressReserve(void** ptr, size_t size, size_t alignment, void* addr, unsigned long long flags);
+hipError_t hipMemAddressFree(void* ptr, size_t size);
+hipError_t hipMemCreate(hipMemGenericAllocationHandle_t* handle, size_t size, const hipMemAllocationProp* prop,
+                        unsigned long long flags);
+hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle);
+hipError_t hipMemMap(void* ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle,
+                     unsigned long long flags);
+hipError_t hipMemUnmap(void* ptr, size_t size);
+hipError_t hipMemSetAccess(void* ptr, size_t size, const hipMemAccessDesc* desc, size_t count);
+hipError_t hipMemExportToShareableHandle(void* shareableHandle, hipMemGenericAllocationHandle_t handle,
+                                         int handleType, unsigned long long flags);
+hipError_t hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t* handle, void* osHandle, int shHandleType);
+hipError_t hipMemGetAddressRange(void** pbase, size_t* psize, void* dptr);
+hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t* handle, void* devPtr);
+hipError_t hipIpcOpenMemHandle(void** devPtr, hipIpcMemHandle_t handle, unsigned int flags);
+hipError_t hipIpcCloseMemHandle(void* devPtr);
 """)
 
 # HIP errors whose number and meaning are CUDA's driver error of the same number.
@@ -67,6 +91,9 @@ HIP_ERROR_NOT_SUPPORTED = 801
 HIP_ERROR_OUT_OF_MEMORY = 2
 HIP_STREAM_NON_BLOCKING = 1  # hipStreamNonBlocking: no implicit synchronization with the null stream
 HIP_MEMCPY_DEFAULT = 4  # hipMemcpyDefault: the runtime tells host from device by address
+# hipMemAllocationTypePinned, hipMemLocationTypeDevice, hipMemHandleTypePosixFileDescriptor (CUDA's numbers)
+HIP_MEM_ALLOCATION_PINNED, HIP_MEM_LOCATION_DEVICE, HIP_MEM_HANDLE_POSIX_FD = 1, 1, 1
+HIP_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
 # CU_DEVICE_ATTRIBUTE_* -> hipDeviceAttribute_t (ROCm 6 numbering).
 CUDA_TO_HIP_ATTRIBUTE = {
@@ -284,6 +311,69 @@ class Hip:
 
     def stream_synchronize(self, stream: int) -> None:
         self.check("hipStreamSynchronize", self.lib.hipStreamSynchronize(ffi.cast("void*", stream)))
+
+    # ------------------------------------------------------------------ virtual memory, IPC
+    def mem_address_reserve(self, size: int, align: int, hint: int) -> int:
+        p = ffi.new("void**")
+        self.check("hipMemAddressReserve", self.lib.hipMemAddressReserve(p, size, align, ffi.cast("void*", hint), 0))
+        return int(ffi.cast("uintptr_t", p[0]))
+
+    def mem_address_free(self, base: int, size: int) -> None:
+        self.check("hipMemAddressFree", self.lib.hipMemAddressFree(ffi.cast("void*", base), size))
+
+    def mem_create(self, size: int, device: int) -> int:
+        prop = ffi.new("hipMemAllocationProp*")
+        prop.type, prop.requestedHandleType = HIP_MEM_ALLOCATION_PINNED, HIP_MEM_HANDLE_POSIX_FD
+        prop.location.type, prop.location.id = HIP_MEM_LOCATION_DEVICE, device
+        h = ffi.new("hipMemGenericAllocationHandle_t*")
+        self.check("hipMemCreate", self.lib.hipMemCreate(h, size, prop, 0))
+        return int(ffi.cast("uintptr_t", h[0]))
+
+    def mem_release(self, handle: int) -> None:
+        self.check("hipMemRelease", self.lib.hipMemRelease(ffi.cast("void*", handle)))
+
+    def mem_map(self, ptr: int, size: int, offset: int, handle: int) -> None:
+        self.check("hipMemMap", self.lib.hipMemMap(ffi.cast("void*", ptr), size, offset, ffi.cast("void*", handle), 0))
+
+    def mem_unmap(self, ptr: int, size: int) -> None:
+        self.check("hipMemUnmap", self.lib.hipMemUnmap(ffi.cast("void*", ptr), size))
+
+    def mem_set_access(self, ptr: int, size: int, device: int, access: int) -> None:
+        desc = ffi.new("hipMemAccessDesc*")
+        desc.location.type, desc.location.id, desc.flags = HIP_MEM_LOCATION_DEVICE, device, access
+        self.check("hipMemSetAccess", self.lib.hipMemSetAccess(ffi.cast("void*", ptr), size, desc, 1))
+
+    def mem_export_fd(self, handle: int) -> int:
+        fd = ffi.new("int*")
+        self.check("hipMemExportToShareableHandle",
+                   self.lib.hipMemExportToShareableHandle(fd, ffi.cast("void*", handle), HIP_MEM_HANDLE_POSIX_FD, 0))
+        return fd[0]
+
+    def mem_import_fd(self, fd: int) -> int:
+        h = ffi.new("hipMemGenericAllocationHandle_t*")
+        self.check("hipMemImportFromShareableHandle",
+                   self.lib.hipMemImportFromShareableHandle(h, ffi.cast("void*", fd), HIP_MEM_HANDLE_POSIX_FD))
+        return int(ffi.cast("uintptr_t", h[0]))
+
+    def address_range(self, ptr: int) -> tuple[int, int]:
+        base, size = ffi.new("void**"), ffi.new("size_t*")
+        self.check("hipMemGetAddressRange", self.lib.hipMemGetAddressRange(base, size, ffi.cast("void*", ptr)))
+        return int(ffi.cast("uintptr_t", base[0])), size[0]
+
+    def ipc_get_handle(self, ptr: int) -> bytes:
+        h = ffi.new("hipIpcMemHandle_t*")
+        self.check("hipIpcGetMemHandle", self.lib.hipIpcGetMemHandle(h, ffi.cast("void*", ptr)))
+        return bytes(ffi.buffer(h))
+
+    def ipc_open(self, handle: bytes) -> int:
+        h = ffi.new("hipIpcMemHandle_t*")
+        ffi.memmove(h, handle, 64)
+        p = ffi.new("void**")
+        self.check("hipIpcOpenMemHandle", self.lib.hipIpcOpenMemHandle(p, h[0], HIP_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+        return int(ffi.cast("uintptr_t", p[0]))
+
+    def ipc_close(self, ptr: int) -> None:
+        self.check("hipIpcCloseMemHandle", self.lib.hipIpcCloseMemHandle(ffi.cast("void*", ptr)))
 
     # ------------------------------------------------------------------ modules
     def module_load(self, code_object: bytes) -> int:

@@ -23,8 +23,6 @@ class Allocation:
 class Memory:
     """Allocations by address. Subclasses implement `_obtain`, `_give_back`, `copy` and `fill`."""
 
-    host_backed = False  # device memory is this process's host memory (the driver may map it itself)
-
     def __init__(self) -> None:
         self._bases: list[int] = []
         self._by_base: dict[int, Allocation] = {}

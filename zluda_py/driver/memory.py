@@ -15,7 +15,7 @@ from . import capture, context as ctxs, textures, trace
 from .api import entry
 from ..cdata import addr, ffi, store, store_ptr
 from ..curesult import (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
-                     CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_OUT_OF_MEMORY,
+                     CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_OUT_OF_MEMORY,
                      CudaError)
 from .init_device import require
 from .. import backends, hostmem
@@ -27,16 +27,6 @@ if TYPE_CHECKING:
 def _memory() -> Memory:
     """The selected backend's allocation tracker, which also copies and fills."""
     return backends.select().memory
-
-
-def host_backed_memory(what: str) -> Memory:
-    """The tracker, for calls that map device memory as host pages (VMM, IPC): only where device
-    memory is host memory (the CPU backend); elsewhere CUDA_ERROR_NOT_SUPPORTED naming `what`."""
-    memory = _memory()
-    if not memory.host_backed:
-        raise CudaError(CUDA_ERROR_NOT_SUPPORTED, f"{what} is not built for this backend yet (its device memory "
-                                                  "is not host memory; the HIP equivalents are not wired)")
-    return memory
 
 
 @contextmanager

@@ -1,9 +1,7 @@
 """Entry points: virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap,
-cuMemSetAccess, ...), with host memory behind it on the CPU target.
-
-A reservation is an inaccessible anonymous mapping (PROT_NONE, MAP_NORESERVE); a physical
-allocation is a memfd of its size; cuMemMap maps the memfd over part of a reservation with
-MAP_FIXED (still inaccessible) and cuMemSetAccess makes it readable/writable. Runs of adjacent
+cuMemSetAccess, ...). The backend's `vmm` does the mappings (backends/hostshare.py on the CPU
+backend: host pages over memfds; backends/hip.py: HIP's equivalents); this module checks the
+arguments and keeps the reservations, mappings and physical allocations. Runs of adjacent
 accessible mappings are tracked as one device allocation each, so copies and kernels may span
 the chunks a buffer grew by. A physical allocation lives until it is released and unmapped
 everywhere; it can be exported as a POSIX file descriptor and imported in another process."""
@@ -15,42 +13,45 @@ import threading
 
 from . import context as ctxs, device as devices
 from .api import entry
-from ..cdata import addr, ffi, libc, store
-from ..curesult import (CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
+from .. import backends
+from ..cdata import addr, ffi, store
+from ..curesult import CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CudaError
 from .handles import HandleTable
 from .init_device import require
-from .memory import _memory, host_backed_memory
+from .memory import _backend_errors, _memory
 
 ffi.cdef("""
 typedef struct {
     int type; int requestedHandleTypes; CUmemLocation_ location; void *win32HandleMetaData;
     struct { unsigned char compressionType, gpuDirectRDMACapable; unsigned short usage; unsigned char reserved[4]; } allocFlags;
 } CUmemAllocationProp;
-int mprotect(void *addr, size_t len, int prot);
 """)
 
 GRANULARITY = 2 << 20  # NVIDIA's minimum and recommended granularity for device memory
-PROT_NONE, PROT_READ, PROT_READ_WRITE = 0, 1, 3
 ACCESS_NONE, ACCESS_READ, ACCESS_READ_WRITE = 0, 1, 3
-_MAP_SHARED, _MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS, _MAP_NORESERVE = 0x1, 0x2, 0x10, 0x20, 0x4000
-_MAP_FAILED = (1 << 64) - 1
 ALLOCATION_TYPE_PINNED, LOCATION_TYPE_DEVICE = 1, 1
 HANDLE_TYPE_NONE, HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0, 1
 _lock = threading.RLock()
 
 
-class Physical:
-    """cuMemCreate's memory: a memfd."""
+def _vmm():
+    """The backend's mappings (backends/hostshare.py HostVmm's interface)."""
+    return backends.select().vmm
 
-    def __init__(self, fd: int, size: int, device: int, handle_types: int) -> None:
-        self.fd, self.size, self.device, self.handle_types = fd, size, device, handle_types
+
+class Physical:
+    """cuMemCreate's memory: the backend's physical allocation."""
+
+    def __init__(self, token: int, size: int, device: int, handle_types: int) -> None:
+        self.token, self.size, self.device, self.handle_types = token, size, device, handle_types
         self.refs = 1  # the handle; each mapping adds one
         self.handle = 0
 
     def drop(self) -> None:
         self.refs -= 1
         if self.refs == 0:
-            os.close(self.fd)
+            with _backend_errors():
+                _vmm().release(self.token)
 
 
 class Mapping:
@@ -68,13 +69,6 @@ class Reservation:
 
 physicals: HandleTable[Physical] = HandleTable("allocation handle", CUDA_ERROR_INVALID_VALUE)
 _reservations: dict[int, Reservation] = {}
-
-
-def _mmap(base: int, size: int, prot: int, flags: int, fd: int = -1, offset: int = 0) -> int:
-    got = addr(libc.mmap(ffi.cast("void *", base), size, prot, flags, fd, offset))
-    if got == _MAP_FAILED:
-        raise CudaError(CUDA_ERROR_OUT_OF_MEMORY, f"mmap of {size} bytes failed")
-    return got
 
 
 def _aligned(value: int, what: str) -> None:
@@ -144,18 +138,11 @@ def cuMemGetAllocationGranularity(pgranularity, prop, option):
 @entry("cuMemAddressReserve")
 def cuMemAddressReserve(pptr, size, alignment, hint, flags):
     require(pptr)
-    host_backed_memory("virtual memory management (cuMemAddressReserve)")
     _aligned(size, "size")
     if flags or alignment & (alignment - 1):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"alignment {alignment:#x}, flags {flags:#x}")
-    align = max(alignment, GRANULARITY)
-    # over-reserve, then give back the ends around an aligned start
-    raw = _mmap(hint, size + align, PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE)
-    base = -(-raw // align) * align
-    if base > raw:
-        libc.munmap(ffi.cast("void *", raw), base - raw)
-    if raw + size + align > base + size:
-        libc.munmap(ffi.cast("void *", base + size), raw + size + align - base - size)
+    with _backend_errors():
+        base = _vmm().reserve(size, max(alignment, GRANULARITY), hint)
     with _lock:
         _reservations[base] = Reservation(base, size)
     store(pptr, base)
@@ -170,24 +157,20 @@ def cuMemAddressFree(ptr, size):
         if r.mappings:
             raise CudaError(CUDA_ERROR_INVALID_VALUE, "the range still has mappings")
         del _reservations[ptr]
-    libc.munmap(ffi.cast("void *", ptr), size)
+    with _backend_errors():
+        _vmm().free(ptr, size)
 
 
 @entry("cuMemCreate")
 def cuMemCreate(phandle, size, prop, flags):
     require(phandle, prop)
-    host_backed_memory("virtual memory management (cuMemCreate)")
     _aligned(size, "size")
     if flags:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"flags {flags:#x}")
     device, handle_types = _prop(ffi.cast("CUmemAllocationProp *", prop))
-    fd = os.memfd_create("zluda-vmm", os.MFD_CLOEXEC)
-    try:
-        os.ftruncate(fd, size)
-    except OSError:
-        os.close(fd)
-        raise CudaError(CUDA_ERROR_OUT_OF_MEMORY, f"cannot allocate {size} bytes") from None
-    store(phandle, physicals.add(Physical(fd, size, device, handle_types)))
+    with _backend_errors():
+        token = _vmm().create(size, device)
+    store(phandle, physicals.add(Physical(token, size, device, handle_types)))
 
 
 @entry("cuMemRelease")
@@ -205,7 +188,8 @@ def cuMemMap(ptr, size, offset, handle, flags):
         r = _reservation_of(ptr, size)
         if any(m.base < ptr + size and ptr < m.base + m.size for m in r.mappings.values()):
             raise CudaError(CUDA_ERROR_INVALID_VALUE, "the range is mapped already")
-        _mmap(ptr, size, PROT_NONE, _MAP_SHARED | _MAP_FIXED, physical.fd, offset)
+        with _backend_errors():
+            _vmm().map(ptr, size, offset, physical.token)
         physical.refs += 1
         r.mappings[ptr] = Mapping(ptr, size, physical, offset)
 
@@ -216,7 +200,8 @@ def cuMemUnmap(ptr, size):
         r = _reservation_of(ptr, size)
         gone = _mappings_in(r, ptr, size)
         ctxs.current().synchronize()  # work queued before may still use it
-        _mmap(ptr, size, PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE | _MAP_FIXED)
+        with _backend_errors():
+            _vmm().unmap(ptr, size)
         for m in gone:
             del r.mappings[m.base]
             m.physical.drop()
@@ -228,17 +213,17 @@ def cuMemSetAccess(ptr, size, descs, count):
     if count == 0 or descs == ffi.NULL:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "no access descriptors")
     d = ffi.cast("CUmemAccessDesc *", descs)
-    access = ACCESS_NONE
+    access, device = ACCESS_NONE, 0
     for i in range(count):
         if d[i].location.type != LOCATION_TYPE_DEVICE or d[i].flags not in (ACCESS_NONE, ACCESS_READ, ACCESS_READ_WRITE):
             raise CudaError(CUDA_ERROR_INVALID_VALUE, f"access descriptor {i}")
         devices.get(d[i].location.id)
-        access = d[i].flags
+        access, device = d[i].flags, d[i].location.id
     with _lock:
         r = _reservation_of(ptr, size)
         targets = _mappings_in(r, ptr, size)
-        if libc.mprotect(ffi.cast("void *", ptr), size, {ACCESS_NONE: PROT_NONE, ACCESS_READ: PROT_READ}.get(access, PROT_READ_WRITE)):
-            raise CudaError(CUDA_ERROR_INVALID_VALUE, "mprotect failed")
+        with _backend_errors():
+            _vmm().set_access(ptr, size, device, access)
         for m in targets:
             m.access = access
         _retrack(r)
@@ -290,7 +275,8 @@ def cuMemExportToShareableHandle(out, handle, handle_type, flags):
     physical = physicals.get(handle)
     if handle_type != HANDLE_TYPE_POSIX_FILE_DESCRIPTOR or not physical.handle_types & HANDLE_TYPE_POSIX_FILE_DESCRIPTOR:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "the allocation was not made exportable as a POSIX file descriptor")
-    ffi.cast("int *", out)[0] = os.dup(physical.fd)
+    with _backend_errors():
+        ffi.cast("int *", out)[0] = _vmm().export_fd(physical.token)
 
 
 @entry("cuMemImportFromShareableHandle")
@@ -300,11 +286,12 @@ def cuMemImportFromShareableHandle(phandle, os_handle, handle_type):
         raise CudaError(CUDA_ERROR_NOT_SUPPORTED, f"handle type {handle_type:#x}")
     fd = addr(os_handle)  # the descriptor itself, cast to a pointer
     try:
-        size = os.fstat(fd).st_size
-        fd = os.dup(fd)
+        os.fstat(fd)
     except OSError:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{fd} is not an open file descriptor") from None
-    store(phandle, physicals.add(Physical(fd, size, ctxs.current().device.ordinal, HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)))
+    with _backend_errors():
+        token, size = _vmm().import_fd(fd)
+    store(phandle, physicals.add(Physical(token, size, ctxs.current().device.ordinal, HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)))
 
 
 @entry("cuMemMapArrayAsync")
