@@ -24,9 +24,8 @@ def kernel(body: str, regs: str = ".reg .b32 %r<8>;\n.reg .f32 %f<8>;\n.reg .b64
 
 
 @pytest.mark.parametrize("line, name", [
-    # the texture forms past the AMDGPU slice (docs/amdgpu.md): cubemaps, formatted surface stores
-    ("tex.cube.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6, %f7, %f7}];", "tex.cube.v4.f32.f32"),
-    ("sust.p.1d.b32.trap [%rd1, {%r2}], {%r1};", "sust.p.1d.b32.trap"),
+    # a texture form AMDGPU refuses (docs/amdgpu.md): a separate sampler operand
+    ("tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, %rd2, {%f5, %f6}];", "tex.2d.v4.f32.f32"),
     ("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2}, {%r3}, "
      "{%f5,%f6,%f7,%f4};", "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"),
 ])
