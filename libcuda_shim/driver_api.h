@@ -115,6 +115,14 @@ CUresult cuMemcpy2DUnaligned_v2(const void *pCopy);
 CUresult cuMemcpy2DAsync_v2(const void *pCopy, CUstream hStream);
 CUresult cuMemcpy3D_v2(const void *pCopy);
 CUresult cuMemcpy3DAsync_v2(const void *pCopy, CUstream hStream);
+/* batch_copies.py: the v1 batch forms (CUDA 12.8) take failIdx, the _v2 ones (CUDA 13) do not */
+CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, void *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream);
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, void *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream);
+CUresult cuMemcpy3DBatchAsync(size_t numOps, void *opList, size_t *failIdx, unsigned long long flags, CUstream hStream);
+CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, void *opList, unsigned long long flags, CUstream hStream);
+CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, void *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream);
+CUresult cuMemcpy3DPeer(const void *pCopy);
+CUresult cuMemcpy3DPeerAsync(const void *pCopy, CUstream hStream);
 /* 1-D CUDA array copies (array_copies.py) */
 CUresult cuMemcpyAtoH_v2(void *dstHost, void *srcArray, size_t srcOffset, size_t ByteCount);
 CUresult cuMemcpyAtoHAsync_v2(void *dstHost, void *srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream);

@@ -32,7 +32,7 @@ _REASONS = [
     (r"^cuParamSet|^cuLaunch(Grid|$)|^cuFuncSet(BlockShape|SharedSize)|^cuCtx(Attach|Detach)",
      "the launch and context API of CUDA < 4.0"),
     (r"Cluster", "thread block clusters"),
-    (r"Batch|Decompress|Discard", "batched copies, prefetches and decompression"),
+    (r"Decompress|Discard", "batched decompression and discards"),
     (r"^cuCtxCreate_v3|ExecAffinity", "execution affinity (MPS SM limits)"),
     (r"^cuProfilerInitialize", "cuProfilerInitialize (NOT_SUPPORTED on NVIDIA's driver too since CUDA 12)"),
     (r"MultiDevice", "multi-device cooperative launches (one device)"),
