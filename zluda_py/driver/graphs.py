@@ -11,6 +11,7 @@ after it: the ordering of the equivalent stream work, with independent branches 
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Callable, Iterable
 
@@ -163,11 +164,15 @@ class ChildGraph:
 
 
 # ---- graphs and nodes ----
+_ids = itertools.count(1)  # graph and graph exec ids (cuGraphGetId, cuGraphExecGetId, DOT print)
+
+
 class Node:
     def __init__(self, graph: Graph, work: Callable[[], None], deps: list[Node], edges: list[bytes]) -> None:
         self.graph, self.work, self.deps, self.edges = graph, work, deps, edges
         self.enabled = True
         self.handle = 0
+        self.local_id = 0  # unique in its graph, never reused (cuGraphNodeGetLocalId, DOT print)
         if isinstance(work, MemAlloc):
             work.retain()
 
@@ -191,6 +196,8 @@ class Graph:
         self.user_objects: dict[UserObject, int] = {}
         self.origin: dict[Node, Node] = {}  # a clone's node -> the original's
         self.lock = threading.Lock()
+        self.id = next(_ids)
+        self._local_ids = itertools.count()
 
     def add(self, work, deps: Iterable[Node] = (), edges: Iterable[bytes] | None = None, register: bool = True) -> Node:
         deps = list(deps)
@@ -201,6 +208,7 @@ class Graph:
         if len(set(deps)) != len(deps):
             raise CudaError(CUDA_ERROR_INVALID_VALUE, "a dependency is listed twice")
         node = Node(self, work, deps, edges)
+        node.local_id = next(self._local_ids)
         if register:
             nodes.add(node)
         with self.lock:
@@ -229,11 +237,13 @@ class Graph:
         for n in self.nodes:  # every node first: an edge may point to a node made after it
             mapping[n] = copy.add(n.work, (), None, register)
             copy.origin[mapping[n]] = n
+            mapping[n].local_id = n.local_id  # a node keeps its id in clones and execs
         for n in self.nodes:
             mapping[n].deps, mapping[n].edges = [mapping[d] for d in n.deps], list(n.edges)
         for obj, count in self.user_objects.items():
             obj.retain(count)
             copy.user_objects[obj] = count
+        copy._local_ids = itertools.count(max((n.local_id for n in self.nodes), default=-1) + 1)
         return copy
 
     def remove_node(self, node: Node) -> None:
@@ -270,6 +280,7 @@ class GraphExec:
         if flags & ~(INSTANTIATE_AUTO_FREE_ON_LAUNCH | INSTANTIATE_UPLOAD | INSTANTIATE_USE_NODE_PRIORITY):
             raise CudaError(CUDA_ERROR_INVALID_VALUE, f"instantiate flags {flags:#x}")
         self.flags = flags
+        self.id = next(_ids)
         self.graph = graph.clone(register=False)
         self.graph.plan()  # a cycle fails here, not at launch
         self.of = {orig: mine for mine, orig in self.graph.origin.items()}
@@ -692,6 +703,69 @@ def cuGraphMemFreeNodeGetParams(h, pdptr):
     store(pdptr, _node(h, MEM_FREE).work.dptr)
 
 
+@entry("cuGraphNodeGetParams")
+def cuGraphNodeGetParams(h, params):
+    """The node's kind and parameters as one CUgraphNodeParams (cuGraphAddNode's input)."""
+    require(params)
+    node = _node(h)
+    p = ffi.cast("CUgraphNodeParams *", params)
+    ffi.memmove(ffi.addressof(p, "reserved1"), bytes(ffi.sizeof(p.reserved1)), ffi.sizeof(p.reserved1))
+    p.type, work = node.type, node.work
+    if node.type == KERNEL:
+        _write_kernel(ffi.addressof(p, "kernel"), work)
+    elif node.type == MEMCPY:
+        p.memcpy.copyParams = work.desc[0]
+    elif node.type == MEMSET:
+        _write_memset(p.memset, work)
+    elif node.type == HOST:
+        p.host.fn, p.host.userData = ffi.cast("void *", work.fn), ffi.cast("void *", work.data)
+    elif node.type == GRAPH:
+        cuGraphChildGraphNodeGetGraph(h, ffi.addressof(p.graph, "graph"))
+    elif node.type in (EVENT_RECORD, WAIT_EVENT):
+        p.eventRecord.event = ffi.cast("void *", work.event.handle)
+    elif node.type == MEM_ALLOC:
+        cuGraphMemAllocNodeGetParams(h, ffi.addressof(p, "alloc"))
+    elif node.type == MEM_FREE:
+        p.free.dptr = work.dptr
+    elif node.type == BATCH_MEM_OP:
+        memops.write_node_params(ffi.cast("CUDA_BATCH_MEM_OP_NODE_PARAMS *", ffi.addressof(p, "reserved1")), work)
+
+
+@entry("cuGraphGetId")
+def cuGraphGetId(hgraph, pid):
+    require(pid)
+    store(pid, graphs.get(addr(hgraph)).id)
+
+
+@entry("cuGraphExecGetId")
+def cuGraphExecGetId(hexec, pid):
+    require(pid)
+    store(pid, execs.get(addr(hexec)).id)
+
+
+@entry("cuGraphNodeGetLocalId")
+def cuGraphNodeGetLocalId(h, pid):
+    require(pid)
+    store(pid, _node(h).local_id)
+
+
+@entry("cuGraphNodeGetToolsId")
+def cuGraphNodeGetToolsId(h, pid):
+    """Unique in the process: the graph's id above the node's local id."""
+    require(pid)
+    node = _node(h)
+    store(pid, node.graph.id << 32 | node.local_id)
+
+
+@entry("cuGraphNodeGetContainingGraph")
+def cuGraphNodeGetContainingGraph(h, pgraph):
+    require(pgraph)
+    graph = _node(h).graph
+    if not graph.handle:  # a child graph: owned by its node, as cuGraphChildGraphNodeGetGraph hands it out
+        graphs.add(graph)
+    store_ptr(pgraph, graph.handle)
+
+
 @entry("cuGraphNodeSetParams")
 def cuGraphNodeSetParams(h, params):
     require(params)
@@ -1046,7 +1120,7 @@ def _label(node: Node) -> str:
 
 def _dot(graph: Graph, name: str, lines: list[str]) -> None:
     lines.append(f'subgraph "cluster_{name}" {{\nlabel="{name}";')
-    ids = {n: f"{name}_{i}" for i, n in enumerate(graph.nodes)}
+    ids = {n: f"{name}_node_{n.local_id}" for n in graph.nodes}
     for n in graph.nodes:
         lines.append(f'"{ids[n]}" [shape=record, label="{_label(n)}"];')
         if n.type == GRAPH:
@@ -1062,7 +1136,7 @@ def cuGraphDebugDotPrint(hgraph, path, flags):
     require(path)
     graph = graphs.get(addr(hgraph))
     lines = ["digraph dot {"]
-    _dot(graph, "graph", lines)
+    _dot(graph, f"graph_{graph.id}", lines)
     lines.append("}")
     try:
         with open(ffi.string(path).decode(), "w") as f:

@@ -221,7 +221,7 @@ def _attribute(number: int, a: Allocation | None, ptr: int) -> bytes:
         3: struct.pack("Q", ptr),  # DEVICE_POINTER
         4: struct.pack("Q", ptr),  # HOST_POINTER
         5: struct.pack("QI4x", 0, 0),  # P2P_TOKENS
-        6: _bool(True),  # SYNC_MEMOPS
+        6: _bool(getattr(a, "sync_memops", True)),  # SYNC_MEMOPS (pointer_attrs.py sets it)
         7: struct.pack("Q", a.buffer_id),  # BUFFER_ID
         8: _bool(a.kind == "managed"),  # IS_MANAGED
         9: struct.pack("i", a.owner.device.ordinal),  # DEVICE_ORDINAL
