@@ -75,7 +75,8 @@ class Ctx(IntEnum):
     GRID_WORKSPACE = 32 + 2 * BOUNDS_CACHE_ENTRIES  # cooperative launch: its grid workspace (%envreg1:%envreg2), else 0
     SHARED_WINDOW = GRID_WORKSPACE + 1  # valid bytes of the arena: TOTAL_SMEM, then the reserved region
     MBAR_EPOCH = SHARED_WINDOW + 1  # count of mbarrier updates (the block runner's test for a stalled block)
-    SLOTS = MBAR_EPOCH + 1
+    BAR_TOUCHED = MBAR_EPOCH + 1  # bit i: a bar.arrive at barrier i since the block runner last looked
+    SLOTS = BAR_TOUCHED + 1
 
 
 class Frame(IntEnum):

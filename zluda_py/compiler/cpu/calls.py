@@ -208,7 +208,9 @@ class CallMixin:
             b.store(b.add(b.load(field(BarSlot.ACC), typ=I64), b.zext(V.popcount(b, V.mask_bits(b, p)), I64)),
                     field(BarSlot.ACC))
         self._set_frame_i32(Frame.LIVE, live)
-        if inst.has("arrive"):
+        if inst.has("arrive"):  # the block runner tests the barrier a warp stops at, and these
+            bit = b.shl(ir.Constant(I64, 1), b.zext(b.and_(bar_id, ir.Constant(I32, 63)), I64))
+            self.set_ctx_i64(Ctx.BAR_TOUCHED, b.or_(self.ctx_i64(Ctx.BAR_TOUCHED), bit))
             b.branch(self.dispatch_block)
             return
         self._set_frame_i32(Frame.BAR_ID, bar_id)

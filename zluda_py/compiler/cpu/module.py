@@ -275,7 +275,19 @@ class ModuleLowering:
                                     hdr(fr, Frame.STATE))
                             bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
                             b.store(b.trunc(b.load(bar_field(bar_id, BarSlot.GEN), typ=I64), I32), hdr(fr, Frame.WAITGEN))
-                            self._release(b, bar_field, b.load(total, typ=I64))
+                            # a barrier fills when threads arrive at it (the one this warp stops
+                            # at, those it passed with bar.arrive) or when threads exit (it then
+                            # waits for fewer): all barriers are tested only after those two
+                            touched = get(Ctx.BAR_TOUCHED)
+                            stopped = b.select(b.icmp_signed(">", r, ir.Constant(I32, 0)),
+                                               b.shl(ir.Constant(I64, 1), b.and_(bar_id, ir.Constant(I64, 63))),
+                                               ir.Constant(I64, 0))
+                            everything = b.icmp_unsigned("!=", b.or_(exited, touched), ir.Constant(I64, 0))
+                            which = b.select(everything, ir.Constant(I64, -1), stopped)
+                            which = b.and_(which, ir.Constant(I64, (1 << NBARRIERS) - 1))
+                            with b.if_then(everything, likely=False):
+                                put(Ctx.BAR_TOUCHED, ir.Constant(I64, 0))
+                            self._release(b, bar_field, b.load(total, typ=I64), which)
                 b.cbranch(b.icmp_unsigned("==", b.load(left, typ=I64), ir.Constant(I64, 0)), block_done,
                           fn.append_basic_block("check_progress"))
                 b.position_at_end(fn.blocks[-1])
@@ -315,9 +327,10 @@ class ModuleLowering:
                 put(Ctx.CTA_Y, b.select(wrap_y, ir.Constant(I64, 0), y))
                 put(Ctx.CTA_Z, b.add(get(Ctx.CTA_Z), b.zext(wrap_y, I64)))
 
-    def _release(self, b, bar_field, total_v) -> None:
-        """Open every barrier whose expected thread count (default: all live threads) has arrived."""
-        with _for(b, ir.Constant(I64, 0), ir.Constant(I64, NBARRIERS)) as (i, _):
+    def _release(self, b, bar_field, total_v, which) -> None:
+        """Open every barrier of the bit set `which` whose expected thread count (default: all
+        live threads) has arrived."""
+        for i in V.each_set_bit(b, which):
             arrived = b.load(bar_field(i, BarSlot.ARRIVED), typ=I64)
             expected = b.load(bar_field(i, BarSlot.EXPECTED), typ=I64)
             need = b.select(b.icmp_unsigned("==", expected, ir.Constant(I64, 0)), total_v, expected)

@@ -114,19 +114,25 @@ def each_active_lane(b: ir.IRBuilder, mask: ir.Value):
 
     Used as `for lane in each_active_lane(b, mask): ...` with exactly one iteration at build time.
     """
+    yield from each_set_bit(b, mask_bits(b, mask))
+
+
+def each_set_bit(b: ir.IRBuilder, bits: ir.Value):
+    """Emit a loop over the set bits of the integer `bits`, lowest first; yields the bit index
+    (of the same type), as `each_active_lane`."""
     fn = b.function
-    bits = mask_bits(b, mask)
+    t = bits.type
     pre = b.block
     head = fn.append_basic_block("lane")
     body = fn.append_basic_block("lane.body")
     done = fn.append_basic_block("lane.done")
     b.branch(head)
     b.position_at_end(head)
-    left = b.phi(I32)
+    left = b.phi(t)
     left.add_incoming(bits, pre)
-    b.cbranch(b.icmp_unsigned("==", left, ir.Constant(I32, 0)), done, body)
+    b.cbranch(b.icmp_unsigned("==", left, ir.Constant(t, 0)), done, body)
     b.position_at_end(body)
-    yield intrinsic(b, "llvm.cttz.i32", I32, [left, ir.Constant(I1, 1)])
-    left.add_incoming(b.and_(left, b.sub(left, ir.Constant(I32, 1))), b.block)  # clear the lowest bit
+    yield intrinsic(b, f"llvm.cttz.i{t.width}", t, [left, ir.Constant(I1, 1)])
+    left.add_incoming(b.and_(left, b.sub(left, ir.Constant(t, 1))), b.block)  # clear the lowest bit
     b.branch(head)
     b.position_at_end(done)
