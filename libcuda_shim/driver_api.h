@@ -252,6 +252,17 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunc
 
 /* launch */
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
+/* the launch API of CUDA < 4.0 (legacy_launch.py) */
+CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z);
+CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes);
+CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes);
+CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value);
+CUresult cuParamSetf(CUfunction hfunc, int offset, float value);
+CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes);
+CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, void *hTexRef);
+CUresult cuLaunch(CUfunction f);
+CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height);
+CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream);
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams);
 CUresult cuLaunchKernelEx(const void *config, CUfunction f, void **kernelParams, void **extra);
 CUresult cuLaunchHostFunc(CUstream hStream, void *fn, void *userData);

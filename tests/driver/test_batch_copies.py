@@ -11,7 +11,8 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_ulonglong, c_void_p
 
 import numpy as np
 
-from texture_abi import ARRAY3D_DESCRIPTOR, CU_AD_FORMAT_FLOAT, MEMCPY3D
+from texture_abi import ARRAY3D_DESCRIPTOR, CU_AD_FORMAT_FLOAT, MEMCPY3D, device_buffer as _device, \
+    from_device as _host
 
 INVALID_VALUE, INVALID_CONTEXT = 1, 201
 STREAM, DURING_API_CALL = 1, 2
@@ -41,17 +42,6 @@ def _stream(cu) -> c_void_p:
     s = c_void_p()
     cu.ok(cu.cuStreamCreate(byref(s), 1))
     return s
-
-def _device(cu, data: np.ndarray) -> int:
-    p = c_ulonglong()
-    cu.ok(cu.cuMemAlloc_v2(byref(p), c_size_t(data.nbytes)))
-    cu.ok(cu.cuMemcpyHtoD_v2(p, c_void_p(data.ctypes.data), c_size_t(data.nbytes)))
-    return p.value
-
-def _host(cu, ptr: int, like: np.ndarray) -> np.ndarray:
-    out = np.empty_like(like)
-    cu.ok(cu.cuMemcpyDtoH_v2(c_void_p(out.ctypes.data), c_ulonglong(ptr), c_size_t(out.nbytes)))
-    return out
 
 def _arrays(*values: int, ctype=c_ulonglong):
     return (ctype * len(values))(*values)

@@ -6,6 +6,6 @@ from __future__ import annotations
 
 # importing the entry-point modules registers them
 from . import (array_copies, batch_copies, capture_api, context_api, graphs, init_device, integrity,  # noqa: F401
-               ipc, launch, memory, memops, mempool, mipmaps, module, module_queries, pointer_attrs, stream_api,
-               stream_attrs, texrefs, textures, vmm)
+               ipc, launch, legacy_launch, memory, memops, mempool, mipmaps, module, module_queries, pointer_attrs,
+               stream_api, stream_attrs, texrefs, textures, vmm)
 from .api import implemented, wrapped  # noqa: F401

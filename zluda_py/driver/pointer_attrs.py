@@ -10,7 +10,7 @@ ours finish before they return, so none is ever pending."""
 from __future__ import annotations
 
 from .api import entry
-from ..cdata import addr, ffi
+from ..cdata import ffi
 from ..curesult import CUDA_ERROR_INVALID_VALUE, CudaError
 from .init_device import require
 from .memory import _memory, cuMemRangeGetAttribute
