@@ -24,6 +24,8 @@ from conformance.models import texture as model
 
 GOLDEN = Path(__file__).parents[1] / "hardware" / "golden" / "mipmap_probe.txt"
 PROBE = Path(__file__).parents[1] / "hardware" / "mipmap_probe.cu"
+IMPLICIT_GOLDEN = Path(__file__).parents[1] / "hardware" / "golden" / "mipmap_implicit_probe.txt"
+IMPLICIT_PROBE = Path(__file__).parents[1] / "hardware" / "mipmap_implicit_probe.cu"
 # chain -> (level-0 extent per gradient axis, levels); unnormalized gradients scale the same
 CHAINS = {"lod": ((64, 32), 7), "grad2": ((64, 32), 7), "grad1": ((64,), 7), "grad3": ((16, 8, 4), 5),
           "unnorm": ((64, 32), 7)}
@@ -104,3 +106,14 @@ def test_driver_reproduces_the_h100(nvcc, run):
     assert exact >= EXACT_LINES, f"{exact} of {len(golden)} lines bit-exact, {EXACT_LINES} before"
     differ = [f"{g}: ours {o}" for g, o, v in zip(golden, ours, got) if v != expected(g)]
     assert not differ, f"{len(differ)} lines differ from the model:\n" + "\n".join(differ[:20])
+
+
+def test_plain_tex_takes_lod_zero_as_the_h100(nvcc, run):
+    """tex2D without .level or .grad on a mipmapped texture: LOD 0 without the bias, then the
+    clamps, whatever the coordinates of the other lanes of its quad (no implicit derivatives), as
+    golden/mipmap_implicit_probe.txt recorded, line for line."""
+    golden = [ln for ln in IMPLICIT_GOLDEN.read_text().splitlines() if not ln.startswith("#")]
+    assert len(golden) == 8 * 1212 and len({ln.split(" -> ")[1] for ln in golden}) == 3  # levels 0, 1 and LOD 0.5
+    r = run(nvcc([IMPLICIT_PROBE], [], ""))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == golden

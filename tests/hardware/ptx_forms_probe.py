@@ -82,8 +82,12 @@ def main() -> int:
         results = []
         for image in (ptx, None):
             try:
-                drv.load(ptx if image is not None else _ptxas(ptx, arch))
+                loaded = drv.load(ptx if image is not None else _ptxas(ptx, arch))
                 results.append("0")
+                try:  # some forms load but leave their kernel out of the module
+                    loaded.function("k")
+                except CudaError as e:
+                    results[-1] = f"0, cuModuleGetFunction {e.code} {drv.error_name(e.code)}"
             except CudaError as e:
                 results.append(f"{e.code} {drv.error_name(e.code)}")
             except Exception as e:  # ptxas refused it

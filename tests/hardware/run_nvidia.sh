@@ -49,6 +49,9 @@ fi
 nvcc -o $B/mipmap_probe tests/hardware/mipmap_probe.cu > $B/build_mipmap_probe.log 2>&1 &&
   timeout 60 $B/mipmap_probe > "$OUT/mipmap_probe.txt" 2> "$OUT/mipmap_probe.err"
 stamp "mipmap probe: rc $? $(wc -l < "$OUT/mipmap_probe.txt") lines"
+nvcc -o $B/mipmap_implicit_probe tests/hardware/mipmap_implicit_probe.cu > $B/build_mipmap_implicit.log 2>&1 &&
+  timeout 60 $B/mipmap_implicit_probe > "$OUT/mipmap_implicit_probe.txt" 2> "$OUT/mipmap_implicit_probe.err"
+stamp "mipmap implicit probe: rc $? $(wc -l < "$OUT/mipmap_implicit_probe.txt") lines"
 
 # 1c. driver behaviours the documentation leaves open (memory pool limits, IPC in one process)
 nvcc -o $B/api_probe tests/hardware/api_probe.cu && timeout 30 $B/api_probe > "$OUT/api_probe.txt" 2>&1
@@ -88,7 +91,8 @@ grid_sync_largest|e2e_grid_sync_limits.cu||largest
 grid_sync_launch_ex|e2e_grid_sync_limits.cu||launch-ex
 grid_sync_too_large|e2e_grid_sync_limits.cu||too-large
 grid_sync_not_cooperative|e2e_grid_sync_limits.cu||not-cooperative
-grid_sync_trap|e2e_grid_sync_limits.cu||trap"
+grid_sync_trap|e2e_grid_sync_limits.cu||trap
+tensor_cores|e2e_tensor_cores.cu|-arch=sm_80|"
 build() {
   IFS='|' read -r name srcs args argv <<< "$1"
   [ -n "$name" ] || return 0

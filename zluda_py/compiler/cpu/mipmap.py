@@ -5,7 +5,8 @@ A mipmapped texture object is registered with the texture runtime (cpu/texture.p
 `Mipmap`: its levels, each an ordinary `Image` sampled by texture.py, and the texture
 descriptor's mipmap fields. The level of detail (LOD) is NVIDIA's, as recorded on an H100
 (tests/hardware/golden/mipmap_probe.txt; docs/semantics.md, "Mipmap level selection"):
-* `tex` and `tex.base` use LOD 0, `tex.level` the given LOD;
+* `tex` and `tex.base` use LOD 0 without the bias, then the clamps, whatever the coordinates of
+  neighbouring lanes (no implicit derivatives: mipmap_implicit_probe.txt); `tex.level` the given LOD;
 * `tex.grad`: each gradient component is scaled by the level-0 extent of its axis (also with
   unnormalized coordinates) and truncated to 9 fractional mantissa bits; a vector's length is
   approximated as max + 11/32 mid + 1/4 min of its absolute components; the footprint's major
@@ -137,8 +138,8 @@ def level_of_detail(mods: tuple[str, ...], mip: Mipmap, sampler: texture.Sampler
         lod = _f32(args[LOD_SLOT])
     elif "grad" in mods:
         lod = _gradient_lod(mods, mip, args)
-    else:
-        lod = np.zeros(args.shape[1])
+    else:  # LOD 0 without the bias, whatever the lanes' coordinates (mipmap_implicit_probe.txt)
+        lod = np.full(args.shape[1], -mip.bias)
     with np.errstate(invalid="ignore"):
         lod = np.floor((lod + mip.bias) * LOD_STEPS) / LOD_STEPS
     lod = np.clip(lod, mip.min_clamp, mip.max_clamp)
