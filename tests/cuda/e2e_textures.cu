@@ -637,10 +637,10 @@ static void test_surfaces() {
 }
 
 // PTX forms without a CUDA C spelling. What the PTX manual defines is checked here; what it
-// leaves open (query encodings, the .f16x2 channel order, istypep on texture objects) is
-// printed, for a GPU's run to record. No suq channel or layout query: NVIDIA's driver refuses
-// a module holding one (CUDA_ERROR_NOT_SUPPORTED, tests/hardware/golden/ptx_forms_probe.txt),
-// which would take every section of this program down with it.
+// leaves open (the .f16x2 channel order, istypep on texture objects) is
+// printed, for a GPU's run to record. No suq channel or layout query and no txq format query:
+// NVIDIA's driver refuses a module holding the first (CUDA_ERROR_NOT_SUPPORTED) and leaves a
+// kernel using the second out of it (tests/hardware/golden/ptx_forms_probe.txt).
 __global__ void ptx_forms(cudaTextureObject_t t, cudaSurfaceObject_t counts, cudaSurfaceObject_t rgba, unsigned* out) {
     int i = threadIdx.x;
     asm volatile("sured.b.add.1d.u32.trap [%0, {%1}], %2;" ::"l"(counts), "r"((i % 8) * 4), "r"(1) : "memory");
@@ -656,9 +656,6 @@ __global__ void ptx_forms(cudaTextureObject_t t, cudaSurfaceObject_t counts, cud
         : "l"(t), "f"(2.5f), "f"(0.5f));
     for (int k = 0; k < 4; k++) out[k] = h[k];
     asm("tex.2d.v2.f16x2.f32 {%0, %1}, [%2, {%3, %4}];" : "=r"(out[4]), "=r"(out[5]) : "l"(t), "f"(2.5f), "f"(0.5f));
-    asm("txq.channel_order.b32 %0, [%1];" : "=r"(out[6]) : "l"(t));
-    asm("txq.channel_data_type.b32 %0, [%1];" : "=r"(out[7]) : "l"(t));
-    asm("txq.num_samples.b32 %0, [%1];" : "=r"(out[8]) : "l"(t));
     asm("{ .reg .pred p; istypep.texref p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(out[11]) : "l"(t));
     asm("{ .reg .pred p; istypep.surfref p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(out[12]) : "l"(counts));
     asm("{ .reg .pred p; istypep.surfref p, %1; selp.u32 %0, 1, 0, p; }" : "=r"(out[13]) : "l"(t));
@@ -705,7 +702,6 @@ static void test_ptx_forms() {
     }
     for (int k = 0; k < 4; k++) EXPECT(out[k] == __half_as_ushort(__float2half_rn(texels[8 + k])));  // texel 2
     printf("forms: tex.f16x2 %08x %08x\n", out[4], out[5]);
-    printf("forms: txq channel_order %#x channel_data_type %#x num_samples %u\n", out[6], out[7], out[8]);
     printf("forms: istypep texref(texture) %u surfref(surface) %u surfref(texture) %u\n", out[11], out[12], out[13]);
     OK(cudaDestroyTextureObject(t));
     for (cudaSurfaceObject_t s : {counts, rgba}) OK(cudaDestroySurfaceObject(s));
