@@ -161,3 +161,26 @@ def test_module_and_library_queries(cu):
     assert cu.cuLibraryGetUnifiedFunction(byref(fptr), lib, None) == INVALID_VALUE
     cu.ok(cu.cuLibraryUnload(lib))
     cu.ok(cu.cuModuleUnload(module))
+
+
+def test_context_usage_count(cu):
+    """cuCtxAttach counts a use of the current context, cuCtxDetach gives one back and destroys
+    the context with its last (cuCtxCreate's); a primary context is never destroyed so."""
+    ctx, attached = c_void_p(), c_void_p()
+    cu.ok(cu.cuCtxCreate_v2(byref(ctx), 0, 0))
+    cu.ok(cu.cuCtxAttach(byref(attached), 0))
+    assert attached.value == ctx.value
+    assert cu.cuCtxAttach(byref(attached), 1) == INVALID_VALUE
+    cu.ok(cu.cuCtxDetach(ctx))  # the attachment
+    version = c_uint()
+    cu.ok(cu.cuCtxGetApiVersion(ctx, byref(version)))  # still alive
+    cu.ok(cu.cuCtxDetach(ctx))  # cuCtxCreate's count: destroyed
+    assert cu.cuCtxGetApiVersion(ctx, byref(version)) == 201  # CUDA_ERROR_INVALID_CONTEXT
+    cu.ok(cu.cuCtxSetCurrent(cu.ctx))
+    assert cu.cuCtxDetach(cu.ctx) == 201  # the primary context
+    other = c_void_p()
+    cu.ok(cu.cuCtxCreate_v2(byref(other), 0, 0))  # current now
+    cu.ok(cu.cuCtxSetCurrent(cu.ctx))
+    assert cu.cuCtxDetach(other) == 201  # not current to this thread
+    cu.ok(cu.cuCtxDestroy_v2(other))
+    cu.ok(cu.cuCtxSetCurrent(cu.ctx))

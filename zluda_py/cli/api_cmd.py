@@ -29,7 +29,6 @@ _REASONS = [
     (r"^cuSubgrid", "subgrids"),
     (r"^cuTexRef(Set|Get)Address(2D)?$", "the 32-bit device pointer forms of CUDA < 3.2 (the _v2/_v3 forms are implemented)"),
     (r"Sparse|^cuArrayGetPlane", "CUDA array forms not built yet (sparse, planar)"),
-    (r"^cuCtx(Attach|Detach)", "the context reference counting of CUDA < 4.0"),
     (r"Cluster", "thread block clusters"),
     (r"Decompress|Discard", "batched decompression and discards"),
     (r"^cuCtxCreate_v3|ExecAffinity", "execution affinity (MPS SM limits)"),

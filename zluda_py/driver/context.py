@@ -48,6 +48,7 @@ class Context:
         self.lock = threading.Lock()
         self.capturing = 0  # streams in a stream capture (capture.py)
         self.waits: list[Op] = []  # cuCtxWaitEvent: what all later work of the context waits for
+        self.attachments = 0  # cuCtxAttach calls not yet detached (ctx_usage.py)
         self.legacy = Stream(self, kind="legacy")
         self.streams: list[Stream] = []  # user streams
         self._per_thread: dict[int, Stream] = {}
