@@ -158,6 +158,7 @@ CUresult cuTexObjectCreate(unsigned long long *pTexObject, const void *pResDesc,
 CUresult cuTexObjectDestroy(unsigned long long texObject);
 CUresult cuTexObjectGetResourceDesc(void *pResDesc, unsigned long long texObject);
 CUresult cuTexObjectGetTextureDesc(void *pTexDesc, unsigned long long texObject);
+CUresult cuTexObjectGetResourceViewDesc(void *pResViewDesc, unsigned long long texObject);
 CUresult cuSurfObjectCreate(unsigned long long *pSurfObject, const void *pResDesc);
 CUresult cuSurfObjectDestroy(unsigned long long surfObject);
 CUresult cuSurfObjectGetResourceDesc(void *pResDesc, unsigned long long surfObject);

@@ -194,7 +194,10 @@ def test_texture_object_descriptor_checks(drv):
     assert (res.resType, res.res.hMipmappedArray) == (CU_RESOURCE_TYPE_MIPMAPPED_ARRAY, mip.value)
     cu.ok(cu.cuTexObjectGetTextureDesc(byref(back), obj))
     assert back.mipmapFilterMode == 0
+    view = (ctypes.c_char * 112)()  # CUDA_RESOURCE_VIEW_DESC
+    assert cu.cuTexObjectGetResourceViewDesc(view, obj) == INVALID_VALUE  # made without a view (cuda.h)
     cu.ok(cu.cuTexObjectDestroy(obj))
+    assert cu.cuTexObjectGetResourceViewDesc(view, obj) == INVALID_VALUE  # no longer an object
     cu.ok(cu.cuMipmappedArrayDestroy(mip))
 
 

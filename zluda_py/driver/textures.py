@@ -306,6 +306,15 @@ def cuTexObjectGetTextureDesc(desc, handle):
     _copy_out(desc, _object(handle, True).texture)
 
 
+@entry("cuTexObjectGetResourceViewDesc")
+def cuTexObjectGetResourceViewDesc(desc, handle):
+    """cuda.h: CUDA_ERROR_INVALID_VALUE for an object made without a resource view, which every
+    object here is (cuTexObjectCreate refuses views)."""
+    require(desc)
+    _object(handle, True)
+    raise CudaError(CUDA_ERROR_INVALID_VALUE, f"texture object {handle:#x} has no resource view")
+
+
 @entry("cuSurfObjectGetResourceDesc")
 def cuSurfObjectGetResourceDesc(desc, handle):
     _copy_out(desc, _object(handle, False).resource)
