@@ -125,6 +125,8 @@ CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *siz
 CUresult cuMemcpy3DBatchAsync(size_t numOps, void *opList, size_t *failIdx, unsigned long long flags, CUstream hStream);
 CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, void *opList, unsigned long long flags, CUstream hStream);
 CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, void *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream);
+CUresult cuMemcpyWithAttributesAsync(CUdeviceptr dst, CUdeviceptr src, size_t size, void *attr, CUstream hStream);
+CUresult cuMemcpy3DWithAttributesAsync(void *op, unsigned long long flags, CUstream hStream);
 CUresult cuMemcpy3DPeer(const void *pCopy);
 CUresult cuMemcpy3DPeerAsync(const void *pCopy, CUstream hStream);
 /* 1-D CUDA array copies (array_copies.py) */

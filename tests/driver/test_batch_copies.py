@@ -167,3 +167,25 @@ def test_3d_peer_copies(cu):
     assert cu.cuMemcpy3DPeer(byref(c)) == INVALID_CONTEXT
     assert cu.cuMemcpy3DPeer(None) == INVALID_VALUE
     cu.ok(cu.cuMemFree_v2(c_ulonglong(src)))
+
+
+def test_single_copies_with_attributes(cu):
+    """A batch of one (CUDA 13.2); cuda.h's legacy-stream rule is for batches, these take any stream."""
+    cu.cuMemcpyWithAttributesAsync.argtypes = [c_ulonglong, c_ulonglong, c_size_t, c_void_p, c_void_p]
+    data = np.arange(32, dtype=np.uint16)
+    src = _device(cu, data)
+    out = np.zeros_like(data)
+    cu.ok(cu.cuMemcpyWithAttributesAsync(out.ctypes.data, src + 8, 16, byref(Attributes(DURING_API_CALL)), None))
+    assert np.array_equal(out[:8], data[4:12])
+    assert cu.cuMemcpyWithAttributesAsync(out.ctypes.data, src, 16, byref(Attributes(7)), None) == INVALID_VALUE
+    assert cu.cuMemcpyWithAttributesAsync(out.ctypes.data, src, 16, None, None) == INVALID_VALUE
+    op = BatchOp()
+    op.src.type, op.src.op.ptr.ptr = POINTER_OPERAND, src
+    op.dst.type, op.dst.op.ptr.ptr = POINTER_OPERAND, out.ctypes.data
+    op.width, op.height, op.depth, op.srcAccessOrder = 64, 1, 1, STREAM
+    out[:] = 0
+    cu.ok(cu.cuMemcpy3DWithAttributesAsync(byref(op), c_ulonglong(0), None))
+    cu.ok(cu.cuCtxSynchronize())
+    assert np.array_equal(out, data)
+    assert cu.cuMemcpy3DWithAttributesAsync(byref(op), c_ulonglong(2), None) == INVALID_VALUE
+    cu.ok(cu.cuMemFree_v2(c_ulonglong(src)))

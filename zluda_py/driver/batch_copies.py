@@ -1,6 +1,7 @@
 """Entry points: batched copies and prefetches (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync, both
-in their CUDA 12.8 form with `failIdx` and the CUDA 13 `_v2` without, cuMemPrefetchBatchAsync)
-and the peer 3-D copies (cuMemcpy3DPeer, cuMemcpy3DPeerAsync).
+in their CUDA 12.8 form with `failIdx` and the CUDA 13 `_v2` without, cuMemPrefetchBatchAsync),
+single copies with a batch copy's attributes (cuMemcpyWithAttributesAsync,
+cuMemcpy3DWithAttributesAsync) and the peer 3-D copies (cuMemcpy3DPeer, cuMemcpy3DPeerAsync).
 
 Every copy of a batch is checked before any is queued; then each is an ordinary copy of the
 stream (`memory.Memcpy`: a memcpy node when captured), queued in array order, which is one of
@@ -50,9 +51,9 @@ class _Failed(CudaError):
         self.index = index
 
 
-def _batch_stream(stream) -> int:
-    """cuda.h: the stream 'must not be legacy NULL stream' (the per-thread one is fine)."""
-    if ctxs.resolve_stream(addr(stream)).kind == "legacy":
+def _batch_stream(stream, batch: bool = True) -> int:
+    """cuda.h: a batch's stream 'must not be legacy NULL stream' (the per-thread one is fine)."""
+    if ctxs.resolve_stream(addr(stream)).kind == "legacy" and batch:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "batched operations cannot go to the legacy NULL stream")
     return addr(stream)
 
@@ -91,8 +92,8 @@ def _with_fail_index(pfail, body) -> None:
         raise
 
 
-def _batch(dsts, srcs, sizes, count: int, attrs, attr_idxs, num_attrs: int, stream) -> None:
-    stream = _batch_stream(stream)
+def _batch(dsts, srcs, sizes, count: int, attrs, attr_idxs, num_attrs: int, stream, batch: bool = True) -> None:
+    stream = _batch_stream(stream, batch)
     require(dsts, srcs, sizes, attrs)
     which = _groups(count, attr_idxs, num_attrs, "attribute sets")
     attributes = ffi.cast("CUmemcpyAttributes *", attrs)
@@ -155,8 +156,8 @@ def _element(index: int, op) -> int:
     return sizes.pop() if sizes else 1
 
 
-def _batch_3d(num_ops: int, op_list, flags: int, stream) -> None:
-    stream = _batch_stream(stream)
+def _batch_3d(num_ops: int, op_list, flags: int, stream, batch: bool = True) -> None:
+    stream = _batch_stream(stream, batch)
     if flags:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"batch flags {flags:#x} (must be 0)")
     if num_ops == 0 or op_list == ffi.NULL:
@@ -197,6 +198,19 @@ def cuMemcpy3DBatchAsync_v2(num_ops, op_list, flags, stream):
 @entry("cuMemcpy3DBatchAsync")
 def cuMemcpy3DBatchAsync(num_ops, op_list, pfail, flags, stream):
     _with_fail_index(pfail, lambda: _batch_3d(num_ops, op_list, flags, stream))
+
+
+@entry("cuMemcpyWithAttributesAsync")
+def cuMemcpyWithAttributesAsync(dst, src, size, attr, stream):
+    """One copy with the attributes of a batch's copies (CUDA 13.2)."""
+    require(attr)
+    _batch([dst], [src], [size], 1, attr, [0], 1, stream, batch=False)
+
+
+@entry("cuMemcpy3DWithAttributesAsync")
+def cuMemcpy3DWithAttributesAsync(op, flags, stream):
+    """One CUDA_MEMCPY3D_BATCH_OP (CUDA 13.2)."""
+    _batch_3d(1, op, flags, stream, batch=False)
 
 
 @entry("cuMemPrefetchBatchAsync")
