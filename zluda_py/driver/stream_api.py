@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from . import capture, context as ctxs
 from .api import entry
 from ..cdata import addr, ffi, store, store_ptr
@@ -177,12 +179,18 @@ def cuEventRecord(hevent, h):
     s = _stream(h)
     if capture.record_event(s, ev):
         return
-    counters = getattr(ev, "counters", None)  # shared with other processes (ipc.py)
+    record(ev, lambda fn: s.ctx.submit(s, fn))
+
+
+def record(ev: Event, submit: Callable[[Callable[[], None]], Op | None]) -> None:
+    """Make ev stand for a new op that `submit` queues. An interprocess event's counters, shared
+    with other processes (ipc.py), count the record as made now and as completed when it runs."""
+    counters = getattr(ev, "counters", None)
     if counters is None:
-        ev.op = s.ctx.submit(s, lambda: None)
+        ev.op = submit(lambda: None)
     else:
         counters.bump(0)
-        ev.op = s.ctx.submit(s, lambda: counters.bump(1))
+        ev.op = submit(lambda: counters.bump(1))
 
 
 @entry("cuEventRecordWithFlags")

@@ -21,7 +21,7 @@ from ..curesult import (CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE, CUD
                         CudaError)
 from .init_device import require
 from .stream import CU_STREAM_NON_BLOCKING, Stream
-from .stream_api import GREATEST_PRIORITY, LEAST_PRIORITY, events
+from .stream_api import GREATEST_PRIORITY, LEAST_PRIORITY, events, record
 
 ACCESS_POLICY_WINDOW, SYNCHRONIZATION_POLICY, PRIORITY, MEM_SYNC_DOMAIN_MAP, MEM_SYNC_DOMAIN = 1, 3, 8, 9, 10
 NVLINK_UTIL_CENTRIC_SCHEDULING = 16
@@ -139,7 +139,7 @@ def cuCtxRecordEvent(hctx, hevent):
             recorder = _recorders[ctx] = Stream(ctx, CU_STREAM_NON_BLOCKING)
     pending = [s.last for s in ctx.all_streams() if not s.idle()]
     ev.captured = None
-    ev.op = recorder.submit(lambda: None, pending)
+    record(ev, lambda fn: recorder.submit(fn, pending))
 
 
 @entry("cuCtxWaitEvent")
