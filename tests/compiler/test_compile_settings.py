@@ -1,0 +1,42 @@
+"""Compile-time settings of the CPU target (cpu/target.py): lowering pauses Python's cyclic
+garbage collector and must hand it back as the host program left it."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from zluda_py.compiler.cpu.target import CPU
+from zluda_py.compiler.linker import link
+from zluda_py.ptx import parse
+
+PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry copy(.param .u64 p)
+{
+  .reg .u32 %r<2>; .reg .u64 %rd<4>;
+  ld.param.u64 %rd1, [p];
+  cvta.to.global.u64 %rd2, %rd1;
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 4;
+  add.u64 %rd2, %rd2, %rd3;
+  st.global.u32 [%rd2], %r1;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_lowering_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
+    module = link([parse(PTX)])
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        part = CPU.lower_part(module, "copy")
+        whole = CPU.lower(module)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert "zluda_run.copy" in part.text and "zluda_run.copy" in whole.text
