@@ -18,6 +18,12 @@ typedef void *CUlinkState;
 typedef struct { int type; int id; } CUmemLocation;
 
 /* init, versions, errors */
+/* the driver's error log (driver_logs.py) */
+CUresult cuLogsRegisterCallback(void *callbackFunc, void *userData, void **callback_out);
+CUresult cuLogsUnregisterCallback(void *callback);
+CUresult cuLogsCurrent(unsigned int *iterator_out, unsigned int flags);
+CUresult cuLogsDumpToFile(unsigned int *iterator, const char *pathToFile, unsigned int flags);
+CUresult cuLogsDumpToMemory(unsigned int *iterator, char *buffer, size_t *size, unsigned int flags);
 CUresult cuInit(unsigned int flags);
 CUresult cuDriverGetVersion(int *version);
 CUresult cuGetErrorName(CUresult error, const char **pstr);

@@ -25,7 +25,6 @@ _REASONS = [
     (r"^cuTensorMap", "tensor maps (the TMA unit; cp.async.bulk.tensor is refused too)"),
     (r"^cuCheckpoint", "process checkpointing"),
     (r"^cuCoredump", "GPU core dumps"),
-    (r"^cuLogs", "driver log callbacks"),
     (r"^cuSubgrid", "subgrids"),
     (r"^cuTexRef(Set|Get)Address(2D)?$", "the 32-bit device pointer forms of CUDA < 3.2 (the _v2/_v3 forms are implemented)"),
     (r"Sparse|^cuArrayGetPlane", "CUDA array forms not built yet (sparse, planar)"),

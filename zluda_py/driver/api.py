@@ -51,6 +51,8 @@ def per_thread_default_stream() -> bool:
 
 # set by context.py: returns the sticky error of the calling thread's current context, or 0
 sticky_error: Callable[[], int] = lambda: 0
+# set by driver_logs.py: records a failed call in the driver's error log (cuLogs*)
+log_error: Callable[[str, CudaError], None] = lambda name, e: None
 # entry points that still work in a context with a sticky error (querying and tearing down)
 _STICKY_EXEMPT = ("cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxPopCurrent", "cuCtxPushCurrent", "cuCtxDestroy",
                   "cuDevicePrimaryCtx", "cuGetErrorName", "cuGetErrorString", "cuDriverGetVersion", "cuInit",
@@ -74,6 +76,7 @@ def wrap(name: str, base: str, per_thread: bool) -> Callable[..., int]:
                 rc = fn(*args) or 0
         except CudaError as e:
             rc = e.code
+            log_error(name, e)
             if trace.enabled():
                 trace.note(name, str(e))
         except Exception as e:  # a driver bug must not take the host program down
