@@ -5,7 +5,8 @@ ZLUDA_HIP=emulator (and ZLUDA_HIP_ARCH, default gfx1100) in place of ROCm's libr
 with the same cffi arguments and hipError_t results, so everything above it (the binding's
 marshalling, the backend, the driver) runs as it would on ROCm. Device memory is host memory:
 hipMalloc hands out emulator memory at real addresses, so copies are memmove and the driver's
-host pointers work as they do with unified addressing. Launches run to completion in the
+host pointers work as they do with unified addressing; virtual memory management and IPC
+memory handles map and share host pages as the CPU backend does (backends/hostshare.py). Launches run to completion in the
 caller (one at a time: the emulator is one GPU that runs one kernel; a cooperative launch has all
 its workgroups resident and interleaved, so grid.sync() completes); a kernel's failure is
 printed on stderr, as ROCm prints GPU faults, and answered by the stream's next synchronize.
