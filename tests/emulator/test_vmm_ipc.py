@@ -66,3 +66,17 @@ def test_vmm_and_ipc_on_the_hip_backend(tmp_path) -> None:
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.split() == EXPECTED, r.stdout + r.stderr
+
+
+def test_a_rocm_without_the_vmm_calls_answers_not_supported() -> None:
+    """ROCm releases before the VMM API lack hipMemCreate & co.: CUDA_ERROR_NOT_SUPPORTED naming
+    the call, never an AttributeError (the driver reports a HipError's cu_result)."""
+    from types import SimpleNamespace
+
+    from zluda_py.backends.hip_runtime import Hip, HipError
+
+    hip = Hip.__new__(Hip)  # a library object without the entry points
+    hip.lib, hip.path = SimpleNamespace(), "libamdhip64.so (an old ROCm)"
+    with pytest.raises(HipError, match="hipMemUnmap.*newer ROCm") as err:
+        hip.mem_unmap(0x1000, 4096)
+    assert err.value.cu_result == 801

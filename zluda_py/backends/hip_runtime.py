@@ -313,67 +313,73 @@ class Hip:
         self.check("hipStreamSynchronize", self.lib.hipStreamSynchronize(ffi.cast("void*", stream)))
 
     # ------------------------------------------------------------------ virtual memory, IPC
+    def _call(self, name: str, *args) -> None:
+        """Call entry point `name`, which an older ROCm may lack (then hipErrorNotSupported)."""
+        try:
+            entry = getattr(self.lib, name)
+        except AttributeError:
+            raise HipError(name, HIP_ERROR_NOT_SUPPORTED, f"not in {self.path}: it needs a newer ROCm") from None
+        self.check(name, entry(*args))
+
     def mem_address_reserve(self, size: int, align: int, hint: int) -> int:
         p = ffi.new("void**")
-        self.check("hipMemAddressReserve", self.lib.hipMemAddressReserve(p, size, align, ffi.cast("void*", hint), 0))
+        self._call("hipMemAddressReserve", p, size, align, ffi.cast("void*", hint), 0)
         return int(ffi.cast("uintptr_t", p[0]))
 
     def mem_address_free(self, base: int, size: int) -> None:
-        self.check("hipMemAddressFree", self.lib.hipMemAddressFree(ffi.cast("void*", base), size))
+        self._call("hipMemAddressFree", ffi.cast("void*", base), size)
 
     def mem_create(self, size: int, device: int) -> int:
         prop = ffi.new("hipMemAllocationProp*")
         prop.type, prop.requestedHandleType = HIP_MEM_ALLOCATION_PINNED, HIP_MEM_HANDLE_POSIX_FD
         prop.location.type, prop.location.id = HIP_MEM_LOCATION_DEVICE, device
         h = ffi.new("hipMemGenericAllocationHandle_t*")
-        self.check("hipMemCreate", self.lib.hipMemCreate(h, size, prop, 0))
+        self._call("hipMemCreate", h, size, prop, 0)
         return int(ffi.cast("uintptr_t", h[0]))
 
     def mem_release(self, handle: int) -> None:
-        self.check("hipMemRelease", self.lib.hipMemRelease(ffi.cast("void*", handle)))
+        self._call("hipMemRelease", ffi.cast("void*", handle))
 
     def mem_map(self, ptr: int, size: int, offset: int, handle: int) -> None:
-        self.check("hipMemMap", self.lib.hipMemMap(ffi.cast("void*", ptr), size, offset, ffi.cast("void*", handle), 0))
+        self._call("hipMemMap", ffi.cast("void*", ptr), size, offset, ffi.cast("void*", handle), 0)
 
     def mem_unmap(self, ptr: int, size: int) -> None:
-        self.check("hipMemUnmap", self.lib.hipMemUnmap(ffi.cast("void*", ptr), size))
+        self._call("hipMemUnmap", ffi.cast("void*", ptr), size)
 
     def mem_set_access(self, ptr: int, size: int, device: int, access: int) -> None:
         desc = ffi.new("hipMemAccessDesc*")
         desc.location.type, desc.location.id, desc.flags = HIP_MEM_LOCATION_DEVICE, device, access
-        self.check("hipMemSetAccess", self.lib.hipMemSetAccess(ffi.cast("void*", ptr), size, desc, 1))
+        self._call("hipMemSetAccess", ffi.cast("void*", ptr), size, desc, 1)
 
     def mem_export_fd(self, handle: int) -> int:
         fd = ffi.new("int*")
-        self.check("hipMemExportToShareableHandle",
-                   self.lib.hipMemExportToShareableHandle(fd, ffi.cast("void*", handle), HIP_MEM_HANDLE_POSIX_FD, 0))
+        self._call("hipMemExportToShareableHandle", fd, ffi.cast("void*", handle), HIP_MEM_HANDLE_POSIX_FD, 0)
         return fd[0]
 
     def mem_import_fd(self, fd: int) -> int:
         h = ffi.new("hipMemGenericAllocationHandle_t*")
-        self.check("hipMemImportFromShareableHandle",
-                   self.lib.hipMemImportFromShareableHandle(h, ffi.cast("void*", fd), HIP_MEM_HANDLE_POSIX_FD))
+        self._call("hipMemImportFromShareableHandle", h, ffi.cast("void*", fd), HIP_MEM_HANDLE_POSIX_FD)
         return int(ffi.cast("uintptr_t", h[0]))
 
     def address_range(self, ptr: int) -> tuple[int, int]:
         base, size = ffi.new("void**"), ffi.new("size_t*")
-        self.check("hipMemGetAddressRange", self.lib.hipMemGetAddressRange(base, size, ffi.cast("void*", ptr)))
+        self._call("hipMemGetAddressRange", base, size, ffi.cast("void*", ptr))
         return int(ffi.cast("uintptr_t", base[0])), size[0]
 
     def ipc_get_handle(self, ptr: int) -> bytes:
         h = ffi.new("hipIpcMemHandle_t*")
-        self.check("hipIpcGetMemHandle", self.lib.hipIpcGetMemHandle(h, ffi.cast("void*", ptr)))
+        self._call("hipIpcGetMemHandle", h, ffi.cast("void*", ptr))
         return bytes(ffi.buffer(h))
 
     def ipc_open(self, handle: bytes) -> int:
         h = ffi.new("hipIpcMemHandle_t*")
         ffi.memmove(h, handle, 64)
         p = ffi.new("void**")
-        self.check("hipIpcOpenMemHandle", self.lib.hipIpcOpenMemHandle(p, h[0], HIP_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+        self._call("hipIpcOpenMemHandle", p, h[0], HIP_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
         return int(ffi.cast("uintptr_t", p[0]))
 
     def ipc_close(self, ptr: int) -> None:
-        self.check("hipIpcCloseMemHandle", self.lib.hipIpcCloseMemHandle(ffi.cast("void*", ptr)))
+        self._call("hipIpcCloseMemHandle", ffi.cast("void*", ptr))
 
     # ------------------------------------------------------------------ modules
     def module_load(self, code_object: bytes) -> int:
