@@ -176,11 +176,12 @@ def test_context_usage_count(cu):
     cu.ok(cu.cuCtxGetApiVersion(ctx, byref(version)))  # still alive
     cu.ok(cu.cuCtxDetach(ctx))  # cuCtxCreate's count: destroyed
     assert cu.cuCtxGetApiVersion(ctx, byref(version)) == 201  # CUDA_ERROR_INVALID_CONTEXT
-    cu.ok(cu.cuCtxSetCurrent(cu.ctx))
+    current = c_void_p()
+    cu.ok(cu.cuCtxGetCurrent(byref(current)))
+    assert current.value == cu.ctx.value  # the destroyed context left the stack
     assert cu.cuCtxDetach(cu.ctx) == 201  # the primary context
     other = c_void_p()
-    cu.ok(cu.cuCtxCreate_v2(byref(other), 0, 0))  # current now
-    cu.ok(cu.cuCtxSetCurrent(cu.ctx))
+    cu.ok(cu.cuCtxCreate_v2(byref(other), 0, 0))  # pushed: current now
+    cu.ok(cu.cuCtxPopCurrent_v2(byref(current)))
     assert cu.cuCtxDetach(other) == 201  # not current to this thread
     cu.ok(cu.cuCtxDestroy_v2(other))
-    cu.ok(cu.cuCtxSetCurrent(cu.ctx))
