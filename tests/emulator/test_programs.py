@@ -43,9 +43,9 @@ PROGRAMS = {
     "async-barrier": (["e2e_async_barrier.cu"], ["-arch=sm_90"], [], "async barrier: PASSED"),
     # texture and surface objects of the kinds the AMDGPU target samples in software
     "texture-slice": (["e2e_texture_slice.cu"], [], [], "texture slice: PASSED"),
-    # every geometry (cubemaps too), half-float filtering, an image kernel, surfaces
+    # every geometry (cubemaps too), half-float filtering, an image kernel, surfaces, PTX forms (sust.p, sured, istypep)
     **{f"textures-{section}": (["e2e_textures.cu"], [], [section], f"{section}: PASSED")
-       for section in ("textures", "image", "surfaces")},
+       for section in ("textures", "image", "surfaces", "forms")},
     # a buffer grown by cuMemMap (hipMemMap), and IPC memory and events with a second process
     **{f"memory-{section}": (["e2e_memory_api.cu"], [], [section], f"memory api {section}: PASSED")
        for section in ("vmm", "ipc")},
