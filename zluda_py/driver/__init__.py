@@ -6,6 +6,6 @@ from __future__ import annotations
 
 # importing the entry-point modules registers them
 from . import (array_copies, batch_copies, capture_api, context_api, ctx_usage, driver_logs, graphs,  # noqa: F401
-               init_device, integrity, ipc, launch, legacy_launch, memory, memops, mempool, mipmaps, module,
+               init_device, integrity, ipc, launch, legacy_launch, managed, memory, memops, mempool, mipmaps, module,
                module_queries, pointer_attrs, stream_api, stream_attrs, texrefs, textures, vmm)
 from .api import implemented, wrapped  # noqa: F401

@@ -17,7 +17,8 @@ from .api import entry
 from ..cdata import addr, ffi, store
 from ..curesult import CUDA_ERROR_INVALID_VALUE, CudaError
 from .init_device import require
-from .memory import (CU_MEMORYTYPE_ARRAY, CU_MEMORYTYPE_UNIFIED, Memcpy, _check_any_range, _check_managed_hint,
+from .managed import check_managed, memory_location, prefetch
+from .memory import (CU_MEMORYTYPE_ARRAY, CU_MEMORYTYPE_UNIFIED, Memcpy, _check_any_range,
                      _copy_3d_async, _pageable, run)
 from .textures import arrays
 
@@ -215,15 +216,20 @@ def cuMemcpy3DWithAttributesAsync(op, flags, stream):
 
 @entry("cuMemPrefetchBatchAsync")
 def cuMemPrefetchBatchAsync(dptrs, sizes, count, locations, location_idxs, num_locations, flags, stream):
-    """Each range must be managed memory (cuMemPrefetchAsync's rule); where host and device
-    memory are one there is nothing to move."""
+    """Each range must be managed memory and each location valid (cuMemPrefetchAsync's rules),
+    all checked before any range records its prefetch; where host and device memory are one
+    there is nothing to move."""
     _batch_stream(stream)
     if flags:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"prefetch flags {flags:#x} (must be 0)")
     require(dptrs, sizes, locations)
-    _groups(count, location_idxs, num_locations, "prefetch locations")
+    groups = _groups(count, location_idxs, num_locations, "prefetch locations")
+    locs = ffi.cast("ZlMemLocation *", locations)
+    wheres = [memory_location(locs[k].type, locs[k].id) for k in range(num_locations)]
     for i in range(count):
-        _check_managed_hint(dptrs[i], sizes[i])
+        check_managed(dptrs[i], sizes[i])
+    for i in range(count):
+        prefetch(dptrs[i], sizes[i], wheres[groups[i]])
 
 
 def _peer_desc(p):

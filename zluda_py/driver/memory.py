@@ -265,44 +265,6 @@ def cuPointerGetAttributes(count, attributes, data, ptr):
             ffi.memmove(data[i], value, len(value))
 
 
-@entry("cuMemRangeGetAttribute")
-def cuMemRangeGetAttribute(data, size, attribute, ptr, count):
-    require(data)
-    a = _memory().find(ptr)
-    if a is None or a.kind != "managed" or ptr + count > a.base + a.size:
-        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x}+{count} is not managed memory")
-    ffi.memmove(data, b"\0" * size, size)  # no advice set, no preferred location: zeros
-
-
-@entry("cuMemAdvise")
-def cuMemAdvise(ptr, count, advice, dev):
-    _check_managed_hint(ptr, count)
-
-
-@entry("cuMemAdvise_v2")
-def cuMemAdvise_v2(ptr, count, advice, location):
-    _check_managed_hint(ptr, count)
-
-
-@entry("cuMemPrefetchAsync")
-def cuMemPrefetchAsync(ptr, count, dev, stream):
-    ctxs.resolve_stream(addr(stream))
-    _check_managed_hint(ptr, count)
-
-
-@entry("cuMemPrefetchAsync_v2")
-def cuMemPrefetchAsync_v2(ptr, count, location, flags, stream):
-    ctxs.resolve_stream(addr(stream))
-    _check_managed_hint(ptr, count)
-
-
-def _check_managed_hint(ptr: int, count: int) -> None:
-    """Hints about managed memory change nothing when host and device memory are one."""
-    a = _memory().find(ptr)
-    if a is None or a.kind != "managed" or ptr + count > a.base + a.size:
-        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x}+{count} is not managed memory")
-
-
 # ---- copies ----
 def check_device_range(ptr: int, size: int) -> None:
     """A device-side range must lie inside one allocation (or a module's global); an empty one

@@ -1,5 +1,5 @@
 """Entry points: cuPointerSetAttribute and cuMemRangeGetAttributes (the plural of
-cuMemRangeGetAttribute, memory.py).
+cuMemRangeGetAttribute, managed.py).
 
 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS is the one attribute cuda.h lets a program set. Synchronous
 copies and sets here always wait for their work, so memory with the attribute unset behaves as
@@ -13,7 +13,8 @@ from .api import entry
 from ..cdata import ffi
 from ..curesult import CUDA_ERROR_INVALID_VALUE, CudaError
 from .init_device import require
-from .memory import _memory, cuMemRangeGetAttribute
+from .managed import cuMemRangeGetAttribute
+from .memory import _memory
 
 CU_POINTER_ATTRIBUTE_SYNC_MEMOPS = 6
 
