@@ -4,33 +4,63 @@ must meet the same references (tests/hardware/README.md); the AMDGPU targets ref
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from conformance.harness import EMULATED, Runner, compile_module
 from conformance.target_forms import target_forms
-from conformance.targets import mma
+from conformance.targets import Instance, mma
 from zluda_py.compiler import UnsupportedError
 
 INSTANCES = [inst for tf in target_forms() if tf.opcode in mma.OPCODES for inst in mma.instances(tf)]
+FAULTS = mma.fault_instances()
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def test_every_family_has_instances():
     assert {inst.name.split("_")[0] for inst in INSTANCES} == {op.split(".")[0] for op in mma.OPCODES}
 
 
-@pytest.mark.parametrize("inst", INSTANCES, ids=[i.name for i in INSTANCES])
-def test_matrix_instruction(inst, run: Runner):
+def _target(run: Runner, inst: Instance) -> str | None:
+    """Where `inst` runs (None: it is refused there, as checked), skipping a form newer than the GPU."""
     target = run.target if run.target in (*EMULATED, "cuda") else "cpu"
-    text = f".version 8.7\n.target {inst.target}\n.address_size 64\n{inst.decls}\n{inst.entry}"
     if inst.refused and target == "cuda":
         pytest.skip("a form the CPU target refuses: no reference to check the GPU against")
     if inst.refused or target in EMULATED:
         with pytest.raises(UnsupportedError, match=inst.refused or r"unsupported: (w?mma|ldmatrix|stmatrix|movmatrix)"):
-            compile_module(text, target)
-        return
+            compile_module(mma.module_text(inst), target)
+        return None
     if target == "cuda":
         from hardware.cudadrv import driver
 
         if driver().compute_capability() < mma.NEEDS[inst.name]:
             pytest.skip(f"{inst.name} needs compute capability {mma.NEEDS[inst.name]}")
-    inst.check(compile_module(text, target), inst.name)
+    return target
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=[i.name for i in INSTANCES])
+def test_matrix_instruction(inst, run: Runner):
+    target = _target(run, inst)
+    if target:
+        inst.check(compile_module(mma.module_text(inst), target), inst.name)
+
+
+@pytest.mark.parametrize("inst", FAULTS, ids=[i.name for i in FAULTS])
+def test_misaligned_address_faults(inst, run: Runner):
+    """Row addresses, wmma bases and strides the manual forbids: the launch fails with 716. On a
+    CUDA driver that error is sticky (every later call in the context fails), so the kernel runs
+    in a child process of its own there, leaving this process's context to the other tests."""
+    target = _target(run, inst)
+    if target == "cuda":
+        path = os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
+        env = dict(os.environ, PYTHONPATH=path)
+        code = "import sys; from conformance.targets import mma; mma.run_fault(sys.argv[1], 'cuda')"
+        child = subprocess.run([sys.executable, "-c", code, inst.name], env=env, capture_output=True, text=True,
+                               timeout=600)
+        assert child.returncode == 0, child.stdout + child.stderr
+    elif target:
+        mma.run_fault(inst.name, target)

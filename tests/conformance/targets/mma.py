@@ -5,17 +5,23 @@ memory (`[lane, register]` arrays that models/mma.py packs from random matrices)
 and stores D; the check unpacks D with the model and compares it with D = A*B + C computed
 exactly: bit-exact for the integer forms, within `models.mma.error_bound` where PTX leaves the
 accumulation order and rounding open. ldmatrix/stmatrix move 8x8 .b16 matrices between
-registers and shared memory whose rows lie apart (a 24-byte row pitch); movmatrix transposes.
+registers and shared memory whose rows lie apart (a 32-byte row pitch: each 16-byte row aligned,
+as the manual requires); movmatrix transposes. wmma products use base addresses and strides the
+manual allows ("Matrix Storage for WMMA": each row starts at a multiple of the fragment's size).
+`fault_instances` break those rules, one kernel each: the launch must fail with 716.
 The same instances run on an NVIDIA GPU with `--target cuda` (test_mma.py).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
 from conformance.models import mma as model
 from conformance.target_forms import TargetForm
 from conformance.targets import Instance
+from zluda_py.compiler.errors import CUDA_ERROR_MISALIGNED_ADDRESS, LaunchError
 
 OPCODES = {"mma", "ldmatrix", "stmatrix", "movmatrix", "wmma.load", "wmma.store", "wmma.mma"}
 TARGET = "sm_100"  # every runnable form assembles for it (test_mma.py puts the GPU's own there)
@@ -30,6 +36,27 @@ def _mangle(mods: tuple[str, ...]) -> str:
 
 def _rng(name: str) -> np.random.Generator:
     return np.random.default_rng(sum(name.encode()))
+
+
+def module_text(inst: Instance) -> str:
+    return f".version {inst.version}\n.target {inst.target}\n.address_size 64\n{inst.decls}\n{inst.entry}"
+
+
+def expect_misaligned(args: Callable[[], list]) -> Callable[[object, str], None]:
+    """A check that launches one warp on `args()` and wants it to fail with 716
+    (CUDA_ERROR_MISALIGNED_ADDRESS): a LaunchError of our compiler, a CudaError of a CUDA driver."""
+    def check(module, kname: str) -> None:
+        from hardware.cudadrv import CudaError
+
+        try:
+            module.launch(kname, (1, 1, 1), (32, 1, 1), args())
+        except (LaunchError, CudaError) as e:
+            code = e.cu_result if isinstance(e, LaunchError) else e.code
+            assert code == CUDA_ERROR_MISALIGNED_ADDRESS, f"{kname}: CUresult {code}, want 716: {e}"
+            return
+        raise AssertionError(f"{kname}: the launch succeeded; want CUDA_ERROR_MISALIGNED_ADDRESS (716)")
+
+    return check
 
 
 # ---------------------------------------------------------------------- mma
@@ -184,35 +211,36 @@ def _mma_instances(tf: TargetForm) -> list[Instance]:
 
 
 # ---------------------------------------------------------------------- ldmatrix / stmatrix / movmatrix
-PITCH = 24  # bytes between the rows of a matrix in shared memory (rows need not be contiguous)
-MATRIX_BYTES = 8 * PITCH
+# bytes between the rows of a matrix in shared memory: rows need not be contiguous, but each row
+# address must be 16-byte aligned (the manual: four threads move each 16-byte row)
+PITCH = 32
 
 
-def _row_address(name: str, generic: bool) -> list[str]:
+def _row_address(name: str, generic: bool, pitch: int) -> list[str]:
     """%ra = the address of row (lane % 8) of matrix (lane / 8): the rows ldmatrix/stmatrix take."""
     lines = ["mov.u32 %lane, %tid.x;", "and.b32 %r1, %lane, 7;", "shr.u32 %r2, %lane, 3;",
-             f"mul.lo.u32 %r1, %r1, {PITCH};", f"mad.lo.u32 %r1, %r2, {MATRIX_BYTES}, %r1;",
+             f"mul.lo.u32 %r1, %r1, {pitch};", f"mad.lo.u32 %r1, %r2, {8 * pitch}, %r1;",
              f"mov.u32 %r2, {name}_smem;", "add.u32 %ra, %r2, %r1;"]
     if generic:
         lines += ["cvt.u64.u32 %ga, %ra;", "cvta.shared.u64 %ga, %ga;"]
     return lines
 
 
-def _copy(name: str, to_shared: bool) -> list[str]:
+def _copy(name: str, to_shared: bool, pitch: int) -> list[str]:
     """The 4 matrices' rows between global `<name>_mem` ([4*8 rows][8 x .b16]) and shared."""
     lines = [f"ld.param.u64 %p, [{name}_mem];", "cvta.to.global.u64 %p, %p;", "mov.u32 %r3, 0;", f"{name}_copy:",
-             "shr.u32 %r4, %r3, 4;", f"mul.lo.u32 %r4, %r4, {PITCH};", "and.b32 %r5, %r3, 15;", "add.u32 %r4, %r4, %r5;",
+             "shr.u32 %r4, %r3, 4;", f"mul.lo.u32 %r4, %r4, {pitch};", "and.b32 %r5, %r3, 15;", "add.u32 %r4, %r4, %r5;",
              f"mov.u32 %r5, {name}_smem;", "add.u32 %r4, %r4, %r5;", "cvt.u64.u32 %q, %r3;", "add.u64 %q, %p, %q;"]
     lines += ["ld.global.b8 %h, [%q];", "st.shared.b8 [%r4], %h;"] if to_shared else \
              ["ld.shared.b8 %h, [%r4];", "st.global.b8 [%q], %h;"]
     return lines + ["add.u32 %r3, %r3, 1;", "setp.lt.u32 %pr, %r3, 512;", f"@%pr bra {name}_copy;"]
 
 
-def _matrix_entry(name: str, body: list[str]) -> tuple[str, str]:
+def _matrix_entry(name: str, body: list[str], pitch: int = PITCH) -> tuple[str, str]:
     regs = [".reg .b32 %lane, %ra, %r<8>, %m<4>;", ".reg .b64 %p, %q, %ga;", ".reg .b16 %h;", ".reg .pred %pr;"]
     params = f".param .u64 {name}_mem, .param .u64 {name}_regs"
     entry = f".visible .entry {name}({params})\n{{\n  " + "\n  ".join(regs + body) + "\n  ret;\n}\n"
-    return entry, f".shared .align 16 .b8 {name}_smem[{4 * MATRIX_BYTES}];"
+    return entry, f".shared .align 16 .b8 {name}_smem[{4 * 8 * pitch}];"
 
 
 def _regs_io(name: str, count: int, load: bool) -> list[str]:
@@ -226,8 +254,11 @@ def _count_trans(mods: tuple[str, ...]) -> tuple[int, bool]:
     return next(int(m[1]) for m in mods if m in ("x1", "x2", "x4")), "trans" in mods
 
 
-def ldst_instance(opcode: str, mods: tuple[str, ...], refused: str | None = None, target: str = TARGET) -> Instance:
-    name = f"{opcode}_" + _mangle(mods[2:])
+def ldst_instance(opcode: str, mods: tuple[str, ...], refused: str | None = None, target: str = TARGET,
+                  pitch: int = PITCH) -> Instance:
+    """The form moving 4 matrices whose rows lie `pitch` bytes apart; a pitch the manual forbids
+    (rows not 16-byte aligned) makes a fault instance."""
+    name = f"{opcode}_" + _mangle(mods[2:]) + ("" if pitch == PITCH else f"_pitch{pitch}")
     count, trans = _count_trans(mods)
     regs_n = 2 * count if "m16n16" in mods else count  # a 16x16 .b8 matrix is two registers per lane
     generic = not any(m.startswith("shared") for m in mods)
@@ -235,13 +266,13 @@ def ldst_instance(opcode: str, mods: tuple[str, ...], refused: str | None = None
     vec = "{" + ", ".join(f"%m{i}" for i in range(regs_n)) + "}"
     text = f"{opcode}.{'.'.join(mods)}"
     if opcode == "ldmatrix":
-        body = [*_row_address(name, generic), *_copy(name, True), "bar.sync 0;", f"{text} {vec}, {addr};",
+        body = [*_row_address(name, generic, pitch), *_copy(name, True, pitch), "bar.sync 0;", f"{text} {vec}, {addr};",
                 *_regs_io(name, count, load=False)]
     else:
-        body = [*_row_address(name, generic), *_regs_io(name, count, load=True), f"{text} {addr}, {vec};",
-                "bar.sync 0;", "setp.ne.u32 %pr, %lane, 0;", f"@%pr bra {name}_done;", *_copy(name, False),
+        body = [*_row_address(name, generic, pitch), *_regs_io(name, count, load=True), f"{text} {addr}, {vec};",
+                "bar.sync 0;", "setp.ne.u32 %pr, %lane, 0;", f"@%pr bra {name}_done;", *_copy(name, False, pitch),
                 f"{name}_done:"]
-    entry, decls = _matrix_entry(name, body)
+    entry, decls = _matrix_entry(name, body, pitch)
     NEEDS[name] = (9, 0) if opcode == "stmatrix" else (8, 0)
 
     def check(module, kname: str) -> None:
@@ -259,6 +290,8 @@ def ldst_instance(opcode: str, mods: tuple[str, ...], refused: str | None = None
             frag = model.fragment_8x8(layout.T if trans else layout)
             assert (frag == regs[:, m]).all(), f"matrix {m}: lanes {np.flatnonzero(frag != regs[:, m]).tolist()} differ"
 
+    if pitch % 16:
+        check = expect_misaligned(lambda: [np.zeros(512, np.uint8), np.zeros(32 * count, np.uint32)])
     return Instance(mods, name, entry, check, decls, target=target, refused=refused)
 
 
@@ -299,30 +332,44 @@ def instances(tf: TargetForm) -> list[Instance]:
 # ---------------------------------------------------------------------- wmma (m16n16k16 .f16/.bf16)
 # wmma's fragment layout is the implementation's choice, so only load -> mma -> store is observable:
 # each instance is a whole 16x16x16 product D = A*B + C with the matrices in memory in the given
-# layouts, pitch `stride` elements (16 when the operand is left out), in `space` (global memory
-# copied to and from .shared first for the shared forms), checked against numpy.
+# layouts, pitch `stride` elements (the leading dimension when the operand is left out), in
+# `space` (global memory copied to and from .shared first for the shared forms), checked against
+# numpy. Every row starts at a multiple of its fragment's size in bytes, as the manual requires:
+# 32 for .f16 A/B and .f32/.s32 C/D, 16 for .bf16/.tf32 A/B and .f16/.f64 C/D, 8 for .s8/.u8
+# and .f64 A/B; the strides are such multiples for every operand, and not the leading dimension.
 WMMA_CONFIGS = {  # name: (shape, A type, B type, C type, D type, layouts of A, B, C, D, space (None: generic),
     # stride (None: left out), extra wmma.mma modifiers)
     "w1": ("m16n16k16", "f16", "f16", "f32", "f32", ("row", "col", "row", "row"), "global", None, ()),
-    "w2": ("m16n16k16", "f16", "f16", "f16", "f16", ("col", "row", "col", "col"), "shared", 24, ()),
+    "w2": ("m16n16k16", "f16", "f16", "f16", "f16", ("col", "row", "col", "col"), "shared", 48, ()),
     "w3": ("m16n16k16", "f16", "f16", "f32", "f16", ("row", "row", "row", "col"), "shared::cta", None, ()),
-    "w4": ("m16n16k16", "f16", "f16", "f16", "f32", ("col", "col", "row", "row"), None, 20, ()),
+    "w4": ("m16n16k16", "f16", "f16", "f16", "f32", ("col", "col", "row", "row"), None, 32, ()),
     "b1": ("m16n16k16", "bf16", "bf16", "f32", "f32", ("row", "col", "col", "row"), "global", None, ()),
     "b2": ("m16n16k16", "bf16", "bf16", "f32", "f32", ("col", "row", "row", "col"), "shared", 24, ()),
-    "b3": ("m16n16k16", "bf16", "bf16", "f32", "f32", ("row", "row", "row", "row"), "shared::cta", 17, ()),
+    "b3": ("m16n16k16", "bf16", "bf16", "f32", "f32", ("row", "row", "row", "row"), "shared::cta", 40, ()),
     "b4": ("m16n16k16", "bf16", "bf16", "f32", "f32", ("col", "col", "row", "row"), None, None, ()),
     "t1": ("m16n16k8", "tf32", "tf32", "f32", "f32", ("row", "col", "row", "col"), "global", None, ()),
-    "t2": ("m16n16k8", "tf32", "tf32", "f32", "f32", ("col", "row", "col", "row"), "shared", 20, ()),
+    "t2": ("m16n16k8", "tf32", "tf32", "f32", "f32", ("col", "row", "col", "row"), "shared", 24, ()),
     "t3": ("m16n16k8", "tf32", "tf32", "f32", "f32", ("row", "row", "row", "row"), "shared::cta", None, ()),
     "t4": ("m16n16k8", "tf32", "tf32", "f32", "f32", ("col", "col", "col", "col"), None, 24, ()),
     "d1": ("m8n8k4", "f64", "f64", "f64", "f64", ("row", "col", "row", "col"), "global", None, ()),
     "d2": ("m8n8k4", "f64", "f64", "f64", "f64", ("col", "row", "col", "row"), "shared", 12, ("rn",)),
     "d3": ("m8n8k4", "f64", "f64", "f64", "f64", ("row", "row", "row", "row"), "shared::cta", None, ()),
-    "d4": ("m8n8k4", "f64", "f64", "f64", "f64", ("col", "col", "col", "col"), None, 10, ("rn",)),
+    "d4": ("m8n8k4", "f64", "f64", "f64", "f64", ("col", "col", "col", "col"), None, 20, ("rn",)),
     "i1": ("m16n16k16", "s8", "s8", "s32", "s32", ("row", "col", "row", "row"), "global", None, ()),
     "i2": ("m16n16k16", "u8", "u8", "s32", "s32", ("col", "row", "col", "col"), "shared", 24, ("satfinite",)),
     "i3": ("m16n16k16", "s8", "s8", "s32", "s32", ("row", "row", "row", "col"), "shared::cta", None, ("satfinite",)),
-    "i4": ("m16n16k16", "u8", "u8", "s32", "s32", ("col", "col", "row", "row"), None, 20, ()),
+    "i4": ("m16n16k16", "u8", "u8", "s32", "s32", ("col", "col", "row", "row"), None, 48, ()),
+}
+# products with an address the manual forbids, as (configuration, bytes added to the operands'
+# base addresses): the launch must fail with 716 at the first misaligned wmma.load/store. Each
+# misaligned row start is off even the 4-byte words an NVIDIA GPU moves an .f16/.bf16 pair in.
+WMMA_FAULTS = {
+    # rows 34 bytes apart: the .bf16 A and B rows start off their 16-byte fragment size
+    "stride17": (("m16n16k16", "bf16", "bf16", "f32", "f32", ("row", "row", "row", "row"), "shared::cta", 17, ()), {}),
+    # A's base 2 bytes past a 32-byte boundary
+    "abase2": (("m16n16k16", "f16", "f16", "f32", "f32", ("row", "col", "row", "row"), "global", None, ()), {"a": 2}),
+    # D's base (.f16, row-major) 2 bytes past a 16-byte boundary
+    "dbase2": (("m16n16k16", "f16", "f16", "f16", "f16", ("row", "col", "row", "row"), None, None, ()), {"d": 2}),
 }
 WMMA_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "f64": 8, "s8": 1, "u8": 1, "s32": 4}
 WMMA_DIMS = {"m16n16k16": (16, 16, 16), "m16n16k8": (16, 16, 8), "m8n8k4": (8, 8, 4)}
@@ -345,10 +392,22 @@ def _wmma_regs(op: str, etype: str) -> int:
     return WMMA_REGS_AB[etype] if op in "ab" else WMMA_REGS_CD[etype]
 
 
+def _aligned(a: np.ndarray) -> np.ndarray:
+    """`a` copied to a 256-byte boundary, as cuMemAlloc places buffers (numpy may place them at
+    16 bytes, short of an .f16 A fragment's 32)."""
+    raw = np.zeros(a.nbytes + 256, np.uint8)
+    start = -raw.ctypes.data % 256
+    out = raw[start:start + a.nbytes].view(a.dtype)
+    out[:] = a
+    return out
+
+
 def wmma_instance(opcode: str, config: str, operand: str) -> Instance:
-    """The product `config` as an instance of the wmma form line of `opcode` (its `operand`:
-    a, b or c for wmma.load, d for wmma.store, mma for wmma.mma)."""
-    shape, at, bt, ct, dt, (la, lb, lc, ld), space, stride, extra = WMMA_CONFIGS[config]
+    """The product `config` (WMMA_CONFIGS, or WMMA_FAULTS: a fault instance) as an instance of
+    the wmma form line of `opcode` (its `operand`: a, b or c for wmma.load, d for wmma.store, mma
+    for wmma.mma)."""
+    settings, offsets = WMMA_FAULTS[config] if config in WMMA_FAULTS else (WMMA_CONFIGS[config], {})
+    shape, at, bt, ct, dt, (la, lb, lc, ld), space, stride, extra = settings
     name = f"{opcode.replace('.', '_')}_{operand}_{config}"
     m, n, k = WMMA_DIMS[shape]
     dims = {"a": (m, k), "b": (k, n), "c": (m, n), "d": (m, n)}
@@ -377,6 +436,8 @@ def wmma_instance(opcode: str, config: str, operand: str) -> Instance:
             body.append(f"ld.param.u64 %p{op}, [{name}_{op}];")  # a generic address of global memory
         else:
             body.append(f"mov.u64 %p{op}, %g{op};")
+        if op in offsets:
+            body.append(f"add.u64 %p{op}, %p{op}, {offsets[op]};")
     if shared:
         body += [line for op in "abc" for line in _wmma_copy(name, op, size[op], True)] + ["bar.sync 0;"]
     body += [f"wmma.load.{'.'.join(mods[op])} {vec(op)}, [%p{op}]{stride_arg};" for op in "abc"]
@@ -407,8 +468,9 @@ def wmma_instance(opcode: str, config: str, operand: str) -> Instance:
         if "satfinite" in extra:  # past the top of the s32 range for every element
             c = np.full(dims["c"], 2**31 - 5, np.int64)
             a, b = np.abs(a).clip(0, 127), np.abs(b).clip(0, 127)
-        out = np.zeros(major["d"] * pitch["d"], dtypes[WMMA_BYTES[dt]])
-        module.launch(kname, (1, 1, 1), (32, 1, 1), [store(a, "a"), store(b, "b"), store(c, "c"), out])
+        out = _aligned(np.zeros(major["d"] * pitch["d"], dtypes[WMMA_BYTES[dt]]))
+        module.launch(kname, (1, 1, 1), (32, 1, 1), [_aligned(store(a, "a")), _aligned(store(b, "b")),
+                                                     _aligned(store(c, "c")), out])
         raw = model.from_bits(out.astype(np.uint64), dt).reshape(major["d"], pitch["d"])
         got = raw[:, :dims["d"][1]] if ld == "row" else raw[:, :dims["d"][0]].T
         if dt == "s32":
@@ -420,6 +482,8 @@ def wmma_instance(opcode: str, config: str, operand: str) -> Instance:
         bad = np.abs(got - want) > model.error_bound(a, b, c, unit)
         assert not bad.any(), f"at {np.argwhere(bad)[:4].tolist()} got {got[bad][:4].tolist()}, want {want[bad][:4].tolist()}"
 
+    if config in WMMA_FAULTS:  # each buffer with room for its operand's base offset
+        check = expect_misaligned(lambda: [_aligned(np.zeros(size[op] + 16, np.uint8)) for op in "abcd"])
     return Instance(mods[operand], name, entry, check, decls, target=TARGET)
 
 
@@ -479,3 +543,24 @@ def _rounding_refused(inst: Instance, rnd: str) -> Instance:
     name = f"{inst.name}_{rnd}"
     return Instance(mods, name, text.replace(inst.name, name), inst.check, inst.decls.replace(inst.name, name),
                     target=TARGET, refused=r"directed rounding" + AMDGPU)
+
+
+def fault_instances() -> list[Instance]:
+    """Addresses the manual forbids, one kernel each, whose launch must fail with 716: ldmatrix
+    and stmatrix rows 24 bytes apart (an NVIDIA H100 faults on them: 716), wmma rows 34 bytes
+    apart, and wmma.load/wmma.store bases off their fragment's alignment."""
+    head = ("sync", "aligned", "m8n8")
+    return [ldst_instance("ldmatrix", (*head, "x1", "shared", "b16"), pitch=24),
+            ldst_instance("ldmatrix", (*head, "x2", "trans", "shared::cta", "b16"), pitch=24),
+            ldst_instance("stmatrix", (*head, "x4", "trans", "shared", "b16"), pitch=24),
+            wmma_instance("wmma.load", "stride17", "a"), wmma_instance("wmma.load", "abase2", "a"),
+            wmma_instance("wmma.store", "dbase2", "d")]
+
+
+def run_fault(name: str, target: str) -> None:
+    """Fault instance `name` on `target` (test_mma.py runs it in a child process on a CUDA
+    driver, where the fault spoils the context for good)."""
+    from conformance.harness import compile_module
+
+    inst = next(i for i in fault_instances() if i.name == name)
+    inst.check(compile_module(module_text(inst), target), name)

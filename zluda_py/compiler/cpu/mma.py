@@ -5,7 +5,9 @@ registers to stack buffers and calls one out-of-line helper per form and module
 (`zluda.mma.<form>`), which unpacks A, B and C into row-major matrices (elements placed by the
 manual's fragment layouts, compiler/matrix.py), multiplies, and packs D back into registers.
 `wmma.mma` is the same with our own fragment layout (matrix.wmma_fragment), which
-`wmma.load`/`wmma.store` move to and from memory element by element.
+`wmma.load`/`wmma.store` move to and from memory element by element. Addresses the manual
+requires aligned (ldmatrix/stmatrix rows, wmma's rows by base and stride) fault with 716 when
+they are not, as an NVIDIA GPU's launch does.
 
 Arithmetic (PTX leaves accumulation order and intermediate rounding open for all but .f64):
 * .f16/.bf16/.tf32: products are exact in f32 (at most 11 x 11 significand bits); each D
@@ -78,7 +80,7 @@ class MmaMixin:
         per = width // bits
         regs_op, addr = inst.operands[:2] if form.operand != "d" else inst.operands[1::-1]
         stride = inst.operands[2] if len(inst.operands) > 2 else None
-        accesses = self._wmma_elements(form, addr, stride)
+        accesses = self._wmma_elements(form, addr, stride, mask)
         regs = _elems(regs_op)
         count = wmma_registers(form.operand, form.etype)
         if len(regs) != count:
@@ -104,10 +106,12 @@ class MmaMixin:
         for k, r in enumerate(regs):  # a fragment with room to spare repeats its words
             self.write(r, words[k % len(words)], f"b{width}", mask)
 
-    def _wmma_elements(self, form: WmmaMove, addr: ast.Addr, stride: ast.Operand | None) -> list[Access]:
+    def _wmma_elements(self, form: WmmaMove, addr: ast.Addr, stride: ast.Operand | None,
+                       mask: ir.Value) -> list[Access]:
         """Per fragment element (matrix.wmma_fragment), each lane's access to its matrix element at
         p + (major * stride + minor) * element size; the default stride is the matrix's leading
-        dimension (its columns row-major, its rows column-major)."""
+        dimension (its columns row-major, its rows column-major). Faults with 716 where a row
+        (column) would start off the alignment the manual requires (`_check_wmma_alignment`)."""
         b = self.b
         nbytes = BITS[form.etype] // 8
         host, offsets = self._locate(addr, form.space)
@@ -117,6 +121,7 @@ class MmaMixin:
         layout = wmma_fragment(rows, cols)
         default = cols if form.row_major else rows
         pitch = V.splat_const(I64, default) if stride is None else b.zext(self.read(stride, "u32"), V.vec(I64))
+        self._check_wmma_alignment(form, host, b.mul(pitch, V.splat_const(I64, nbytes)), mask)
         out = []
         for e in range(len(layout[0])):
             r = V.lane_consts(I64, [lane[e][0] for lane in layout])
@@ -127,12 +132,30 @@ class MmaMixin:
                               "gather"))
         return out
 
+    def _check_wmma_alignment(self, form: WmmaMove, base: ir.Value, pitch_bytes: ir.Value, mask: ir.Value) -> None:
+        """The manual ("Matrix Storage for WMMA", Address Alignment): the start of each row (column
+        in a .col layout), p + i * stride * element size, is a multiple of the fragment's size in
+        bytes (its registers: an .f16 A/B of m16n16k16 is eight .f16x2, 32 bytes). Rows past the
+        first are aligned exactly when p and p + stride * element size are."""
+        size = wmma_registers(form.operand, form.etype) * (8 if form.etype == "f64" else 4)
+        self._check_aligned(base, size, mask)
+        self._check_aligned(self.b.add(base, pitch_bytes), size, mask)
+
     # ------------------------------------------------------------------ ldmatrix / stmatrix
+    def _check_row_alignment(self, inst: ast.Instruction, addr: ast.Addr, count: int, mask: ir.Value) -> None:
+        """The manual: four threads move each 16-byte row, so every row address is 16-byte aligned.
+        Only lanes 0 .. 8*count-1 give row addresses (the other lanes' are not used)."""
+        host, _ = self._locate(addr, _matrix_space(inst))
+        if not isinstance(host.type, ir.VectorType):
+            host = V.splat(self.b, host)
+        rows = V.lane_consts(ir.IntType(1), [int(lane < 8 * count) for lane in range(WARP)])
+        self._check_aligned(host, 16, self.b.and_(mask, rows))
+
     def _matrix_rows(self, inst: ast.Instruction, addr: ast.Addr, sources: list[int], add: list[int],
                      nbytes: int) -> Access:
         """The per-lane access of lane i at (the row address lane sources[i] holds) + add[i]."""
         b = self.b
-        space = "shared" if any(m.startswith("shared") for m in inst.mods) else "generic"
+        space = _matrix_space(inst)
         host, offsets = self._locate(addr, space)
         if not isinstance(host.type, ir.VectorType):
             host = V.splat(b, host)
@@ -145,6 +168,7 @@ class MmaMixin:
         count, trans = matrix_form(inst)
         dst, addr = inst.operands[:2]
         b = self.b
+        self._check_row_alignment(inst, addr, count, mask)
         for m, d in enumerate(_elems(dst)[:count]):
             if not trans:  # lane l: row l/4 of matrix m, columns 2(l%4) and 2(l%4)+1 (one word)
                 acc = self._matrix_rows(inst, addr, [8 * m + l // 4 for l in range(WARP)],
@@ -161,6 +185,7 @@ class MmaMixin:
         count, trans = matrix_form(inst)
         addr, src = inst.operands[:2]
         b = self.b
+        self._check_row_alignment(inst, addr, count, mask)
         for m, s in enumerate(_elems(src)[:count]):
             word = self.read(s, "b32")
             if not trans:
@@ -189,6 +214,10 @@ class MmaMixin:
             return b.shuffle_vector(lo, hi, _lanes(src))
 
         self.write(d, _pack16(b, take(0), take(1)), "b32", mask)
+
+
+def _matrix_space(inst: ast.Instruction) -> str:
+    return "shared" if any(m.startswith("shared") for m in inst.mods) else "generic"
 
 
 def _pack16(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value) -> ir.Value:
