@@ -39,6 +39,26 @@ def test_textures_surfaces_and_mma_are_refused_with_position(line, name):
     assert err.value.cu_result == 218
 
 
+TEXREF_READ = ("ld.param.u64 %rd1, [out];\ntex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [t, {%r1}];\n"
+               "st.global.f32 [%rd1], %f1;")
+
+
+@pytest.mark.parametrize("text, declaration", [  # each declared on line 4, after the three header lines
+    (HEADER + ".global .texref t;\n" + kernel(TEXREF_READ)[len(HEADER):], ".global .texref t"),
+    (HEADER + ".global .surfref s;\n" + kernel("ret;")[len(HEADER):], ".global .surfref s"),
+    (HEADER + ".global .samplerref m;\n" + kernel("ret;")[len(HEADER):], ".global .samplerref m"),
+    (kernel("ret;").replace("(.param .u64 out)", "(.param .u64 out, .param .texref p)"), ".param .texref p"),
+])
+def test_texture_references_are_refused_by_declaration(text, declaration):
+    """Legacy references (docs/amdgpu.md: refused) name their declaration and its line, with
+    CUDA_ERROR_INVALID_PTX as other PTX the target does not translate."""
+    with pytest.raises(UnsupportedError) as err:
+        lower(parse(text, "refs.ptx"), "gfx1100")
+    assert str(err.value).startswith(f"unsupported: {declaration} ")
+    assert str(err.value).endswith("at refs.ptx:4")
+    assert err.value.cu_result == 218
+
+
 WARP = kernel("mov.u32 %r1, %laneid;\nshfl.sync.idx.b32 %r2, %r1, 3, 31, -1;\nvote.sync.ballot.b32 %r3, %p1, -1;\n"
               "add.s32 %r2, %r2, %r3;\nld.param.u64 %rd1, [out];\nst.global.u32 [%rd1], %r2;")
 

@@ -25,10 +25,19 @@ from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import directive_dims, initial_value, kernel_params, max_threads
 from zluda_py.compiler.ptxtypes import global_align, var_align, var_size
 from zluda_py.ptx import ast
+from zluda_py.ptx.parser import OPAQUE_TYPES
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 SPACE_AS = {"global": 1, "const": 4, "shared": 3}
 DYN_SHARED_ALIGN = 16
+
+
+def _refuse_reference(v: ast.Variable) -> None:
+    """Texture, sampler and surface references (`.global .texref t`, a `.param .texref`) are
+    refused by name: this target reads textures through objects only (docs/amdgpu.md)."""
+    if v.type in OPAQUE_TYPES:
+        raise UnsupportedError(f".{v.space} .{v.type} {v.name} (a texture, sampler or surface reference: the "
+                               "AMDGPU target takes texture and surface objects)", v.pos)
 
 
 class ModuleLowering:
@@ -83,6 +92,7 @@ class ModuleLowering:
         return self._variable(v, f"{fn.name}.{v.name}")
 
     def _variable(self, v: ast.Variable, name: str) -> Symbol:
+        _refuse_reference(v)
         if v.space not in SPACE_AS:
             raise UnsupportedError(f"module variable in .{v.space}", v.pos)
         space = SPACE_AS[v.space]
@@ -177,6 +187,8 @@ class ModuleLowering:
     # ------------------------------------------------------------------ functions
     def _declare(self, f: ast.Function) -> None:
         self.functions[f.name] = f
+        for p in f.params:
+            _refuse_reference(p)
         if f.body is None:
             if f.name in SYSCALLS:
                 return
