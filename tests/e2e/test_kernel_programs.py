@@ -20,6 +20,7 @@ PROGRAMS = {
     "grid-sync": (["e2e_grid_sync.cu"], [], [], ()),
     "streams-events-callbacks": (["e2e_streams_threads.cu"], [], ["streams"], ()),
     "managed-memory": (["e2e_streams_threads.cu"], [], ["managed"], ()),
+    "managed-variables": (["e2e_managed_vars.cu"], [], [], ()),
     "host-threads": (["e2e_streams_threads.cu"], [], ["threads"], ()),
     "host-threads-per-thread-stream": (["e2e_streams_threads.cu"], ["--default-stream", "per-thread"], ["threads"], ()),
     "error-paths": (["e2e_streams_threads.cu"], [], ["errors"], ()),

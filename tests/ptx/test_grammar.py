@@ -68,3 +68,11 @@ def test_literal_forms_round_trip_exactly():
     values = [(i.operands[-1].value, i.operands[-1].kind) for i in body[4:12]]
     assert values == [(0x7FFFFFFF, "int"), (15, "int"), (11, "int"), (0x3F800000, "f32"),
                       (1.5e-3, "float"), (0x4009000000000000, "f64"), (-42, "int"), (0xBF800000, "f32")]
+
+
+def test_managed_variable_attribute_round_trips():
+    """PTX ISA 5.4.8: `.attribute(.managed)` marks a .global variable as managed memory."""
+    module = ptx.parse(HEAD + ".global .attribute(.managed) .align 4 .b8 arr[64];\n"
+                       ".global .attribute(.managed) .f32 scale = 0f40200000;\n.global .u32 plain;\n")
+    assert [v.managed for v in module.variables()] == [True, True, False]
+    assert ptx.parse(ptx.format(module)) == module

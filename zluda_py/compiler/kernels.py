@@ -50,6 +50,7 @@ class GlobalInfo:
     address: int
     size: int
     space: str  # "global" or "const": CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES sums the module's .const
+    managed: bool = False  # `.attribute(.managed)` (a __managed__ variable): managed memory to the driver
 
 
 def _param_bytes(a, size: int) -> bytes:

@@ -215,8 +215,10 @@ def _attribute(number: int, a: Allocation | None, ptr: int) -> bytes:
         return {1: struct.pack("Q", 0), 2: struct.pack("I", 0), 3: struct.pack("Q", 0), 4: struct.pack("Q", 0),
                 8: _bool(False), 9: struct.pack("i", -2), 13: _bool(False)}.get(number, b"")
     mem_type = CU_MEMORYTYPE_HOST if a.kind in ("host", "registered") else CU_MEMORYTYPE_DEVICE
+    # a module's variable has no owner: it is the current context's (a library loads in every one)
+    owner = a.owner if a.owner is not None else ctxs.current()
     values = {
-        1: struct.pack("Q", a.owner.handle),  # CONTEXT
+        1: struct.pack("Q", owner.handle),  # CONTEXT
         2: struct.pack("I", mem_type),  # MEMORY_TYPE
         3: struct.pack("Q", ptr),  # DEVICE_POINTER
         4: struct.pack("Q", ptr),  # HOST_POINTER
@@ -224,7 +226,7 @@ def _attribute(number: int, a: Allocation | None, ptr: int) -> bytes:
         6: _bool(getattr(a, "sync_memops", True)),  # SYNC_MEMOPS (pointer_attrs.py sets it)
         7: struct.pack("Q", a.buffer_id),  # BUFFER_ID
         8: _bool(a.kind == "managed"),  # IS_MANAGED
-        9: struct.pack("i", a.owner.device.ordinal),  # DEVICE_ORDINAL
+        9: struct.pack("i", owner.device.ordinal),  # DEVICE_ORDINAL
         10: _bool(False),  # IS_LEGACY_CUDA_IPC_CAPABLE
         11: struct.pack("Q", a.base),  # RANGE_START_ADDR
         12: struct.pack("Q", a.size),  # RANGE_SIZE

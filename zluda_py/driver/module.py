@@ -141,10 +141,13 @@ def _ptx_arch(texts: list[str]) -> int:
 
 
 def _register_globals(m: Module) -> None:
-    """Module globals are device memory too: copies to symbols check their ranges."""
+    """Module globals are device memory too: copies to symbols check their ranges. A __managed__
+    variable (`.attribute(.managed)`) is managed memory, as NVIDIA's driver treats it: pointer
+    attributes say so and managed advice, prefetches and range queries take it."""
+    memory = backends.select().memory
     for g in m.compiled.globals.values():
-        if g.size and backends.select().memory.find(g.address) is None:
-            backends.select().memory.register(g.address, g.size, 0, None)
+        if g.size and memory.find(g.address) is None:
+            memory.add(g.address, g.size, "managed" if g.managed else "global", 0, None)
 
 
 def _target_sm() -> int:

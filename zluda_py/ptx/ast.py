@@ -301,6 +301,7 @@ class Variable:
     array: array dimensions, None for an unsized `[]`.
     vector: 2, 4 or 8 for `.v2/.v4/.v8` variables, else None.
     linkage: visible, extern, weak, common, or None.
+    managed: `.attribute(.managed)`, a .global variable in managed (unified) memory.
     """
 
     name: str
@@ -313,6 +314,7 @@ class Variable:
     linkage: str | None = None
     init: Initializer | None = None
     ptr: PtrAttr | None = None
+    managed: bool = False
     pos: Pos = field(default=NOPOS, compare=False)
 
 

@@ -490,6 +490,7 @@ class Parser:
         vector = None
         vtype = None
         ptr = None
+        managed = False
         while True:
             tok = self.peek()
             if tok[0] != "dot":
@@ -512,6 +513,11 @@ class Parser:
                 self.next()
                 ptr = self.ptr_attr()
                 continue
+            elif d == "attribute" and not managed:
+                self.next()
+                self.variable_attribute()
+                managed = True
+                continue
             elif d in LINKAGES and linkage is None:
                 linkage = d
             else:
@@ -521,15 +527,29 @@ class Parser:
             raise self.err(self.peek(), "expected a state space (.reg, .global, .shared, ...)")
         if vtype is None:
             raise self.err(self.peek(), "expected a type (.b32, .f32, .u64, ...)")
+        if managed and space != "global":  # PTX ISA 5.4.8: .managed is for .global variables only
+            raise self.src.error(start, f".attribute(.managed) on a .{space} variable (only .global may be managed)")
         out = []
         while True:
-            out.append(self.declarator(linkage, space, vtype, align, vector, ptr, start))
+            var = self.declarator(linkage, space, vtype, align, vector, ptr, start)
+            var.managed = managed
+            out.append(var)
             if param:
                 return out
             if not self.accept(","):
                 break
         self.expect(";", "';' after the declaration")
         return out
+
+    def variable_attribute(self) -> None:
+        """`( .managed )` after `.attribute`: the one variable attribute supported (`.unified(uuid,
+        uuid)` names a variable shared across devices by its UUID, which nothing here resolves)."""
+        self.expect("(", "'(' after .attribute")
+        tok = self.peek()
+        if tok[0] != "dot" or tok[1] != ".managed":
+            raise self.err(tok, "expected .managed (the one supported variable attribute)")
+        self.next()
+        self.expect(")", "')' after the variable attribute")
 
     def ptr_attr(self) -> PtrAttr:
         attr = PtrAttr()

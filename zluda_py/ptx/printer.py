@@ -117,6 +117,8 @@ def variable(v: Variable) -> str:
     if v.linkage:
         parts.append("." + v.linkage)
     parts.append("." + v.space)
+    if v.managed:
+        parts.append(".attribute(.managed)")
     if v.align is not None and v.ptr is None:
         parts.append(f".align {v.align}")
     if v.vector:

@@ -91,7 +91,7 @@ class ModuleLowering:
             g = ir.GlobalVariable(self.ir, init_type(size, address_offsets(v)), name=name)
             g.align = global_align(v)
             self._initializers.append((v, g))
-            self.globals_meta[v.name] = {"symbol": name, "size": size, "space": v.space}
+            self.globals_meta[v.name] = {"symbol": name, "size": size, "space": v.space, "managed": v.managed}
             return Symbol(v.space, ptr=g, size=size)
         raise UnsupportedError(f"module variable in .{v.space}", v.pos)
 

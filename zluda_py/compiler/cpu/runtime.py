@@ -164,7 +164,7 @@ class CompiledModule:
         self._parts: list[llvm.ResourceTracker] = []  # keeps every linked part alive
         self.kernels: dict[str, CpuKernelInfo] = {}
         library = self._link(object_code, metadata, self._name)
-        self.globals = {name: GlobalInfo(library[g["symbol"]], g["size"], g["space"])
+        self.globals = {name: GlobalInfo(library[g["symbol"]], g["size"], g["space"], g.get("managed", False))
                         for name, g in metadata["globals"].items()}
         address_ranges.register_module(self, [(g.address, g.size) for g in self.globals.values()])
 
