@@ -8,6 +8,7 @@ import numpy as np
 
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.ptx import ast
+from zluda_py.ptx.parser import OPAQUE_TYPES
 
 
 def align_up(x: int, a: int) -> int:
@@ -16,7 +17,10 @@ def align_up(x: int, a: int) -> int:
 
 
 def type_size(t: str) -> int:
-    """Bytes of one element of PTX type `t` (a predicate takes one byte)."""
+    """Bytes of one element of PTX type `t` (a predicate takes one byte; a texture, sampler or
+    surface reference, as a kernel parameter, holds the 64-bit handle of its object)."""
+    if t in OPAQUE_TYPES:
+        return 8
     return max(1, ptx_bits(t) // 8)
 
 

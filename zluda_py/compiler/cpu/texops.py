@@ -12,10 +12,11 @@ from __future__ import annotations
 from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
-from zluda_py.compiler.cpu.abi import WARP
+from zluda_py.compiler.cpu.abi import WARP, Ctx
 from zluda_py.compiler.cpu.texture import ARG_SLOTS, REQUEST_WORDS, RESULT_SLOTS
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.ptx import ast
+from zluda_py.ptx.parser import OPAQUE_TYPES
 
 I32, I64 = V.I32, V.I64
 HOST_TEXTURE = 6  # zluda_host kind: a texture or surface request
@@ -55,15 +56,24 @@ class TextureMixin:
         return record
 
     def _texture_handle(self, inst: ast.Instruction, handle: ast.Operand) -> ir.Value:
-        """Each lane's object handle: the operand, or for a texture or surface reference the
-        handle the driver keeps in the reference's module variable (driver/texrefs.py)."""
+        """Each lane's object handle: the operand; for a texture or surface reference the
+        handle the driver keeps in the reference's module variable (driver/texrefs.py); for a
+        kernel parameter of such a type the handle it was passed (PTX "texture parameters")."""
         if not isinstance(handle, ast.Sym):
             return self.read(handle, "u64")
+        b = self.b
         want = "surfref" if inst.opcode.startswith("su") else "texref"
         sym = self.symbol(handle.name, inst.pos)
+        if sym.kind == "kparam":
+            declared = next(p.type for p in self.fn.params if p.name == handle.name)
+            # istypep asks what the handle names: the runtime answers for any reference type
+            if declared != want and not (inst.opcode == "istypep" and declared in OPAQUE_TYPES):
+                raise unsupported(inst, f"parameter {handle.name} is a .{declared}, not a .{want}")
+            word = b.inttoptr(b.add(self.ctx_i64(Ctx.PARAMS), ir.Constant(I64, sym.offset)), V.PTR)
+            return V.splat(b, b.load(word, typ=I64, align=8))
         if sym.kind != want:
             raise unsupported(inst, f"{handle.name} is not a .{want}")
-        return V.splat(self.b, self.b.load(sym.ptr, align=8))
+        return V.splat(b, b.load(sym.ptr, align=8))
 
     def _texture_results(self, dests: list[ast.Operand], ptype: str, mask: ir.Value) -> None:
         b = self.b
