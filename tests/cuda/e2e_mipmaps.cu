@@ -101,7 +101,7 @@ static double grad_lod(const Query &p) {
 
 // lod NaN: plain tex2D, which takes LOD 0 without the bias (then the clamps) on an H100
 static double model(const Mip &m, float u, float v, double lod) {
-    lod = std::isnan(lod) ? 0 : floor((lod + m.bias) * 256) / 256;
+    lod = std::isnan(lod) ? 0 : floor((trunc(lod * 256) / 256 + m.bias) * 256) / 256;  // 8-bit LOD, toward 0
     lod = fmin(fmax(lod, m.low), m.high);
     lod = fmin(fmax(lod, 0.0), LEVELS - 1.0);
     if (!m.linear) return point((int)floor(lod + 0.5), u, v);

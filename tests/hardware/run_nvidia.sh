@@ -52,6 +52,9 @@ stamp "mipmap probe: rc $? $(wc -l < "$OUT/mipmap_probe.txt") lines"
 nvcc -o $B/mipmap_implicit_probe tests/hardware/mipmap_implicit_probe.cu > $B/build_mipmap_implicit.log 2>&1 &&
   timeout 60 $B/mipmap_implicit_probe > "$OUT/mipmap_implicit_probe.txt" 2> "$OUT/mipmap_implicit_probe.err"
 stamp "mipmap implicit probe: rc $? $(wc -l < "$OUT/mipmap_implicit_probe.txt") lines"
+nvcc -o $B/mipmap_clamp_probe tests/hardware/mipmap_clamp_probe.cu > $B/build_mipmap_clamp.log 2>&1 &&
+  timeout 60 $B/mipmap_clamp_probe > "$OUT/mipmap_clamp_probe.txt" 2> "$OUT/mipmap_clamp_probe.err"
+stamp "mipmap clamp probe: rc $? $(wc -l < "$OUT/mipmap_clamp_probe.txt") lines"
 
 # 1c. driver behaviours the documentation leaves open (memory pool limits, IPC in one process)
 nvcc -o $B/api_probe tests/hardware/api_probe.cu && timeout 30 $B/api_probe > "$OUT/api_probe.txt" 2>&1

@@ -183,12 +183,14 @@ def mip_gradient_lod(dx: list[float], dy: list[float], anisotropy: int = 0) -> F
 
 
 def mip_lod(lod: Fraction | float | None, bias: float, low: float, high: float, levels: int) -> Fraction:
-    """The LOD after the bias (the sum cut to 1/256 toward -inf) and the descriptor's clamps,
-    then the level range. None (no footprint) clamps to the bottom."""
+    """The LOD cut to 1/256 toward zero, plus the bias (the sum cut to 1/256 toward -inf), then the
+    descriptor's clamps and the level range. None (plain tex: LOD 0 without the bias) clamps to
+    the bottom."""
     if lod is None:
         value = Fraction(low)
     else:
-        value = Fraction(math.floor((Fraction(lod) + Fraction(bias)) * MIP_STEPS), MIP_STEPS)
+        lod = Fraction(math.trunc(Fraction(lod) * MIP_STEPS), MIP_STEPS)  # 8 fractional bits, toward zero
+        value = Fraction(math.floor((lod + Fraction(bias)) * MIP_STEPS), MIP_STEPS)
     value = min(max(value, Fraction(low)), Fraction(high))
     return min(max(value, Fraction(0)), Fraction(levels - 1))
 

@@ -15,7 +15,8 @@ descriptor's mipmap fields. The level of detail (LOD) is NVIDIA's, as recorded o
   LOD is that of max(|det(dx, dy)| / major, major / A), and linear mip filtering sharpens the
   blend between the two levels. On a cubemap the vectors are the gradients of the face
   coordinates s and t (the programming guide's cubemap table) times the face size;
-* the texture's mipmapLevelBias is added and the sum truncated to 1/256, then clamped to
+* `tex.level`'s LOD is cut to 1/256 toward zero; the texture's mipmapLevelBias is added and the
+  sum cut to 1/256 toward -inf, then clamped to
   [minMipmapLevelClamp, maxMipmapLevelClamp] and to the levels the array has;
 * mipmapFilterMode point takes the nearest level (ties up); linear blends the samples of the
   two levels around the LOD by its 8-bit fraction. Each level is sampled as texture.py samples
@@ -134,8 +135,8 @@ def _gradient_lod(mods: tuple[str, ...], mip: Mipmap, args: np.ndarray) -> np.nd
 
 def level_of_detail(mods: tuple[str, ...], mip: Mipmap, sampler: texture.Sampler, args: np.ndarray) -> np.ndarray:
     """Each lane's LOD after bias and clamps: a multiple of 1/256 in [0, levels - 1] (float64)."""
-    if "level" in mods:
-        lod = _f32(args[LOD_SLOT])
+    if "level" in mods:  # cut to 8 fractional bits toward zero before the bias (mipmap_clamp_probe.txt)
+        lod = np.trunc(_f32(args[LOD_SLOT]) * LOD_STEPS) / LOD_STEPS
     elif "grad" in mods:
         lod = _gradient_lod(mods, mip, args)
     else:  # LOD 0 without the bias, whatever the lanes' coordinates (mipmap_implicit_probe.txt)
