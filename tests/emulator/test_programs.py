@@ -51,6 +51,10 @@ PROGRAMS = {
        for section in ("vmm", "ipc")},
     # stream capture, hand-built graphs with an exec update, and capture errors (every section)
     "graphs": (["e2e_graphs.cu"], [], [], "graphs all: PASSED"),
+    # one kernel of twelve launched, module variables written before any kernel is built
+    "lazy-kernels": (["e2e_lazy_kernels.cu"], [], [], "lazy_kernels 3: PASSED"),
+    # a C++ static destructor calling cudaFree after cudart shut down: an error code, no crash
+    "static-free": (["e2e_static_free.cu"], [], [], "static destructor: cudaFree 4"),
     # CUB's sort, reduce and scans over 50,000 ints (docs/amdgpu.md: its cost on the emulator)
     "thrust": (["e2e_thrust.cu"], ["-std=c++17"], [], "thrust: PASSED"),
 }
