@@ -102,7 +102,7 @@ def test_mbarrier_family_on_the_emulator(arch: str) -> None:
 
 class _Descriptors:
     """targets/texture.py's `runtime` on the emulator: an object is a descriptor block
-    (compiler/texdesc.py, as the HIP backend writes it), its handle the block's tagged address;
+    (compiler/texdesc.py, as the HIP backend writes it), its handle the block's address;
     the blocks and the texels they point at are device memory for the launches. A released
     block stays, zeroed, as the HIP backend keeps it."""
 
@@ -117,8 +117,8 @@ class _Descriptors:
         from zluda_py.compiler import texdesc
 
         block = np.frombuffer(texdesc.pack(image, sampler), np.uint8).copy()
-        self.live[texdesc.handle(block.ctypes.data)] = (block, image)
-        return texdesc.handle(block.ctypes.data)
+        self.live[block.ctypes.data] = (block, image)
+        return block.ctypes.data
 
     def release(self, handle: int) -> None:
         block, _ = self.live.pop(handle)

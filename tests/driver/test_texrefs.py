@@ -28,10 +28,11 @@ PTX = """
 .global .texref tex_lin;
 .global .texref tex_pitch;
 .global .surfref surf;
+.global .samplerref smp;
 
 .visible .entry read(.param .u64 inp, .param .u64 outp)
 {
-  .reg .b32 %r<12>; .reg .f32 %f<24>; .reg .b64 %rd<8>;
+  .reg .b32 %r<12>; .reg .f32 %f<24>; .reg .b64 %rd<8>; .reg .pred %p<4>;
   ld.param.u64 %rd2, [inp];
   ld.param.u64 %rd3, [outp];
   mov.u32 %r1, %tid.x;
@@ -50,6 +51,12 @@ PTX = """
   suld.b.2d.b32.trap {%r10}, [surf, {%r9, %r8}];
   add.s32 %r11, %r10, %r5;
   sust.b.2d.b32.trap [surf, {%r9, %r8}], {%r11};
+  istypep.texref %p1, tex_arr;
+  istypep.surfref %p2, surf;
+  istypep.samplerref %p3, smp;
+  or.pred %p1, %p1, %p2;
+  or.pred %p1, %p1, %p3;
+  selp.u32 %r7, 1, 0, %p1;
   mul.wide.u32 %rd4, %r1, 24;
   add.u64 %rd6, %rd3, %rd4;
   st.global.f32 [%rd6], %f10;
@@ -57,6 +64,7 @@ PTX = """
   st.global.f32 [%rd6+8], %f18;
   st.global.u32 [%rd6+12], %r6;
   st.global.u32 [%rd6+16], %r10;
+  st.global.u32 [%rd6+20], %r7;
   ret;
 }
 """
@@ -155,6 +163,7 @@ def test_references_bound_to_arrays_linear_and_pitched_memory(drv):
         assert out[t, 2].view(np.float32) == pitched[_clamped(v, PITCH_H), _clamped(u, PITCH_W)], t
     assert (out[:, 3] == ARR_W).all()
     assert (out[:, 4] == cells.reshape(-1)).all()  # thread t read cell (t % 8, t // 8) before adding
+    assert (out[:, 5] == 0).all()  # istypep of bound references: false, as for the objects they hold
     back = np.zeros_like(cells)  # the stores: each cell plus its thread's addend
     c = MEMCPY3D(srcMemoryType=CU_MEMORYTYPE_ARRAY, srcArray=surface.value, dstMemoryType=CU_MEMORYTYPE_HOST,
                  dstHost=back.ctypes.data, WidthInBytes=32, Height=4, Depth=1, dstPitch=32, dstHeight=4)

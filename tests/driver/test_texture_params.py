@@ -1,9 +1,10 @@
 """Kernel parameters of type .texref, .surfref and .samplerref (PTX "texture parameters",
 unified mode): each holds the 64-bit handle of the object the host passes, and tex, txq,
-suld, sust and istypep naming the parameter read that handle (ctypes on libcuda.so.1,
-hand-written PTX, CPU target). Expected values from a host model of the programming guide's
-rules: point sampling with unnormalized coordinates reads texel (floor(x), floor(y)) clamped
-to the array, txq.width is the array's width, suld/sust address texels by byte x and row y."""
+suld and sust naming the parameter read that handle (ctypes on libcuda.so.1, hand-written PTX,
+CPU target). Expected values from a host model of the programming guide's rules: point
+sampling with unnormalized coordinates reads texel (floor(x), floor(y)) clamped to the array,
+txq.width is the array's width, suld/sust address texels by byte x and row y; istypep of a
+parameter is false, as an NVIDIA H100 answers for the handles it holds (golden/programs.txt)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ PTX = """
 .address_size 64
 .visible .entry params(.param .texref t, .param .u64 outp, .param .surfref s, .param .samplerref unused)
 {
-  .reg .pred %p<3>; .reg .b32 %r<12>; .reg .f32 %f<8>; .reg .b64 %rd<6>;
+  .reg .pred %p<5>; .reg .b32 %r<12>; .reg .f32 %f<8>; .reg .b64 %rd<6>;
   ld.param.u64 %rd1, [outp];
   mov.u32 %r1, %tid.x;
   and.b32 %r2, %r1, 7;
@@ -45,9 +46,12 @@ PTX = """
   sust.b.2d.b32.trap [s, {%r5, %r3}], {%r7};
   istypep.texref %p1, t;
   istypep.surfref %p2, t;
+  istypep.surfref %p3, s;
+  istypep.samplerref %p4, unused;
+  or.pred %p1, %p1, %p2;
+  or.pred %p3, %p3, %p4;
+  or.pred %p1, %p1, %p3;
   selp.u32 %r8, 1, 0, %p1;
-  selp.u32 %r9, 2, 0, %p2;
-  or.b32 %r8, %r8, %r9;
   mul.wide.u32 %rd2, %r1, 16;
   add.u64 %rd3, %rd1, %rd2;
   st.global.f32 [%rd3], %f3;
@@ -99,7 +103,7 @@ def test_reference_parameters_carry_object_handles(cu):
     assert (got[:, 0].view(np.float32) == image[y, x]).all()  # texel (floor(x + 0.75), floor(y + 0.5))
     assert (got[:, 1] == W).all()
     assert (got[:, 2].view(np.int32) == words[y, x]).all()
-    assert (got[:, 3] == 1).all()  # a texture, not a surface
+    assert (got[:, 3] == 0).all()  # istypep: false for objects of every kind, as on an NVIDIA H100
     copy = np.empty_like(words)
     c = MEMCPY3D()
     c.srcMemoryType, c.srcArray = CU_MEMORYTYPE_ARRAY, surf_array
@@ -124,12 +128,13 @@ def _last_logged(cu, since: c_uint) -> str:
 @pytest.mark.parametrize("param, use, want", [
     (".param .surfref r", "tex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [r, {%r1}];", "r is a .surfref, not a .texref"),
     (".param .texref r", "suld.b.1d.b32.trap {%r2}, [r, {%r1}];", "r is a .texref, not a .surfref"),
-    (".param .samplerref r", "txq.width.b32 %r2, [r];", "r is a .samplerref, not a .texref")])
+    (".param .samplerref r", "txq.width.b32 %r2, [r];", "r is a .samplerref, not a .texref"),
+    (".param .u64 r", "istypep.texref %p1, r;", "r is not a texture, sampler or surface reference")])
 def test_parameter_of_another_reference_type_is_refused(cu, param, use, want):
     """Refused when the kernel is built (its first launch under lazy loading, else its load),
     by parameter and line, with CUDA_ERROR_INVALID_PTX."""
     ptx = (".version 6.0\n.target sm_80\n.address_size 64\n"
-           f".visible .entry k({param})\n{{\n.reg .b32 %r<4>; .reg .f32 %f<6>;\nmov.u32 %r1, 0;\n{use}\nret;\n}}\n")
+           f".visible .entry k({param})\n{{\n.reg .b32 %r<4>; .reg .f32 %f<6>; .reg .pred %p<2>;\nmov.u32 %r1, 0;\n{use}\nret;\n}}\n")
     since = c_uint()
     cu.ok(cu.cuLogsCurrent(byref(since), 0))
     m = c_void_p()

@@ -61,9 +61,6 @@ GOLDEN_RUN = {"blocks": "blocks", "atomics": "atomics", "warp-shuffles-votes": "
               "async-barrier-memcpy-async-pipelines": "async_barrier",
               "async-barrier-bulk-copies-tx-count": "async_barrier", "async-barrier-mbarrier-probe": "async_barrier",
               "tensor-cores-wmma": "tensor_cores", "mipmaps": "mipmaps"}
-# Lines we knowingly print differently (docs/semantics.md): the H100 answers istypep false for
-# texture and surface objects of every kind, where we answer true for an object of the kind.
-KNOWN_DIFFERENCES = {"texture-ptx-forms": ("forms: istypep ",)}
 
 
 def _h200_stdout(run_name: str) -> list[str] | None:
@@ -83,9 +80,7 @@ def test_kernel_program(nvcc, run, name):
     assert r.returncode == 0 and r.stdout.rstrip().endswith(": PASSED"), r.stdout[-2000:] + r.stderr[-4000:]
     h200 = _h200_stdout(GOLDEN_RUN.get(name, ""))
     if h200 is not None:
-        known = KNOWN_DIFFERENCES.get(name, ())
-        assert [line for line in r.stdout.splitlines() if line not in h200 and not line.startswith(known)] == [], \
-            "lines the NVIDIA GPU did not print"
+        assert [line for line in r.stdout.splitlines() if line not in h200] == [], "lines the NVIDIA GPU did not print"
 
 
 def test_golden_programs_cover_the_async_barrier_digests():

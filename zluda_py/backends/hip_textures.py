@@ -1,5 +1,5 @@
 """Texture and surface objects of the HIP backend (the driver's `backend.textures`): a handle is
-the tagged device address of the object's descriptor block (compiler/texdesc.py), which kernels
+the device address of the object's descriptor block (compiler/texdesc.py), which kernels
 compiled by the AMDGPU target read and sample in software (compiler/amdgpu/texture.py).
 
 The images and samplers are the CPU target's records (cpu/texture.py: the same driver code
@@ -43,22 +43,20 @@ def _write(block_address: int, block: bytes) -> None:
 
 
 def register(image: Image, sampler: Sampler | None) -> int:
-    """Write the object's descriptor to device memory; the handle is its address, tagged
-    (texdesc.handle)."""
+    """Write the object's descriptor to device memory; the handle is its address."""
     if sampler is not None and sampler.srgb:
         raise CudaError(CUDA_ERROR_NOT_SUPPORTED, "sRGB textures are not supported on the HIP backend yet")
     block = texdesc.pack(image, sampler)
     with _lock:
         where = _released.pop() if _released else Hip.get().malloc(texdesc.SIZE)
     _write(where, block)
-    return texdesc.handle(where)
+    return where
 
 
 def release(handle: int) -> None:
     """The driver has checked that `handle` is a live object of its own. Its block stays
-    allocated, zeroed, so that istypep on the stale handle reads no object (as NVIDIA's handles
-    name none until reused)."""
-    where = texdesc.address(handle)
-    _write(where, bytes(texdesc.SIZE))
+    allocated, zeroed, so that a fetch through the stale handle faults on the magic word (as
+    NVIDIA's handles name no object until reused) instead of reading freed memory."""
+    _write(handle, bytes(texdesc.SIZE))
     with _lock:
-        _released.append(where)
+        _released.append(handle)

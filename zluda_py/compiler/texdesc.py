@@ -32,20 +32,6 @@ LINEAR_FILTER, NORMALIZED_COORDS, FLOAT_RESULT, LINEAR_MEMORY, SIGNED, FLOAT_FOR
 CUBEMAP = 128  # LAYERS counts 2-D faces, 6 per cube
 TEXTURE_MAGIC, SURFACE_MAGIC = 0x54584F42, 0x53555246  # which kind of object the block describes
 WRAP, CLAMP, MIRROR, BORDER_MODE = 0, 1, 2, 3  # CUaddress_mode
-# A handle is the block's address with this tag above it (device addresses are 48-bit; the
-# handle stays below 2^53, exact as a double): istypep reads the magic word only through a
-# tagged handle, so that 0 or a stray integer is not an object instead of a fault. Released
-# blocks stay allocated with a zero magic word.
-HANDLE_TAG, TAG_SHIFT = 0x1A, 48
-ADDRESS_MASK = (1 << TAG_SHIFT) - 1
-
-
-def handle(address: int) -> int:
-    return address | HANDLE_TAG << TAG_SHIFT
-
-
-def address(handle: int) -> int:
-    return handle & ADDRESS_MASK
 
 _FORMATS = {0x01: (1, False, False), 0x02: (2, False, False), 0x03: (4, False, False), 0x08: (1, True, False),
             0x09: (2, True, False), 0x0A: (4, True, False), 0x10: (2, True, True), 0x20: (4, True, True)}

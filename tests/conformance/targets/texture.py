@@ -511,9 +511,10 @@ def _istypep_check(kind: str):
         finally:
             runtime.release(texture)
             runtime.release(surface)
-        want_handle = surface if kind == "surfref" else texture  # texture objects hold the sampler too
+        # false for objects of every kind, live or destroyed, and any other value: what an NVIDIA
+        # H100 answers (golden/programs.txt, texture_forms)
         for lane in range(WARP):
-            assert int(out[lane, 0]) == int(int(handles[lane]) == want_handle), f"lane {lane}: {handles[lane]:#x}"
+            assert int(out[lane, 0]) == 0, f"lane {lane}: {handles[lane]:#x}"
     return check
 
 

@@ -79,7 +79,7 @@ class ModuleLowering:
             self.globals_meta[v.name] = {"symbol": name, "size": 8, "space": v.type}
             return Symbol(v.type, ptr=g, size=8)
         if v.type == "samplerref":
-            return Symbol("handle")  # only the independent-sampler forms use these, and they are refused
+            return Symbol("samplerref")  # only the independent-sampler forms and istypep name these
         if v.space == "shared":  # declared in the body of the function being lowered
             if is_dynamic(v):
                 return Symbol("shared", self.shared.dynamic_base[self._lowering.name])

@@ -1,10 +1,11 @@
 """Lowering of the texture and surface instructions (tex, tld4, txq, suld, sust, sured, suq,
 istypep).
 
-Their semantics live in one place, the host side (cpu/texture.py), since texels sit behind the
-driver's texture objects: a warp fills a request record (each lane's handle, its operands
-zero-extended to 64 bits) and calls `zluda_host(HOST_TEXTURE, ctx, record, mask, form)`, `form`
-being the instruction's `opcode.mods` text; a nonzero answer is the launch's fault.
+istypep is false whatever it names (`op_istypep`). The others' semantics live in one place,
+the host side (cpu/texture.py), since texels sit behind the driver's texture objects: a warp
+fills a request record (each lane's handle, its operands zero-extended to 64 bits) and calls
+`zluda_host(HOST_TEXTURE, ctx, record, mask, form)`, `form` being the instruction's
+`opcode.mods` text; a nonzero answer is the launch's fault.
 """
 
 from __future__ import annotations
@@ -66,8 +67,7 @@ class TextureMixin:
         sym = self.symbol(handle.name, inst.pos)
         if sym.kind == "kparam":
             declared = next(p.type for p in self.fn.params if p.name == handle.name)
-            # istypep asks what the handle names: the runtime answers for any reference type
-            if declared != want and not (inst.opcode == "istypep" and declared in OPAQUE_TYPES):
+            if declared != want:
                 raise unsupported(inst, f"parameter {handle.name} is a .{declared}, not a .{want}")
             word = b.inttoptr(b.add(self.ctx_i64(Ctx.PARAMS), ir.Constant(I64, sym.offset)), V.PTR)
             return V.splat(b, b.load(word, typ=I64, align=8))
@@ -148,8 +148,13 @@ class TextureMixin:
     op_sured = op_sust  # the same record: coordinates, then the operand
 
     def op_istypep(self, inst: ast.Instruction, mask: ir.Value) -> None:
+        """False whatever the operand: an NVIDIA H100 answers false for texture and surface object
+        handles of every kind, and a reference, which holds such a handle here, answers as they
+        do (docs/semantics.md). A name must still be a reference (module variable or parameter)."""
         p, a = inst.operands
-        self._texture_request(inst, mask, a, [])
-        _, slot = self._texture_record
-        answer = self.b.load(V.typed(self.b, slot(1 + ARG_SLOTS), V.vec(I64)), typ=V.vec(I64), align=16)
-        self.write(p, self.b.icmp_unsigned("!=", answer, V.splat_const(I64, 0)), "pred", mask)
+        if isinstance(a, ast.Sym):
+            sym = self.symbol(a.name, inst.pos)
+            kind = next(q.type for q in self.fn.params if q.name == a.name) if sym.kind == "kparam" else sym.kind
+            if kind not in OPAQUE_TYPES:
+                raise unsupported(inst, f"{a.name} is not a texture, sampler or surface reference")
+        self.write(p, V.NONE, "pred", mask)

@@ -1,5 +1,6 @@
 """Texture and surface objects on the CPU target: what `tex`, `tld4`, `txq`, `suld`, `sust`,
-`sured`, `suq` and `istypep` do, run on the host for one warp at a time.
+`sured` and `suq` do, run on the host for one warp at a time (`istypep` reads no object: false,
+cpu/texops.py).
 
 The driver registers each CUtexObject/CUsurfObject here (`register`); its handle is what kernels
 receive. Generated code (cpu/texops.py) fills a request record with the lanes' handles and
@@ -488,10 +489,6 @@ def run(form: bytes, request: int, mask: int) -> int:
     handles, args, results = words[0], words[1:1 + ARG_SLOTS], words[1 + ARG_SLOTS:]
     opcode, mods = _form(form)
     active = np.array([(mask >> lane) & 1 for lane in range(WARP)], bool)
-    if opcode == "istypep":  # texref and samplerref: a texture object (it holds the sampler); surfref: a surface
-        objects = [_objects.get(int(h)) for h in handles]
-        results[0] = [obj is not None and (obj[1] is None) == (mods[0] == "surfref") for obj in objects]
-        return 0
     for handle in np.unique(handles[active]):
         lanes = np.nonzero(active & (handles == handle))[0]
         obj = _objects.get(int(handle))
