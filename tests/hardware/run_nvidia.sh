@@ -95,7 +95,8 @@ grid_sync_launch_ex|e2e_grid_sync_limits.cu||launch-ex
 grid_sync_too_large|e2e_grid_sync_limits.cu||too-large
 grid_sync_not_cooperative|e2e_grid_sync_limits.cu||not-cooperative
 grid_sync_trap|e2e_grid_sync_limits.cu||trap
-tensor_cores|e2e_tensor_cores.cu|-arch=sm_80|"
+tensor_cores|e2e_tensor_cores.cu|-arch=sm_80|
+managed_vars|e2e_managed_vars.cu||"
 build() {
   IFS='|' read -r name srcs args argv <<< "$1"
   [ -n "$name" ] || return 0
