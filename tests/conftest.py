@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -42,6 +43,15 @@ def nvcc_build(sources: list[str | Path], args: list[str], suffix: str) -> Path:
             raise RuntimeError(f"nvcc failed: {' '.join(cmd)}\n{res.stderr}")
         os.replace(tmp, out)
     return out
+
+
+def as_from_a_terminal() -> None:
+    """A child's preexec_fn: the signal dispositions a program started from a shell prompt has.
+    A test run started in the background (`cmd &` in a script) inherits SIGINT and SIGQUIT
+    ignored, and an ignored signal rightly stays ignored in the child (a Python child then
+    installs no KeyboardInterrupt handler)."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")

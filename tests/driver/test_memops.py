@@ -17,6 +17,7 @@ from ctypes import POINTER, byref, c_int, c_uint, c_ulonglong, c_void_p
 import numpy as np
 import pytest
 
+from tests.conftest import as_from_a_terminal
 from zluda_py.driver.memops import satisfied
 
 INVALID_VALUE, NOT_READY = 1, 600
@@ -280,7 +281,8 @@ def test_a_wait_never_satisfied_stays_interruptible(tmp_path):
             print("interrupted", flush=True)
             sys.exit(3)
     """))
-    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                             preexec_fn=as_from_a_terminal)  # Ctrl-C reaches it as from a shell
     try:
         assert child.stdout.readline().strip() == "waiting"
         time.sleep(0.3)

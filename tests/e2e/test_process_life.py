@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import as_from_a_terminal
 from tests.driver.conftest import shim_path
 
 
@@ -22,19 +23,11 @@ def program(nvcc) -> Path:
     return nvcc(["e2e_process_life.c"], ["-cudart", "none", "-ldl"], "")
 
 
-def _as_from_a_terminal() -> None:
-    """The dispositions a program started from a shell prompt has. A test run started in the
-    background (`cmd &` in a script) inherits SIGINT and SIGQUIT ignored, and an ignored signal
-    rightly stays ignored through `zluda run`'s exec."""
-    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
-
-
 def _zluda_run(program: Path, *args: str) -> subprocess.Popen:
     cmd = [sys.executable, "-c", "import sys; from zluda_py.cli import main; sys.exit(main())", "run", "--",
            str(program), *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_as_from_a_terminal)
+                            preexec_fn=as_from_a_terminal)
 
 
 def _interrupt_while_spinning(program: Path, mode: str) -> tuple[int, str, str, float]:
