@@ -289,13 +289,7 @@ class TextureMixin:
         half_end = b.block
         b.branch(done)
         b.position_at_end(done)
-        out = []
-        for p, h in zip(plain, halves):
-            phi = b.phi(F64)
-            phi.add_incoming(p, plain_end)
-            phi.add_incoming(h, half_end)
-            out.append(phi)
-        return out
+        return self._join(plain, plain_end, halves, half_end)
 
     def _exponent(self, v: ir.Value) -> ir.Value:
         """numpy's frexp(v)[1] - 1 of an f64 that is normal, 0 (-1000, as the model puts it),
@@ -308,6 +302,16 @@ class TextureMixin:
     def _power_of_two(self, e: ir.Value) -> ir.Value:
         """2.0 ** e for e in f64's normal range."""
         return self.b.bitcast(self.b.shl(self.b.add(e, _i64(1023)), _i64(52)), F64)
+
+    def _join(self, a: list[ir.Value], a_end: ir.Block, c: list[ir.Value], c_end: ir.Block) -> list[ir.Value]:
+        """At the block both branches reach: each channel's f64 from whichever branch ran."""
+        out = []
+        for x, y in zip(a, c):
+            phi = self.b.phi(F64)
+            phi.add_incoming(x, a_end)
+            phi.add_incoming(y, c_end)
+            out.append(phi)
+        return out
 
     def _half_blend(self, corners: list[tuple[ir.Value, list[ir.Value], ir.Value]]) -> list[ir.Value]:
         """The CPU model's _half_blend (measured on NVIDIA H200): the texels of nonzero weight
@@ -371,12 +375,7 @@ class TextureMixin:
             linear_end = b.block
             b.branch(done)
             b.position_at_end(done)
-            values = []
-            for p, q in zip(point_values, linear_values):
-                phi = b.phi(F64)
-                phi.add_incoming(p, point_end)
-                phi.add_incoming(q, linear_end)
-                values.append(phi)
+            values = self._join(point_values, point_end, linear_values, linear_end)
         self._results(d, values, flags, dtype)
 
     def _results(self, d: ast.Operand, values: list[ir.Value], flags: ir.Value, dtype: str) -> None:
