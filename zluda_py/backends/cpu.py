@@ -10,6 +10,7 @@ import numpy as np
 from ..compiler.cpu import texture as textures  # noqa: F401  (the driver's texture and surface objects)
 from ..compiler.cpu.bounds import register_memory, unregister_memory
 from ..cdata import ffi, memmove, memset
+from .. import hostmem
 from . import tracking
 from .hostshare import HostIpc, HostVmm
 from .regions import Regions
@@ -26,6 +27,7 @@ class Memory(tracking.Memory):
     def __init__(self) -> None:
         super().__init__()
         self._regions = Regions()
+        self._registered: dict[int, Allocation] = {}  # cuMemHostRegister'd ranges still in the bounds table
 
     def _obtain(self, size: int, kind: str, flags: int) -> tuple[int, bool]:
         return self._regions.allocate(size, populate=kind in ("device", "host")), True
@@ -33,10 +35,26 @@ class Memory(tracking.Memory):
     def add(self, base: int, size: int, kind: str, flags: int, owner: object, mapped: bool = False) -> Allocation:
         a = super().add(base, size, kind, flags, owner, mapped)
         register_memory(base, size)
+        if kind == "registered":
+            with self._lock:
+                self._registered[base] = a
         return a
 
+    def forget_unmapped(self) -> None:
+        """Registered memory the program has munmapped since is no device memory any more: a
+        kernel's access to it is then 700 (a bounds check), not a segfault of the host."""
+        with self._lock:
+            gone = [a for a in self._registered.values() if not hostmem.mapped(a.base, a.size)]
+            for a in gone:
+                del self._registered[a.base]
+        for a in gone:
+            unregister_memory(a.base)
+
     def _give_back(self, a: Allocation) -> None:
-        unregister_memory(a.base)
+        with self._lock:
+            in_table = a.kind != "registered" or self._registered.pop(a.base, None) is not None
+        if in_table:
+            unregister_memory(a.base)
         if a.mapped:  # registered host memory and module globals are not ours to free
             self._regions.release(a.base)
 
@@ -82,4 +100,5 @@ def unload(module) -> None:
 def launch(module, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
            shared_mem: int, grid_workspace: int = 0, stack_size: int = 1024) -> None:
     """`stack_size`: the context's CU_LIMIT_STACK_SIZE (per thread)."""
+    memory.forget_unmapped()
     module.launch_raw(kernel, grid, block, params, shared_mem, stack_size=stack_size, grid_workspace=grid_workspace)

@@ -19,7 +19,7 @@ from . import context as ctxs
 from .api import entry
 from ..cdata import addr, ffi
 from ..curesult import CUDA_ERROR_INVALID_VALUE, CudaError
-from .memory import _memory, run
+from .memory import _memory, check_device_range, run
 
 ffi.cdef("""
 typedef struct {
@@ -88,10 +88,8 @@ class MemOp:
         self.value = value & ((1 << 8 * self.size) - 1)
         if address % self.size:
             raise CudaError(CUDA_ERROR_INVALID_VALUE, f"address {address:#x} is not {self.size}-byte aligned")
-        a = _memory().find(address)
-        if a is None or address + self.size > a.base + a.size:
-            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{address:#x} is not device memory")
-        if a.kind == "managed":  # "None of the operations accepts pointers to managed memory"
+        check_device_range(address, self.size)
+        if _memory().find(address).kind == "managed":  # "None of the operations accepts pointers to managed memory"
             raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{address:#x} is managed memory")
 
     def run(self, ctx) -> None:

@@ -276,16 +276,19 @@ def check_device_range(ptr: int, size: int) -> None:
     a = _memory().find(ptr)
     if a is None or ptr + size > a.base + a.size:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"device range {ptr:#x}+{size} is outside every allocation")
+    if a.kind == "registered":
+        check_host_range(ptr, size, "registered")
 
 
 def check_host_range(ptr: int, size: int, what: str, writable: bool = False) -> None:
     """A host range the program passed must be mapped memory (NULL, unmapped or protected
     memory is CUDA_ERROR_INVALID_VALUE, never a segfault of the host). Our own allocations
-    (pinned, registered) need no probe. An empty range is not checked."""
+    need no probe; registered memory does, being the program's to munmap while registered
+    (NVIDIA's driver then answers errors). An empty range is not checked."""
     if size == 0:
         return
     a = _memory().find(ptr)
-    if a is not None and ptr + size <= a.base + a.size:
+    if a is not None and a.kind != "registered" and ptr + size <= a.base + a.size:
         return
     if not hostmem.valid(ptr, size, writable):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{what} host range {ptr:#x}+{size} is not "
@@ -296,10 +299,10 @@ def _check_any_range(ptr: int, size: int, what: str, writable: bool = False) -> 
     """A unified pointer: if it points into an allocation the whole range must fit, else it is
     host memory."""
     a = _memory().find(ptr)
-    if a is None:
-        check_host_range(ptr, size, what, writable)
-    elif ptr + size > a.base + a.size:
+    if a is not None and ptr + size > a.base + a.size:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"range {ptr:#x}+{size} overruns its allocation")
+    if a is None or a.kind == "registered":
+        check_host_range(ptr, size, what, writable)
 
 
 def run(stream_handle: int, fn: Callable[[], None], sync: bool) -> None:
