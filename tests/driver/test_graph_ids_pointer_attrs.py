@@ -117,3 +117,46 @@ def test_pointer_and_range_attributes(cu):
     assert cu.cuMemRangeGetAttributes(None, sizes, attrs, c_size_t(2), managed, c_size_t(4096)) == INVALID_VALUE
     cu.ok(cu.cuMemFree_v2(buf))
     cu.ok(cu.cuMemFree_v2(managed))
+
+
+HOST_POINTER, DEVICE_POINTER, ACCESS_FLAGS, MEMPOOL_HANDLE = 4, 3, 16, 17
+
+
+def _attribute(cu, attribute: int, ptr: int) -> tuple[int, int]:
+    value = c_ulonglong(0x7777)
+    return cu.cuPointerGetAttribute(byref(value), attribute, c_ulonglong(ptr)), value.value
+
+
+def test_pointer_attributes_a_pointer_has_no_value_for(cu):
+    dev, managed, host = c_ulonglong(), c_ulonglong(), c_void_p()
+    cu.ok(cu.cuMemAlloc_v2(byref(dev), c_size_t(256)))
+    cu.ok(cu.cuMemAllocManaged(byref(managed), c_size_t(256), 1))
+    cu.ok(cu.cuMemAllocHost_v2(byref(host), c_size_t(256)))
+    # cuda.h: no host pointer through which the host may access ptr -> CUDA_ERROR_INVALID_VALUE
+    assert _attribute(cu, HOST_POINTER, dev.value + 8)[0] == INVALID_VALUE
+    assert _attribute(cu, HOST_POINTER, managed.value + 8) == (0, managed.value + 8)
+    assert _attribute(cu, HOST_POINTER, host.value) == (0, host.value)
+    assert _attribute(cu, DEVICE_POINTER, dev.value) == (0, dev.value)
+    # the plural writes the NULL value instead (cudaPointerAttributes.hostPointer: NULL if none)
+    attrs = (c_int * 2)(HOST_POINTER, DEVICE_POINTER)
+    got = [c_ulonglong(0x7777), c_ulonglong(0x7777)]
+    data = (c_void_p * 2)(*[ctypes.cast(byref(v), c_void_p) for v in got])
+    cu.ok(cu.cuPointerGetAttributes(c_uint(2), attrs, data, dev))
+    assert [v.value for v in got] == [0, dev.value]
+    # ACCESS_FLAGS: memory registered CU_MEMHOSTREGISTER_READ_ONLY is read-only to the device
+    pinned = ctypes.create_string_buffer(8192)
+    cu.ok(cu.cuMemHostRegister_v2(pinned, c_size_t(8192), 0x08))
+    assert _attribute(cu, ACCESS_FLAGS, ctypes.addressof(pinned)) == (0, 1)  # CU_POINTER_ACCESS_FLAG_READ
+    assert _attribute(cu, ACCESS_FLAGS, dev.value) == (0, 3)  # READWRITE
+    cu.ok(cu.cuMemHostUnregister(pinned))
+    # MEMPOOL_HANDLE: the pool a stream-ordered allocation came from; none for cuMemAlloc's
+    pool, pooled = c_void_p(), c_ulonglong()
+    cu.ok(cu.cuDeviceGetDefaultMemPool(byref(pool), 0))
+    cu.ok(cu.cuMemAllocAsync(byref(pooled), c_size_t(256), None))
+    assert _attribute(cu, MEMPOOL_HANDLE, pooled.value) == (0, pool.value)
+    assert _attribute(cu, MEMPOOL_HANDLE, dev.value) == (0, 0)
+    cu.ok(cu.cuMemFreeAsync(pooled, None))
+    cu.ok(cu.cuCtxSynchronize())
+    for p in (dev, managed):
+        cu.ok(cu.cuMemFree_v2(p))
+    cu.ok(cu.cuMemFreeHost(host))

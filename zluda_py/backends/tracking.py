@@ -18,6 +18,7 @@ class Allocation:
     owner: object  # the context it belongs to (None: a module's variable)
     buffer_id: int
     mapped: bool = False  # CPU: from the backend's mapped regions (backends/regions.py), given back there
+    pool: int = 0  # the handle of the memory pool it was allocated from (cuMemAllocAsync), 0: none
 
 
 class Memory:

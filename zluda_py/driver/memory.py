@@ -45,6 +45,7 @@ def _backend_errors() -> Iterator[None]:
 CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_ARRAY, CU_MEMORYTYPE_UNIFIED = 1, 2, 3, 4
 CU_MEMHOSTALLOC_FLAGS = 0x7  # PORTABLE | DEVICEMAP | WRITECOMBINED
 CU_MEMHOSTREGISTER_FLAGS = 0xF  # PORTABLE | DEVICEMAP | IOMEMORY | READ_ONLY
+CU_MEMHOSTREGISTER_READ_ONLY = 0x8
 CU_MEM_ATTACH_GLOBAL, CU_MEM_ATTACH_HOST = 0x1, 0x2
 
 
@@ -209,19 +210,24 @@ def _bool(value: bool) -> bytes:
     return struct.pack("I", int(value))
 
 
-def _attribute(number: int, a: Allocation | None, ptr: int) -> bytes:
-    """The bytes cuPointerGetAttribute writes for attribute `number` (sizes per cuda.h)."""
+def _attribute(number: int, a: Allocation | None, ptr: int, strict: bool) -> bytes:
+    """The bytes cuPointerGetAttribute writes for attribute `number` (sizes per cuda.h).
+    `strict` (the singular call): an attribute the pointer has no value for is
+    CUDA_ERROR_INVALID_VALUE; cuPointerGetAttributes writes its NULL value instead."""
     if a is None:
         return {1: struct.pack("Q", 0), 2: struct.pack("I", 0), 3: struct.pack("Q", 0), 4: struct.pack("Q", 0),
                 8: _bool(False), 9: struct.pack("i", -2), 13: _bool(False)}.get(number, b"")
     mem_type = CU_MEMORYTYPE_HOST if a.kind in ("host", "registered") else CU_MEMORYTYPE_DEVICE
+    host_accessible = a.kind in ("host", "registered", "managed")
+    if number == 4 and not host_accessible and strict:  # cuda.h: no host pointer -> INVALID_VALUE
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is device memory: it has no host pointer")
     # a module's variable has no owner: it is the current context's (a library loads in every one)
     owner = a.owner if a.owner is not None else ctxs.current()
     values = {
         1: struct.pack("Q", owner.handle),  # CONTEXT
         2: struct.pack("I", mem_type),  # MEMORY_TYPE
         3: struct.pack("Q", ptr),  # DEVICE_POINTER
-        4: struct.pack("Q", ptr),  # HOST_POINTER
+        4: struct.pack("Q", ptr if host_accessible else 0),  # HOST_POINTER
         5: struct.pack("QI4x", 0, 0),  # P2P_TOKENS
         6: _bool(getattr(a, "sync_memops", True)),  # SYNC_MEMOPS (pointer_attrs.py sets it)
         7: struct.pack("Q", a.buffer_id),  # BUFFER_ID
@@ -233,8 +239,8 @@ def _attribute(number: int, a: Allocation | None, ptr: int) -> bytes:
         13: _bool(True),  # MAPPED
         14: struct.pack("Q", 0),  # ALLOWED_HANDLE_TYPES
         15: _bool(False),  # IS_GPU_DIRECT_RDMA_CAPABLE
-        16: struct.pack("I", 3),  # ACCESS_FLAGS: read-write
-        17: struct.pack("Q", 0),  # MEMPOOL_HANDLE
+        16: struct.pack("I", 1 if a.flags & CU_MEMHOSTREGISTER_READ_ONLY and a.kind == "registered" else 3),  # ACCESS_FLAGS: READ or READWRITE
+        17: struct.pack("Q", a.pool),  # MEMPOOL_HANDLE
         18: struct.pack("Q", a.size),  # MAPPING_SIZE
         19: struct.pack("Q", a.base),  # MAPPING_BASE_ADDR
         20: struct.pack("Q", a.buffer_id),  # MEMORY_BLOCK_ID
@@ -251,7 +257,7 @@ def cuPointerGetAttribute(data, attribute, ptr):
     a = _memory().find(ptr)
     if a is None:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a CUDA pointer")
-    value = _attribute(attribute, a, ptr)
+    value = _attribute(attribute, a, ptr, strict=True)
     ffi.memmove(data, value, len(value))
 
 
@@ -262,7 +268,7 @@ def cuPointerGetAttributes(count, attributes, data, ptr):
     if trace.enabled():
         trace.note("cuPointerGetAttributes", f"attributes {[attributes[i] for i in range(count)]} of {a}")
     for i in range(count):
-        value = _attribute(attributes[i], a, ptr)
+        value = _attribute(attributes[i], a, ptr, strict=False)
         if data[i] != ffi.NULL:
             ffi.memmove(data[i], value, len(value))
 

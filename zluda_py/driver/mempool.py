@@ -70,6 +70,7 @@ class MemPool:
                     a = _memory().allocate(size, "device", 0, ctxs.current())
                 except MemoryError:
                     raise CudaError(CUDA_ERROR_OUT_OF_MEMORY, f"cannot allocate {size} bytes") from None
+                a.pool = self.handle
             self.live[a.base] = a
             self.used_high = max(self.used_high, self.used())
             self.reserved_high = max(self.reserved_high, self.reserved())
