@@ -195,7 +195,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         params = {n for n, s in self.symbols.items() if s.kind == "kparam"}
         names = affine.warp_uniform(self.body, {n: bits for n, (_, bits) in self.regs.items()},
                                     self._uniform_symbol, params.__contains__)
-        for name in names:
+        for name in [n for n in self.regs if n in names]:  # in declaration order, not the set's (hash seed)
             vector, bits = self.regs[name]
             vector.parent.instructions.remove(vector)  # the 32-lane slot _new_reg made, unused
             self.regs[name] = (self.b.alloca(ir.IntType(bits), name=local_name(name.lstrip("%"))), bits)
