@@ -24,7 +24,7 @@ from conformance.targets import Instance
 from zluda_py.compiler import UnsupportedError
 from zluda_py.compiler.coverage import cpu_support
 from zluda_py.emulator.errors import EmulatorError
-from zluda_py.ptx.checks import NVIDIA_REFUSED_SUQ
+from zluda_py.ptx.checks import NVIDIA_ABSENT_TXQ, NVIDIA_REFUSED_SUQ
 
 CHUNK = 24  # kernels per compiled module
 XDIST_INDEPENDENT = True  # chunks compile their own modules: spread them over the workers
@@ -83,8 +83,9 @@ def test_every_target_form_value_is_swept():
                 got = tf.covered_by(inst.mods)
                 assert got is not None, f"{inst.name}: {inst.mods} is not a modifier list of {tf.syntax}"
                 covered |= got
-        if tf.opcode == "suq":  # modules with these do not load, as on NVIDIA: test_nvidia_refusals.py
-            covered |= {(slot, v) for slot, v in tf.requirements() if v in NVIDIA_REFUSED_SUQ}
+        if tf.opcode in ("suq", "txq"):  # modules (kernels) with these do not load, as on NVIDIA: test_nvidia_refusals.py
+            left_out = NVIDIA_REFUSED_SUQ if tf.opcode == "suq" else NVIDIA_ABSENT_TXQ
+            covered |= {(slot, v) for slot, v in tf.requirements() if v in left_out}
         for slot, value in sorted(tf.requirements() - covered):
             what = "without its optional slot" if value == ABSENT else f".{value}"
             missing.append(f"{tf.syntax}: slot {slot} {what}")

@@ -1,11 +1,14 @@
 """Linking several PTX modules into one (-rdc): .extern declarations resolve to definitions, also
-to the device runtime functions the driver provides (device_runtime.py)."""
+to the device runtime functions the driver provides (device_runtime.py). The linked module
+leaves out the kernels NVIDIA's driver leaves out of a module it loads (`absent_kernels`)."""
 
 from __future__ import annotations
 
 from zluda_py.compiler import device_runtime
 from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.compiler.parts import _reached, _statements
 from zluda_py.ptx import ast
+from zluda_py.ptx.checks import NVIDIA_ABSENT_TXQ
 
 
 def _is_definition(item: ast.Function | ast.Variable) -> bool:
@@ -14,7 +17,32 @@ def _is_definition(item: ast.Function | ast.Variable) -> bool:
     return item.linkage != "extern"
 
 
+def _absent_query(f: ast.Function) -> bool:
+    """Whether f queries a texture or sampler handle (a register, not a .texref) for one of
+    the properties NVIDIA's driver builds no kernel with (NVIDIA_ABSENT_TXQ)."""
+    return any(isinstance(s, ast.Instruction) and s.opcode == "txq" and NVIDIA_ABSENT_TXQ.intersection(s.mods)
+               and isinstance(s.operands[1].base, ast.Reg) for s in _statements(f.body or []))
+
+
+def absent_kernels(module: ast.Module) -> set[str]:
+    """The kernels that reach an absent query: the module loads without them, and looking one
+    up is CUDA_ERROR_NOT_FOUND, as on NVIDIA's driver."""
+    querying = {f.name for f in module.functions() if _absent_query(f)}
+    if not querying:
+        return set()
+    return {k.name for k in module.kernels() if querying & _reached(module, k.name)}
+
+
 def link(modules: list[ast.Module]) -> ast.Module:
+    module = _link(modules)
+    absent = absent_kernels(module)
+    if not absent:
+        return module
+    items = [i for i in module.items if not isinstance(i, ast.Function) or i.name not in absent]
+    return ast.Module(module.version, module.target, module.address_size, items, module.filename)
+
+
+def _link(modules: list[ast.Module]) -> ast.Module:
     modules = [*modules, *device_runtime.needed_by(modules)]
     if len(modules) == 1:
         return modules[0]

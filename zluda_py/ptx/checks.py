@@ -55,8 +55,15 @@ _RELAXED = frozenset(("ld", "st", "cvt", "ldu"))
 
 # suq queries with which NVIDIA's driver refuses the whole module with CUDA_ERROR_NOT_SUPPORTED,
 # JIT and ptxas cubin alike, though the PTX manual lists them (an H100, driver 580.159.04:
-# tests/hardware/golden/ptx_forms_probe.txt); txq's same fields load. Refused the same way here.
+# tests/hardware/golden/ptx_forms_probe.txt); txq's same fields load (below). Refused the same way here.
 NVIDIA_REFUSED_SUQ = frozenset({"channel_order", "channel_data_type", "memory_layout", "array_size"})
+# txq queries of a texture or sampler handle with which NVIDIA's driver loads the module but
+# builds no kernel that uses them: cuModuleGetFunction answers CUDA_ERROR_NOT_FOUND (same H100,
+# same golden file; the size queries, txq.level's too, build). compiler/linker.py leaves those
+# kernels out.
+NVIDIA_ABSENT_TXQ = frozenset({"channel_order", "channel_data_type", "num_samples", "normalized_coords",
+                               "filter_mode", "addr_mode_0", "addr_mode_1", "addr_mode_2", "array_size",
+                               "num_mipmap_levels"})
 
 
 def _sm_number(target: tuple[str, ...]) -> int | None:

@@ -21,7 +21,7 @@ from conformance.target_forms import ABSENT, TargetForm
 from conformance.targets import Instance
 from zluda_py.compiler.cpu import texture as runtime
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS
-from zluda_py.ptx.checks import NVIDIA_REFUSED_SUQ
+from zluda_py.ptx.checks import NVIDIA_ABSENT_TXQ, NVIDIA_REFUSED_SUQ
 
 OPCODES = {"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "istypep"}
 WARP = 32
@@ -242,8 +242,9 @@ def _query_instances(tf: TargetForm) -> list[Instance]:
     level = "level" in tf.form.slots[0].values
     queries = tf.form.slots[1 if level else 0].values
     for what in sorted(queries):
-        if tf.opcode == "suq" and what in NVIDIA_REFUSED_SUQ:
-            continue  # modules with these do not load, on NVIDIA's driver nor ours (tests/driver/test_nvidia_refusals.py)
+        if what in (NVIDIA_REFUSED_SUQ if tf.opcode == "suq" else NVIDIA_ABSENT_TXQ):
+            continue  # suq: modules with these do not load; txq: their kernels are left out (a handle's
+            # queries), on NVIDIA's driver and ours (tests/driver/test_nvidia_refusals.py)
         mods = (("level",) if level else ()) + (what, "b32")
         name = f"{tf.opcode}_{'_'.join(mods)}"
         inst = f"{tf.opcode}.{'.'.join(mods)} %r5, [%rd1]{', %r4' if level else ''};"
