@@ -193,13 +193,19 @@ def valid(address: int, size: int, writable: bool = False) -> bool:
     return _mapped(address, last, writable)
 
 
-def mapped(address: int, size: int) -> bool:
-    """Whether every page of [address, address+size) is mapped, whatever its protection, without
-    touching any (mincore fails with ENOMEM on a hole): a byte a page, no faults."""
+def residency(address: int, size: int) -> bytes | None:
+    """For each page of [address, address+size), from the one holding `address`: whether it is
+    resident in memory (bit 0 of its byte), without touching any; None when a page is not
+    mapped (mincore fails with ENOMEM on a hole), whatever the protection."""
     start = address - address % mmap.PAGESIZE
     length = address + size - start
-    residency = ctypes.create_string_buffer(-(-length // mmap.PAGESIZE))
-    return _mincore(start, length, residency) == 0
+    pages = ctypes.create_string_buffer(-(-length // mmap.PAGESIZE))
+    return pages.raw if _mincore(start, length, pages) == 0 else None
+
+
+def mapped(address: int, size: int) -> bool:
+    """Whether every page of [address, address+size) is mapped, whatever its protection."""
+    return residency(address, size) is not None
 
 
 def all_valid(pieces: list[tuple[int, int]]) -> bool:

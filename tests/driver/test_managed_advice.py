@@ -184,3 +184,36 @@ def test_invalid_arguments(api, pages):
     assert api.cuMemPrefetchAsync(device.value, PAGE, 0, None) == INVALID_VALUE
     assert api.cuMemRangeGetAttribute(value, 4, READ_MOSTLY, device.value, PAGE) == INVALID_VALUE
     api.ok(api.cuMemFree_v2(device))
+
+
+def test_location_info_reports_where_pages_are(api, pages):
+    """cuMemGetLocationInfo (cuda.h, CUDA 13.4): one location per summary region, its most
+    common over the samples; managed and pageable memory are host memory here, so a sample is
+    HOST where its page is resident and NONE (type 0) where the memory is resident nowhere."""
+    api.cuMemGetLocationInfo.argtypes = [c_ulonglong, c_size_t, c_size_t, c_size_t, c_void_p]
+    out = (Location * 4)()
+
+    def where(ptr: int, size: int, summary: int, sampling: int = 0) -> list[int] | int:
+        rc = api.cuMemGetLocationInfo(ptr, size, summary, sampling, out)
+        return rc if rc else [out[i].type for i in range(-(-size // summary))]
+
+    ctypes.memset(pages, 1, 3 * PAGE)  # written: resident on the host
+    assert where(pages, 3 * PAGE, PAGE) == [TYPE_HOST] * 3
+    # pageable memory: a fresh anonymous mapping is resident nowhere until touched
+    anon = mmap.mmap(-1, 3 * PAGE)
+    start = ctypes.addressof(ctypes.c_char.from_buffer(anon))
+    anon[PAGE] = 1
+    assert where(start, 3 * PAGE, PAGE) == [TYPE_INVALID, TYPE_HOST, TYPE_INVALID]
+    assert where(start, 3 * PAGE, 3 * PAGE, PAGE) == [TYPE_INVALID]  # 1 of 3 samples resident
+    assert where(start + PAGE, 2 * PAGE, 2 * PAGE, PAGE) == [TYPE_HOST]  # a tie
+    # not managed nor pageable, or bad granularities: CUDA_ERROR_INVALID_VALUE
+    device = c_ulonglong()
+    api.ok(api.cuMemAlloc_v2(byref(device), c_size_t(PAGE)))
+    assert where(device.value, PAGE, PAGE) == INVALID_VALUE
+    assert where(pages, PAGE, 2 * PAGE) == INVALID_VALUE  # summary above the size
+    assert where(pages, 2 * PAGE, PAGE, 2 * PAGE) == INVALID_VALUE  # sampling above the summary
+    assert where(pages, 0, 0) == INVALID_VALUE
+    assert api.cuMemGetLocationInfo(pages, PAGE, PAGE, 0, None) == INVALID_VALUE
+    api.ok(api.cuMemFree_v2(device))
+    del start
+    anon.close()

@@ -25,6 +25,7 @@ from ..cdata import addr, ffi
 from ..curesult import CUDA_ERROR_INVALID_VALUE, CudaError
 from .init_device import require
 from .memory import _memory
+from .. import hostmem
 
 PAGE = mmap.PAGESIZE  # cuda.h: advice and prefetch ranges are aligned to the CPU page size
 
@@ -243,3 +244,31 @@ def cuMemRangeGetAttribute(data, size, attribute, ptr, count):
     with _lock:
         value = _answer(attribute, size, pages.pieces(lo, hi))
     ffi.memmove(data, value, size)
+
+
+@entry("cuMemGetLocationInfo")
+def cuMemGetLocationInfo(ptr, size, summary, sampling, out):
+    """Where each `summary`-sized region of managed or pageable memory lives: its most common
+    location over samples every `sampling` bytes (cuda.h, CUDA 13.4). Both are host memory
+    here, so a sample is HOST where its page is resident and NONE (type 0) where it is not
+    (mincore: managed memory is demand-paged, as pageable memory is); a tie goes to HOST."""
+    require(out)
+    if not 0 < summary <= size or sampling > summary:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"granularities {summary}, {sampling} for {size} bytes")
+    a = _memory().find(ptr)
+    if a is not None:
+        if a.kind != "managed" or ptr + size > a.base + a.size:
+            raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x}+{size} is not managed memory")
+    elif _memory().overlapping(ptr, size) is not None:  # pageable memory running into an allocation
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x}+{size} is not pageable memory throughout")
+    pages = hostmem.residency(ptr, size)
+    if pages is None:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x}+{size} is not mapped memory")
+    step = max(sampling, PAGE)  # 0: "a system dependent value"; samples in one page agree
+    first_page = ptr // PAGE
+    locations = ffi.cast("int *", out)  # CUmemLocation: int type, int id
+    for i, region in enumerate(range(ptr, ptr + size, summary)):
+        samples = range(region, min(region + summary, ptr + size), step)
+        resident = sum(pages[s // PAGE - first_page] & 1 for s in samples)
+        kind, ident = HOST if 2 * resident >= len(samples) else (LOCATION_INVALID, CU_DEVICE_INVALID)
+        locations[2 * i], locations[2 * i + 1] = kind, ident
