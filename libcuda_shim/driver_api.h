@@ -108,6 +108,9 @@ CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, int advice, CUmemLocat
 CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
 CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream);
 CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, int attribute, CUdeviceptr devPtr, size_t count);
+CUresult cuImportExternalMemory(void **extMem_out, const void *memHandleDesc);
+CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, void *extMem, const void *bufferDesc);
+CUresult cuDestroyExternalMemory(void *extMem);
 CUresult cuMemGetLocationInfo(CUdeviceptr ptr, size_t size, size_t summaryGranularity, size_t samplingGranularity, CUmemLocation *location_out);
 CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, int *attributes, size_t numAttributes, CUdeviceptr devPtr, size_t count);
 CUresult cuPointerSetAttribute(const void *value, int attribute, CUdeviceptr ptr);

@@ -138,7 +138,7 @@ def test_ipc_errors(cu):
 def test_coverage_lists_every_entry_point():
     assert classify("cuGLInit", False)[0] == "n/a"
     assert classify("cuGraphLaunch", True) == ("implemented", "")
-    assert classify("cuImportExternalMemory", False) == ("refused", "external memory and semaphores (Vulkan/D3D/NvSci interop)")
+    assert classify("cuImportExternalSemaphore", False) == ("refused", "external semaphores (Vulkan/D3D/NvSci sync objects)")
     out = subprocess.run([sys.executable, "-m", "zluda_py.cli", "api", "coverage"], capture_output=True, text=True, check=True).stdout
     names = {line.split()[0] for line in out.splitlines()[:-1]}
     assert {"cuGraphInstantiateWithFlags", "cuStreamBeginCapture_v2", "cuMemPoolCreate", "cuMemMap", "cuIpcOpenMemHandle_v2"} <= names

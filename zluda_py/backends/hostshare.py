@@ -87,7 +87,8 @@ class HostVmm:
 
     def import_fd(self, fd: int) -> tuple[int, int]:
         """(physical allocation, its size) from an open file descriptor of an export."""
-        return os.dup(fd), os.lseek(fd, 0, os.SEEK_END)
+        size = os.lseek(fd, 0, os.SEEK_END)  # first: a pipe (ESPIPE) leaves no duplicate behind
+        return os.dup(fd), size
 
 
 class HostIpc:

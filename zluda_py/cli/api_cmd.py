@@ -16,9 +16,8 @@ IMPLEMENTED, REFUSED, NOT_APPLICABLE = "implemented", "refused", "n/a"
 _INTEROP = re.compile(r"^cu(GL|EGL|VDPAU|Graphics|EventCreateFromEGLSync)")
 # the first matching pattern gives a refused entry point's reason
 _REASONS = [
-    (r"^cu(Import|Destroy)External|^cuExternal|^cu(Signal|Wait)ExternalSemaphores|ExternalSemaphores",
-     "external memory and semaphores (Vulkan/D3D/NvSci interop)"),
-    (r"NvSciSync", "external memory and semaphores (Vulkan/D3D/NvSci interop)"),
+    (r"ExternalSemaphore|NvSciSync", "external semaphores (Vulkan/D3D/NvSci sync objects)"),
+    (r"^cuExternalMemory", "external memory as mipmapped arrays (opaque fds map as buffers)"),
     (r"^cuGreenCtx|^cuCtxFromGreenCtx|DevResource|^cuDevSmResource|^cuStreamGetGreenCtx",
      "green contexts (SM partitions)"),
     (r"^cuMulticast", "multicast objects (NVLink multi-GPU)"),

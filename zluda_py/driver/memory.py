@@ -86,12 +86,24 @@ def cuMemAllocManaged(dptr, size, flags):
     store(dptr, _allocate(size, "managed", flags).base)
 
 
+# base -> what gives back the address space of device memory the driver mapped itself
+# (external memory buffers, external.py), once cuMemFree or its context's end releases it
+unmappers: dict[int, Callable[[], None]] = {}
+
+
+def _release(base: int) -> None:
+    with _backend_errors():
+        _memory().release(base)
+        unmap = unmappers.pop(base, None)
+        if unmap is not None:
+            unmap()
+
+
 def _free_device(ptr: int) -> None:
     a = _memory().find(ptr)
-    if a is None or a.base != ptr or a.kind not in ("device", "managed"):
+    if a is None or a.base != ptr or a.kind not in ("device", "managed", "external"):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{ptr:#x} is not a device allocation")
-    with _backend_errors():
-        _memory().release(ptr)
+    _release(ptr)
 
 
 @entry("cuMemFree_v2")
@@ -199,9 +211,8 @@ def cuMemHostUnregister(p):
 
 def free_context(ctx) -> None:
     """A destroyed context's allocations go with it."""
-    with _backend_errors():
-        for a in _memory().owned_by(ctx):
-            _memory().release(a.base)
+    for a in _memory().owned_by(ctx):
+        _release(a.base)
 
 
 # ---- pointer attributes ----
