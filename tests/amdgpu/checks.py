@@ -91,11 +91,13 @@ def check_structure(module: ast.Module, data: bytes, meta: dict, gfx: str) -> No
         assert all(a[".offset"] >= end for a in args[len(explicit):])
         assert md[".kernarg_segment_size"] >= end
         assert [(p["name"], p["offset"], p["size"]) for p in meta["kernels"][kname]["params"]] == layout
-    # module variables can be found by name (cuModuleGetGlobal)
+    # module variables can be found by name (cuModuleGetGlobal); a managed one's symbol is the
+    # 8-byte cell the backend stores its managed allocation's address in
     for v in module.variables():
         if v.space in ("global", "const") and v.linkage != "extern":
             sym = co.symbols[v.name]
-            assert sym["defined"] and sym["type"] == "STT_OBJECT" and sym["size"] == meta["globals"][v.name]["size"]
+            size = 8 if v.managed else meta["globals"][v.name]["size"]
+            assert sym["defined"] and sym["type"] == "STT_OBJECT" and sym["size"] == size
 
 
 def check_resources(data: bytes, gfx: str) -> None:

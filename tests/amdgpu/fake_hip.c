@@ -89,6 +89,12 @@ hipError_t hipDeviceGetAttribute(int *value, int attr, int device) {
     return hipSuccess;
 }
 
+/* hipLimitStackSize (0) only, as the backend sets it before launches; logged as "limit stack N" */
+hipError_t hipDeviceSetLimit(int limit, size_t value) {
+    if (limit != 0) return hipErrorInvalidValue;
+    note("limit stack %zu", value);
+    return hipSuccess;
+}
 
 static hipError_t pending; /* an asynchronous error the next synchronize reports */
 

@@ -97,6 +97,43 @@ def test_a_module_with_variables_runs_and_its_variables_are_device_memory(emulat
     hip.unload(module)
 
 
+MANAGED = """.version 8.0
+.target sm_80
+.address_size 64
+.global .attribute(.managed) .align 4 .u32 counts[3] = {10, 20, 30};
+.global .attribute(.managed) .align 8 .u64 total;
+.visible .entry add_tid()
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>;
+  mov.u32 %r1, %tid.x; mov.u64 %rd1, counts; mul.wide.u32 %rd2, %r1, 4; add.u64 %rd3, %rd1, %rd2;
+  ld.global.u32 %r2, [%rd3]; add.u32 %r3, %r2, %r1; st.global.u32 [%rd3], %r3;
+  cvt.u64.u32 %rd2, %r3; atom.global.add.u64 %rd1, [total], %rd2;
+  ret;
+}
+"""
+
+
+def test_managed_variables_are_managed_allocations(emulated):
+    """A __managed__ variable is managed memory (hipMallocManaged) holding its initializer, which
+    the host reads and writes at the address cuModuleGetGlobal gives and kernels reach through the
+    code object's pointer to it; unloading the module frees it. It was once the code object's own
+    (device) memory, so cuMemAdvise refused it."""
+    module = hip.load([MANAGED])
+    counts, total = module.globals["counts"], module.globals["total"]
+    assert counts.managed and total.managed and (counts.size, total.size) == (12, 8)
+    assert hip.memory.find(counts.address).kind == "managed" == hip.memory.find(total.address).kind
+    assert ctypes.string_at(counts.address, 12) == struct.pack("<3I", 10, 20, 30)
+    assert ctypes.string_at(total.address, 8) == bytes(8)
+    ctypes.memmove(counts.address + 8, struct.pack("<I", 300), 4)  # the host writes it in place
+    hip.launch(module, "add_tid", (1, 1, 1), (3, 1, 1), b"", 0)
+    assert ctypes.string_at(counts.address, 12) == struct.pack("<3I", 10, 21, 302)
+    assert ctypes.string_at(total.address, 8) == struct.pack("<Q", 10 + 21 + 302)
+    for g in (counts, total):  # what the driver does at cuModuleUnload (driver/module.py)
+        hip.memory.release(g.address)
+    hip.unload(module)
+    assert hip.memory.find(counts.address) is None
+
+
 def test_a_kernel_fault_is_an_illegal_address_at_synchronize(emulated, capfd):
     module = hip.load([PTX])
     with pytest.raises(hip_runtime.HipError) as err:  # `out` points nowhere the device can reach

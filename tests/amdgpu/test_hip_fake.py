@@ -198,6 +198,18 @@ def test_module_load_get_function_and_launch_pass_the_parameter_buffer_exactly(f
     with pytest.raises(hip_runtime.HipError) as err:
         module.function("missing")
     assert err.value.cu_result == 500  # hipErrorNotFound: CUDA_ERROR_NOT_FOUND
+
+
+def test_the_stack_size_limit_goes_to_hip_when_it_changes(fake):
+    """cuCtxSetLimit(CU_LIMIT_STACK_SIZE), which the driver passes with each launch, is
+    hipDeviceSetLimit(hipLimitStackSize) before the first launch that sees a new value."""
+    module = hip.load([PTX])
+    params = struct.pack("<QI4xd8x", 0, 0, 0.0) + bytes(12)
+    for size in (4096, 4096, 1024):
+        hip.launch(module, "scale", (1, 1, 1), (32, 1, 1), params, 0, stack_size=size)
+    log = [" ".join(line.split()[:2]) for line in fake() if line.startswith(("launch", "limit"))]
+    assert log[-5:] == ["limit stack", "launch scale", "launch scale", "limit stack", "launch scale"]
+    assert [line for line in fake() if line.startswith("limit")][-2:] == ["limit stack 4096", "limit stack 1024"]
     for g in module.globals.values():  # as the driver's cuModuleUnload does
         hip.memory.release(g.address)
     hip.unload(module)

@@ -176,3 +176,21 @@ def test_warp_sz_is_32_on_both_wave_sizes():
         ir_text, _ = lower(parse(text, "w.ptx"), target)
         assert "store i32 32, ptr addrspace(5) %\"r1\"" in ir_text
         assert re.search(r"add i32 %\"[.\w]+\", 32", ir_text)
+
+
+def test_managed_variables_are_a_pointer_cell_and_their_initializer_travels_in_the_metadata():
+    """A __managed__ variable is managed memory the backend allocates at load: the code object
+    holds an 8-byte cell of its name, which code reads the variable's address from, and the
+    initial bytes are in the metadata; address initializers (relocated in the code object only)
+    are refused by name, either way round."""
+    text = HEADER + ".global .attribute(.managed) .align 4 .u32 v[2] = {7, 9};\n" + kernel(
+        "ld.global.u32 %r1, [v+4];\nld.param.u64 %rd1, [out];\nst.global.u32 [%rd1], %r1;")[len(HEADER):]
+    ir_text, metadata = lower(parse(text, "managed.ptx"), "gfx1100")
+    assert metadata["globals"]["v"] == {"symbol": "v", "size": 8, "space": "global", "managed": True,
+                                        "init": struct.pack("<2I", 7, 9).hex()}
+    assert re.search(r'^@"v" = addrspace\(1\) global i64 0, align 8$', ir_text, re.M)
+    assert re.search(r'= load i64, ptr addrspace\(1\) @"v"$', ir_text, re.M)
+    for declarations, refused in ((".global .attribute(.managed) .u32 w;\n.global .u64 p = generic(w);\n", "p"),
+                                  (".global .u32 w;\n.global .attribute(.managed) .u64 p = generic(w);\n", "p")):
+        with pytest.raises(UnsupportedError, match=f"initializer of {refused}|managed variable {refused}"):
+            lower(parse(HEADER + declarations + kernel("ret;")[len(HEADER):], "managed.ptx"), "gfx1100")

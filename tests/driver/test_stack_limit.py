@@ -9,6 +9,7 @@ Each case runs in its own process: a 719 leaves the context unusable, as on NVID
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -146,9 +147,10 @@ else:
 """
 
 
-def _run(case: str) -> tuple[dict[str, str], str]:
+def _run(case: str, **env: str) -> tuple[dict[str, str], str]:
+    """The child's printed values and its stderr; `env` picks another backend (the emulator's tests)."""
     r = subprocess.run([sys.executable, "-c", CHILD, str(shim_path()), case], input=PTX.encode(),
-                       capture_output=True, timeout=300)
+                       capture_output=True, timeout=300, env=dict(os.environ, **env))
     out = r.stdout.decode()
     assert r.returncode == 0, out + r.stderr.decode()
     return dict(line.split(" ", 1) for line in out.splitlines()), r.stderr.decode()

@@ -31,6 +31,7 @@ from .tracking import Allocation
 
 PRINTF_BUFFER_BYTES = 1 << 20
 CUDA_ERROR_NO_BINARY_FOR_GPU = 209
+CU_MEM_ATTACH_GLOBAL = 1  # hipMemAttachGlobal too: a managed allocation any stream may use
 
 
 class NoBinaryForGpu(Exception):
@@ -284,7 +285,9 @@ class HipModule:
                                                   md[".private_segment_fixed_size"])
         for name, g in metadata["globals"].items():
             address, size = hip.module_global(m.handle, g["symbol"])
-            m.globals[name] = GlobalInfo(address, size, g["space"])
+            if g.get("managed"):
+                address, size = m._managed(address, g), g["size"]
+            m.globals[name] = GlobalInfo(address, size, g["space"], g.get("managed", False))
         symbol = metadata.get("printf_symbol")
         if symbol:
             m.printf_buffer = hip.malloc(PRINTF_BUFFER_BYTES)
@@ -292,6 +295,16 @@ class HipModule:
             where, _ = hip.module_global(m.handle, symbol)
             hip.copy_to_device(where, m.printf_buffer.to_bytes(8, "little"), 8)
         return m
+
+    def _managed(self, cell: int, g: dict) -> int:
+        """A __managed__ variable's memory: a managed allocation (CU_MEM_ATTACH_GLOBAL) holding
+        its initial bytes, whose address goes into the code object's cell for it. The driver
+        frees it as the module's variable when the module is unloaded."""
+        a = memory.allocate(g["size"], "managed", CU_MEM_ATTACH_GLOBAL, None)
+        init = bytes.fromhex(g.get("init", ""))
+        self.hip.copy_to_device(a.base, init or bytes(g["size"]), g["size"])
+        self.hip.copy_to_device(cell, a.base.to_bytes(8, "little"), 8)
+        return a.base
 
     def _reset_printf(self) -> None:
         header = (0).to_bytes(8, "little") + (PRINTF_BUFFER_BYTES - 16).to_bytes(8, "little")
@@ -387,7 +400,27 @@ def unload(module: HipModule) -> None:
     module.unload()
 
 
+class _StackLimit:
+    """hipLimitStackSize as last set (a device's limit in HIP; work runs on device 0)."""
+
+    def __init__(self) -> None:
+        self.size: int | None = None
+        self.lock = threading.Lock()
+
+    def set(self, hip: Hip, size: int) -> None:
+        with self.lock:
+            if size != self.size:
+                hip.set_stack_size(size)
+                self.size = size
+
+
+_stack_limit = _StackLimit()
+
+
 def launch(module: HipModule, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
            shared_mem: int, grid_workspace: int = 0, stack_size: int = 1024) -> None:
-    """`stack_size` is not used: an AMDGPU code object's private segment is sized by its compiler."""
+    """`stack_size`: the context's CU_LIMIT_STACK_SIZE, HIP's hipLimitStackSize (set when it
+    changes): the per-thread stack of kernels with a dynamic call stack; the fixed part of a code
+    object's private segment is sized by its compiler."""
+    _stack_limit.set(module.hip, stack_size)
     module.launch(kernel, grid, block, params, shared_mem, thread_stream(), grid_workspace)

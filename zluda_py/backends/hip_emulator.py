@@ -30,7 +30,7 @@ from zluda_py.emulator.launch import launch
 from zluda_py.emulator.memory import Memory, host_view
 
 from ..curesult import CudaError
-from .hip_runtime import (HIP_MEM_ALLOCATION_PINNED, HIP_MEM_HANDLE_POSIX_FD, HIP_MEM_LOCATION_DEVICE,
+from .hip_runtime import (HIP_LIMIT_STACK_SIZE, HIP_MEM_ALLOCATION_PINNED, HIP_MEM_HANDLE_POSIX_FD, HIP_MEM_LOCATION_DEVICE,
                           LAUNCH_PARAM_BUFFER_POINTER, LAUNCH_PARAM_BUFFER_SIZE, LAUNCH_PARAM_END, ffi)
 from .hostshare import HostIpc, HostVmm
 
@@ -102,6 +102,7 @@ class EmulatedHipLibrary:
         self._vmm, self._ipc = HostVmm(), HostIpc()
         self._physical: dict[int, int] = {}  # hipMemGenericAllocationHandle_t -> HostVmm's allocation
         self._vmm_blocks: dict[int, int] = {}  # accessible VMM ranges in emulator memory: base -> size
+        self.stack_size = 1024  # hipLimitStackSize (CUDA's default; the driver sets its own before a launch)
 
     def _handle(self) -> int:
         self._handles += 16
@@ -128,6 +129,13 @@ class EmulatedHipLibrary:
         text = f"ZLUDA emulated AMD GPU ({self.arch})".encode()[: length - 1]
         ffi.memmove(name, text + b"\0", len(text) + 1)
         return SUCCESS if device == 0 else INVALID_VALUE
+
+    def hipDeviceSetLimit(self, limit: int, value: int) -> int:
+        """hipLimitStackSize only: each lane's call stack in kernels with a dynamic stack."""
+        if limit != HIP_LIMIT_STACK_SIZE:
+            return NOT_SUPPORTED
+        self.stack_size = value
+        return SUCCESS
 
     def hipDeviceTotalMem(self, size, device: int) -> int:
         size[0] = MEMORY_BYTES
@@ -482,9 +490,11 @@ class EmulatedHipLibrary:
         module, kernel = target
         with self._lock:
             try:
-                launch(module.image, kernel, grid, block, kernarg, self.memory, self.arch, shared, cooperative)
+                launch(module.image, kernel, grid, block, kernarg, self.memory, self.arch, shared, cooperative,
+                       self.stack_size)
             except EmulatorError as exc:
                 print(f"zluda emulator: {kernel}: {exc}", file=sys.stderr)
-                # s_trap (__trap(), and __assertfail after its message) is a launch failure, as CUDA's __trap()
+                # s_trap (__trap(), and __assertfail after its message) and a stack overflow are launch
+                # failures, as CUDA reports both
                 s.error = ILLEGAL_ADDRESS if isinstance(exc, MemoryFault) else LAUNCH_FAILURE
         return SUCCESS

@@ -48,6 +48,7 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
 hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gx, unsigned int gy, unsigned int gz,
                                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
                                             hipStream_t stream, void** params);
+hipError_t hipDeviceSetLimit(int limit, size_t value);
 hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags);
 hipError_t hipStreamDestroy(hipStream_t stream);
 hipError_t hipStreamSynchronize(hipStream_t stream);
@@ -94,6 +95,7 @@ HIP_MEMCPY_DEFAULT = 4  # hipMemcpyDefault: the runtime tells host from device b
 # hipMemAllocationTypePinned, hipMemLocationTypeDevice, hipMemHandleTypePosixFileDescriptor (CUDA's numbers)
 HIP_MEM_ALLOCATION_PINNED, HIP_MEM_LOCATION_DEVICE, HIP_MEM_HANDLE_POSIX_FD = 1, 1, 1
 HIP_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
+HIP_LIMIT_STACK_SIZE = 0  # hipLimitStackSize: per-thread stack of kernels with a dynamic call stack
 
 # CU_DEVICE_ATTRIBUTE_* -> hipDeviceAttribute_t (ROCm 6 numbering).
 CUDA_TO_HIP_ATTRIBUTE = {
@@ -237,6 +239,11 @@ class Hip:
         v = ffi.new("int*")
         self.check("hipDeviceGetAttribute", self.lib.hipDeviceGetAttribute(v, hip_attr, device))
         return v[0]
+
+    def set_stack_size(self, size: int) -> None:
+        """hipDeviceSetLimit(hipLimitStackSize): each thread's stack in later launches of kernels
+        with a dynamic call stack (recursion), cuCtxSetLimit(CU_LIMIT_STACK_SIZE)'s meaning."""
+        self.check("hipDeviceSetLimit", self.lib.hipDeviceSetLimit(HIP_LIMIT_STACK_SIZE, size))
 
     # ------------------------------------------------------------------ memory
     def malloc(self, size: int) -> int:

@@ -12,5 +12,10 @@ class MemoryFault(EmulatorError):
     """An access outside every allocation (a GPU's illegal address)."""
 
 
+class StackOverflow(EmulatorError):
+    """A kernel with a dynamic call stack (recursion) went past its lane's scratch: the stack
+    size limit (hipLimitStackSize) was too small; CUDA fails such a launch with 719."""
+
+
 class Trapped(EmulatorError):
     """The kernel executed s_trap (an assertion or `trap`)."""

@@ -23,7 +23,7 @@ from tinygrad.renderer.amd.dsl import Inst, Reg, SrcField, VGPRField
 
 from zluda_py.emulator import memory as memmod
 from zluda_py.emulator import strict
-from zluda_py.emulator.errors import EmulatorError, MemoryFault, Trapped
+from zluda_py.emulator.errors import EmulatorError, MemoryFault, StackOverflow, Trapped
 from zluda_py.emulator.pcode import BOOL, LaneVarying, PcodeUnsupported, Type, compile_pcode, convert, dtype, reinterpret
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class Program:
 
 
 class Wave:
-    def __init__(self, program: Program, lanes: int, wg: "Workgroup", index: int, scratch_size: int):
+    def __init__(self, program: Program, lanes: int, wg: "Workgroup", index: int, scratch_size: int, stack: int = 0):
         self.program, self.lanes, self.wg, self.index = program, lanes, wg, index
         self.rdna = program.family != "cdna"
         self.m0 = 125 if self.rdna else 124
@@ -118,6 +118,7 @@ class Wave:
         self.at_barrier = False
         self.yielded = False  # s_sleep ended the wave's turn: the others run before it polls again
         self.scratch = np.zeros((lanes, max(scratch_size, 0)), np.uint8)
+        self.stack = stack  # bytes of call stack at the end of scratch (a kernel with a dynamic stack)
         self.lane_ids = np.arange(lanes, dtype=np.uint32)
         # cooperative launches (launch._run_resident): what each load returned last, by PC, so
         # that a wave polling memory nobody has changed ends its turn too
@@ -750,7 +751,10 @@ class _Space:
         a = addrs.astype(np.int64)
         bad = np.nonzero(a + size > limit)[0]
         if bad.size:
-            raise MemoryFault(f"{kind} access of {size} bytes at {int(a[bad[0]]):#x} outside {limit} bytes")
+            what = f"{kind} access of {size} bytes at {int(a[bad[0]]):#x} outside {limit} bytes"
+            if kind == "scratch" and self.w.stack:  # the recursion outgrew the stack the launch was given
+                raise StackOverflow(f"{what} (a call stack of {self.w.stack} bytes per lane: raise hipLimitStackSize)")
+            raise MemoryFault(what)
         cols = a[:, None] + np.arange(size)
         return buf, (cols,) if kind == "lds" else (lanes[:, None], cols)
 
@@ -1319,6 +1323,6 @@ def step(w: Wave) -> None:
         new_pc = run(w, d)
     except PcodeUnsupported as exc:
         raise EmulatorError(w.where(f"unimplemented instruction {d.name.lower()} ({d.fmt}): {exc}")) from exc
-    except MemoryFault as exc:  # raised without the place: name the instruction and its address
-        raise MemoryFault(w.where(f"{d.name.lower()}: {exc}")) from None
+    except (MemoryFault, StackOverflow) as exc:  # raised without the place: name the instruction and its address
+        raise type(exc)(w.where(f"{d.name.lower()}: {exc}")) from None
     w.pc = w.pc + d.size if new_pc is None else new_pc

@@ -57,22 +57,26 @@ def _hidden_args(kernel: loader.Kernel, grid: tuple[int, int, int], block: tuple
 
 def launch(code: "bytes | loader.Image", kernel: str, grid: "int | Sequence[int]", block: "int | Sequence[int]",
            kernarg: bytes, memory: Memory, arch: str = "gfx1100", dynamic_lds: int = 0,
-           cooperative: bool = False) -> None:
+           cooperative: bool = False, stack_size: int = loader.DEFAULT_STACK) -> None:
     """Run `kernel` of a code object (bytes, loaded into `memory` for this launch, or an Image
     loaded there before) over `grid` x `block` threads. `kernarg` holds the explicit arguments
     (CUDA's parameter buffer); the hidden arguments are filled in here. `cooperative`: every
-    workgroup resident at once, their waves interleaved (grid-wide barriers can complete)."""
+    workgroup resident at once, their waves interleaved (grid-wide barriers can complete).
+    `stack_size`: each lane's call stack in a kernel with a dynamic stack (hipLimitStackSize)."""
     image = loader.Image(code, memory) if isinstance(code, (bytes, bytearray)) else code
     try:
-        _launch(image, kernel, _dims(grid), _dims(block), kernarg, memory, arch, dynamic_lds, cooperative)
+        _launch(image, kernel, _dims(grid), _dims(block), kernarg, memory, arch, dynamic_lds, cooperative,
+                stack_size)
     finally:
         if image is not code:
             image.unload()
 
 
 def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block3: tuple[int, int, int],
-            kernarg: bytes, memory: Memory, arch: str, dynamic_lds: int, cooperative: bool) -> None:
+            kernarg: bytes, memory: Memory, arch: str, dynamic_lds: int, cooperative: bool, stack_size: int) -> None:
     k = image.kernel(kernel, arch)
+    stack = stack_size if k.dynamic_stack else 0
+    scratch = k.scratch_per_lane(stack_size)
     family = loader.isa_family(arch)
     segment = bytearray(max(k.kernarg_size, len(kernarg)))
     segment[: len(kernarg)] = kernarg
@@ -82,7 +86,7 @@ def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block
     # the AQL dispatch packet (kernels that make indirect calls ask for its pointer) and a queue
     # of zeros: gfx9+ code reads nothing it needs from the queue
     packet = struct.pack("<HHHHHHIIIIIQQQQ", 0, len([n for n in grid3 if n > 1]) or 1, *block3, 0,
-                         *(g * b for g, b in zip(grid3, block3)), k.scratch_per_lane,
+                         *(g * b for g, b in zip(grid3, block3)), scratch,
                          k.group_segment_size + dynamic_lds, 0, kernarg_addr, 0, 0)
     inputs = {"kernarg_segment_ptr": kernarg_addr, "dispatch_ptr": memory.upload(packet),
               "queue_ptr": memory.alloc(256)}
@@ -99,7 +103,8 @@ def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block
 
     def start(group: tuple[int, int, int]) -> list[Wave]:
         wg = Workgroup(memory, k.group_segment_size + dynamic_lds)
-        waves = [_start_wave(k, program, wg, i, group, block3, threads, arch, inputs) for i in range(nwaves)]
+        waves = [_start_wave(k, program, wg, i, group, block3, threads, arch, inputs, scratch, stack)
+                 for i in range(nwaves)]
         for w in waves if strict else ():
             w.pending = []
         return waves
@@ -120,8 +125,9 @@ def _launch(image: loader.Image, kernel: str, grid3: tuple[int, int, int], block
 
 
 def _start_wave(k: loader.Kernel, program: Program, wg: Workgroup, index: int, group: tuple[int, int, int],
-                block: tuple[int, int, int], threads: int, arch: str, inputs: dict[str, int]) -> Wave:
-    w = Wave(program, k.wave, wg, index, k.scratch_per_lane)
+                block: tuple[int, int, int], threads: int, arch: str, inputs: dict[str, int], scratch: int,
+                stack: int) -> Wave:
+    w = Wave(program, k.wave, wg, index, scratch, stack)
     w.pc = k.entry
     for name, reg in k.user_sgprs:
         if name in inputs:
@@ -129,9 +135,9 @@ def _start_wave(k: loader.Kernel, program: Program, wg: Workgroup, index: int, g
         elif name == "private_segment_buffer":  # gfx90a (no architected flat scratch): a scratch V#
             w.sgpr[reg:reg + 4] = SCRATCH_RESOURCE
         elif name == "flat_scratch_init":  # (offset, size): scratch is per lane here, FLAT_SCRATCH unused
-            w.sgpr[reg], w.sgpr[reg + 1] = 0, k.scratch_per_lane
+            w.sgpr[reg], w.sgpr[reg + 1] = 0, scratch
         elif name == "private_segment_size":
-            w.sgpr[reg] = k.scratch_per_lane
+            w.sgpr[reg] = scratch
     sreg = k.user_sgpr_count
     for axis, enabled in enumerate(k.workgroup_id_enabled):
         if enabled:

@@ -23,7 +23,7 @@ _USER_SGPRS = [("private_segment_buffer", 4), ("dispatch_ptr", 2), ("queue_ptr",
                ("kernarg_segment_ptr", 2), ("dispatch_id", 2), ("flat_scratch_init", 2),
                ("private_segment_size", 1)]
 _WAVE32 = 1 << 10
-DYNAMIC_STACK = 16 << 10
+DEFAULT_STACK = 16 << 10  # bytes per lane of call stack when no limit is given: CUDA's largest common setting
 
 
 def isa_family(arch: str) -> str:
@@ -59,11 +59,11 @@ class Kernel:
     args: list[dict]  # metadata .args (offset, size, value_kind)
     dynamic_stack: bool = False  # recursion or indirect calls: the stack grows past the fixed size
 
-    @property
-    def scratch_per_lane(self) -> int:
-        """Scratch each lane gets: ROCm adds its stack size limit for a dynamic stack; the
-        emulator gives CUDA's largest common setting (cudaLimitStackSize, 16 KiB)."""
-        return self.private_segment_size + (DYNAMIC_STACK if self.dynamic_stack else 0)
+    def scratch_per_lane(self, stack_size: int) -> int:
+        """Scratch each lane gets: the fixed size, plus the stack size limit for a dynamic stack,
+        as ROCm adds it (hipLimitStackSize; AMDGPU's code object metadata: "if
+        IsDynamicCallstack is 1 then additional space must be added")."""
+        return self.private_segment_size + (stack_size if self.dynamic_stack else 0)
 
     @property
     def user_sgprs(self) -> list[tuple[str, int]]:

@@ -12,7 +12,7 @@ import numpy as np
 from zluda_py.compiler.errors import LaunchError
 from zluda_py.compiler.kernels import KernelInfo
 from zluda_py.emulator import loader
-from zluda_py.emulator.errors import MemoryFault, Trapped
+from zluda_py.emulator.errors import MemoryFault, StackOverflow, Trapped
 from zluda_py.emulator.launch import launch
 from zluda_py.emulator.memory import Memory
 
@@ -37,7 +37,7 @@ class EmulatedModule:
     def launch(self, kernel: str, grid: "int | Sequence[int]", block: "int | Sequence[int]", args: Sequence,
                shared_mem: int = 0) -> None:
         """Run `kernel`; arrays in `args` are device memory for the launch (passed by address),
-        other arguments are scalars. A memory fault raises LaunchError 700, `trap` 719; an
+        other arguments are scalars. A memory fault raises LaunchError 700, `trap` and a stack overflow 719; an
         instruction the emulator lacks raises its EmulatorError."""
         info = self.metadata["kernels"][kernel]
         blob = KernelInfo.declared(kernel, info).param_buffer(args)
@@ -49,6 +49,8 @@ class EmulatedModule:
                    self.arch, shared_mem)
         except Trapped as exc:  # what the CPU target reports for `trap`
             raise LaunchError(LAUNCH_FAILED, f"{kernel}: unspecified launch failure (trap): {exc}") from exc
+        except StackOverflow as exc:  # and for a call past the per-thread stack
+            raise LaunchError(LAUNCH_FAILED, f"{kernel}: unspecified launch failure (stack overflow): {exc}") from exc
         except MemoryFault as exc:
             raise LaunchError(ILLEGAL_ADDRESS, f"{kernel}: an illegal memory access was encountered: {exc}") from exc
         finally:

@@ -58,7 +58,7 @@ class Symbol:
     """What a name used as an operand refers to; `ptr` is its address in its own space.
 
     kind: kparam (kernarg, constant space), pbuf (a .param buffer in private memory), local,
-    shared, global, const, func.
+    shared, global, const, func, managed (`ptr` is the cell holding the variable's address).
     """
 
     kind: str

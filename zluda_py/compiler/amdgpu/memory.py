@@ -8,6 +8,8 @@ on NVIDIA GPUs, and cvta converts them with addrspacecast.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llvmlite import ir
 from llvmlite.ir.instructions import StoreAtomicInstr
 
@@ -38,6 +40,9 @@ class MemoryMixin:
         sym = self.symbols.get(name) or self.mod.symbols.get(name)
         if sym is None:
             raise UnsupportedError(f"symbol {name} (not declared)", pos)
+        if sym.kind == "managed":  # the variable's address is in its cell, filled in at load
+            address = self.b.load(sym.ptr, typ=I64)
+            return replace(sym, kind="global", ptr=self.b.inttoptr(address, ptr_ty(1)))
         return sym
 
     def symbol_value(self, name: str, pos: ast.Pos = ast.NOPOS) -> ir.Value:

@@ -5,7 +5,9 @@ as CUDA lays out its parameter buffer, so the kernarg segment is the CUDA parame
 followed by the v5 hidden arguments (in modules that use grid.sync(), the grid workspace
 pointer comes between the two: see GRID_WORKSPACE_ARG). `.func`s take a private buffer
 pointer per parameter and return value. Module `.global`/`.const` variables are exported (protected) symbols in the
-code object, so the runtime finds them by name (cuModuleGetGlobal).
+code object, so the runtime finds them by name (cuModuleGetGlobal). A `__managed__` variable is
+managed memory the HIP backend allocates at load (hipMallocManaged, as HIP's own `__managed__`
+variables are): the code object exports only a pointer to it under its name.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from zluda_py.compiler.amdgpu.ir_extras import ByRefAttributes
 from zluda_py.compiler.amdgpu.printf import BUFFER_SYMBOL
 from zluda_py.compiler.amdgpu.targets import GfxTarget
 from zluda_py.compiler.errors import UnsupportedError
-from zluda_py.compiler.layout import directive_dims, initial_value, kernel_params, max_threads
+from zluda_py.compiler.layout import address_offsets, directive_dims, initial_value, kernel_params, max_threads
 from zluda_py.compiler.ptxtypes import global_align, var_align, var_size
 from zluda_py.ptx import ast
 from zluda_py.ptx.parser import OPAQUE_TYPES
@@ -114,6 +116,8 @@ class ModuleLowering:
             return Symbol("shared", g, size)
         if v.linkage == "extern" and v.init is None:
             raise UnsupportedError(f"unresolved .extern variable {v.name}", v.pos)
+        if v.managed:
+            return self._managed(v, name, size)
         init = self._initializer(v)
         g = ir.GlobalVariable(self.ir, init.type, name=name, addrspace=space)
         g.type = ir.PointerType(addrspace=space)
@@ -125,10 +129,30 @@ class ModuleLowering:
         self.globals_meta[v.name] = {"symbol": name, "size": size, "space": v.space}
         return Symbol(v.space, g, size)
 
+    def _managed(self, v: ast.Variable, name: str, size: int) -> Symbol:
+        """A `.attribute(.managed)` variable: a u64 cell `name` that the backend points at the
+        managed allocation it makes at load, with the initial bytes (metadata `init`, hex) copied
+        in. Code reaches the variable through the cell (`MemoryMixin.symbol`)."""
+        if address_offsets(v):  # the loader relocates the code object only, not managed memory
+            raise UnsupportedError(f"managed variable {v.name} initialized with addresses", v.pos)
+        cell = ir.GlobalVariable(self.ir, I64, name=name, addrspace=1)
+        cell.type = ir.PointerType(addrspace=1)
+        cell.initializer = ir.Constant(I64, 0)
+        cell.align = 8
+        cell.visibility = "protected"
+        meta = {"symbol": name, "size": size, "space": v.space, "managed": True}
+        if v.init is not None:
+            meta["init"] = bytes(self._initializer(v).constant).hex()
+        self.globals_meta[v.name] = meta
+        return Symbol("managed", cell, size)
+
     def _initializer(self, v: ast.Variable) -> ir.Constant:
         """The initial contents: bytes, or a packed struct of bytes and addresses (`.u64 t[] = {f, g}`)."""
         def address(item: ast.Initializer) -> ir.Constant:
             target = self.symbols.get(item.value.name)
+            if target is not None and target.kind == "managed":  # its address is known at load only
+                raise UnsupportedError(f"initializer of {v.name} with the address of managed variable "
+                                       f"{item.value.name}", v.pos)
             if target is None or item.offset:
                 raise UnsupportedError(f"initializer of {v.name} with the address of {item.value.name}", v.pos)
             return target.ptr.ptrtoint(I64)
