@@ -428,6 +428,7 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice device, int attr, void *value);
 /* stream capture (zluda_py/driver/capture_api.py) */
 CUresult cuStreamBeginCapture(CUstream hStream);
 CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode);
+CUresult cuStreamBeginRecaptureToGraph(CUstream hStream, int mode, CUgraph hGraph, void *callbackFunc, void *userData);
 CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const void *dependencyData, size_t numDependencies, int mode);
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
 CUresult cuStreamGetCaptureInfo(CUstream hStream, int *captureStatus_out, unsigned long long *id_out);

@@ -106,6 +106,8 @@ _CODES: dict[int, tuple[str, str]] = {
     914: ("CUDA_ERROR_INVALID_RESOURCE_TYPE", "one or more resources passed in are not valid resource types for the operation"),
     915: ("CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION", "one or more resources are insufficient or non-applicable for the operation"),
     916: ("CUDA_ERROR_KEY_ROTATION", "an error happened during the key rotation sequence"),
+    917: ("CUDA_ERROR_STREAM_DETACHED", "the operation is not permitted because the stream is in a detached state"),
+    918: ("CUDA_ERROR_GRAPH_RECAPTURE_FAILURE", "a graph recapture failed and had to be terminated"),
     999: ("CUDA_ERROR_UNKNOWN", "unknown error"),
 }
 

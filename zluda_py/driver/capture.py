@@ -26,6 +26,7 @@ from .stream import Op, Stream
 
 if TYPE_CHECKING:
     from .graphs import Graph, Node
+    from .recapture import Recapture
 
 GLOBAL, THREAD_LOCAL, RELAXED = 0, 1, 2
 STATUS_NONE, STATUS_ACTIVE, STATUS_INVALIDATED = 0, 1, 2
@@ -37,12 +38,26 @@ _thread_mode = threading.local()
 
 
 class Capture:
-    def __init__(self, origin: Stream, graph: Graph, mode: int, owns_graph: bool) -> None:
+    def __init__(self, origin: Stream, graph: Graph, mode: int, owns_graph: bool,
+                 recapture: Recapture | None = None) -> None:
         self.id = next(_ids)
         self.origin, self.graph, self.mode, self.owns_graph = origin, graph, mode, owns_graph
+        self.recapture = recapture  # cuStreamBeginRecaptureToGraph: the graph whose nodes are re-made
         self.thread = threading.get_ident()
         self.invalidated = False
         self.streams: set[Stream] = set()
+
+    def add(self, work, deps: list[Node]) -> tuple[Node, Node]:
+        """A node for `work` after `deps`: (the captured graph's node, the node that holds the
+        work from now on: under a recapture the existing graph's)."""
+        node = self.graph.add(work, deps)
+        if self.recapture is None:
+            return node, node
+        try:
+            return node, self.recapture.match(self.graph, node)
+        except CudaError:
+            invalidate(self)
+            raise
 
 
 class StreamCapture:
@@ -122,19 +137,20 @@ def record(stream: Stream, fn: Callable[[], None], extra_deps: list[Op]) -> bool
         raise CudaError(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "this operation cannot be captured")
     work = graphs.ChildGraph(fn.graph) if node_type == graphs.GRAPH else fn
     with _lock:
-        sc.deps = [cap.graph.add(work, sc.deps)]
+        sc.deps = [cap.add(work, sc.deps)[0]]
     return True
 
 
 def record_node(stream: Stream, work) -> Node:
-    """Add a node made by the caller (memory nodes) to the stream's capture."""
+    """Add a node made by the caller (memory nodes) to the stream's capture; the node holding
+    its work from now on (a recapture's: the existing graph's, with its allocation)."""
     sc = stream.capture
     if sc.capture.invalidated:
         raise CudaError(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the capture was invalidated")
     with _lock:
-        node = sc.capture.graph.add(work, sc.deps)
+        node, holder = sc.capture.add(work, sc.deps)
         sc.deps = [node]
-    return node
+    return holder
 
 
 def record_event(stream: Stream, event) -> bool:
@@ -203,7 +219,10 @@ def _leave(stream: Stream) -> None:
         stream.ctx.capturing -= 1
 
 
-def begin(stream: Stream, mode: int, graph: Graph | None = None, deps: list[Node] = ()) -> None:
+def begin(stream: Stream, mode: int, graph: Graph | None = None, deps: list[Node] = (),
+          recapture: Recapture | None = None) -> None:
+    """`graph`: capture into it (cuStreamBeginCaptureToGraph); `recapture`: into a new graph
+    whose nodes re-make the recapture's (cuStreamBeginRecaptureToGraph)."""
     from . import graphs
 
     if mode not in (GLOBAL, THREAD_LOCAL, RELAXED):
@@ -213,7 +232,7 @@ def begin(stream: Stream, mode: int, graph: Graph | None = None, deps: list[Node
     if stream.capture is not None:
         raise CudaError(CUDA_ERROR_ILLEGAL_STATE, "the stream is capturing already")
     owns = graph is None
-    cap = Capture(stream, graphs.Graph() if owns else graph, mode, owns)
+    cap = Capture(stream, graphs.Graph() if owns else graph, mode, owns, recapture)
     with _lock:
         _active.add(cap)
         _join(stream, cap, list(deps))
@@ -241,7 +260,7 @@ def end(stream: Stream) -> Graph | None:
         if unjoined:
             raise CudaError(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "a stream forked into the capture was not joined back")
         raise CudaError(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the capture was invalidated")
-    return cap.graph
+    return cap.graph if cap.recapture is None else cap.recapture.finish(cap.graph)
 
 
 def _unjoined(cap: Capture) -> bool:

@@ -8,6 +8,7 @@ from ..cdata import addr, ffi, store, store_ptr
 from ..curesult import CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_INVALID_VALUE, CudaError
 from .graphs import Node, _deps, _edges, graphs
 from .init_device import require
+from .recapture import Recapture
 from .stream import Stream
 
 
@@ -33,6 +34,13 @@ def cuStreamBeginCaptureToGraph(h, hgraph, pdeps, pedges, count, mode):
     if any(d.graph is not graph for d in deps):
         raise CudaError(CUDA_ERROR_INVALID_VALUE, "a dependency belongs to another graph")
     capture.begin(_stream(h), mode, graph, deps)
+
+
+@entry("cuStreamBeginRecaptureToGraph")
+def cuStreamBeginRecaptureToGraph(h, mode, hgraph, callback, data):
+    graph = graphs.get(addr(hgraph))
+    capture.begin(_stream(h), mode, recapture=Recapture(graph, addr(callback), addr(data)))
+    graph.release_user_objects()  # cuda.h: released before the recapture
 
 
 @entry("cuStreamEndCapture")

@@ -261,6 +261,9 @@ class Graph:
     def destroy(self) -> None:
         for n in list(self.nodes):
             self.remove_node(n)
+        self.release_user_objects()
+
+    def release_user_objects(self) -> None:
         for obj, count in self.user_objects.items():
             obj.release(count)
         self.user_objects.clear()
@@ -705,10 +708,13 @@ def cuGraphMemFreeNodeGetParams(h, pdptr):
 
 @entry("cuGraphNodeGetParams")
 def cuGraphNodeGetParams(h, params):
-    """The node's kind and parameters as one CUgraphNodeParams (cuGraphAddNode's input)."""
     require(params)
-    node = _node(h)
-    p = ffi.cast("CUgraphNodeParams *", params)
+    write_node_params(_node(h), ffi.cast("CUgraphNodeParams *", params))
+
+
+def write_node_params(node: Node, p) -> None:
+    """The node's kind and parameters as one CUgraphNodeParams (cuGraphAddNode's input)."""
+    h = node.handle
     ffi.memmove(ffi.addressof(p, "reserved1"), bytes(ffi.sizeof(p.reserved1)), ffi.sizeof(p.reserved1))
     p.type, work = node.type, node.work
     if node.type == KERNEL:

@@ -136,9 +136,8 @@ def _alloc_async(dptr, size: int, pool: MemPool, stream) -> None:
     require(dptr)
     s = ctxs.resolve_stream(addr(stream))
     if s.capture is not None:
-        work = MemAlloc(size, pool.props)
-        capture.record_node(s, work)
-        store(dptr, work.allocation.base)
+        # a recapture's allocation node keeps the memory its graph holds
+        store(dptr, capture.record_node(s, MemAlloc(size, pool.props)).work.allocation.base)
         return
     store(dptr, pool.allocate(size).base)
 
