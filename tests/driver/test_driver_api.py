@@ -95,7 +95,7 @@ def test_every_name_cudart_requests_resolves(cu):
 
 def test_stubs_say_not_supported(cu):
     fn, status = c_void_p(), c_int()
-    cu.ok(cu.cuGetProcAddress_v2(b"cuImportExternalMemory", byref(fn), 12000, c_ulonglong(0), byref(status)))
+    cu.ok(cu.cuGetProcAddress_v2(b"cuImportExternalSemaphore", byref(fn), 12000, c_ulonglong(0), byref(status)))
     assert ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)(fn.value)(None, None) == CUDA_ERROR_NOT_SUPPORTED
 
 
