@@ -70,26 +70,30 @@ def test_registering_unmapped_memory_is_invalid_value():
 
 def test_registered_memory_the_program_unmapped_gives_errors_not_a_signal():
     # NVIDIA's driver answers errors for a range munmapped while registered; the process lives
+    # the ranges lie far below where mmap places new mappings (top-down from near the stack), so
+    # that the holes the munmaps leave are not mapped again by whatever runs meanwhile
     r = run_case(f"""
+        stream, mod, fn = c(), c(), c()
+        assert cu.cuStreamCreate(ctypes.byref(stream), 1) == 0
+        assert cu.cuModuleLoadData(ctypes.byref(mod), b"{TOUCH_PTX}") == 0
+        assert cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"touch") == 0
         n = ctypes.c_size_t(4 * page)
-        first, second = (libc.mmap(None, 4 * page, 3, 0x22, -1, 0) for _ in range(2))
+        low = 0x100000000000  # 16 TiB
+        # MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE
+        first, second = (libc.mmap(c(low + i * (1 << 20)), 4 * page, 3, 0x100022, -1, 0) for i in range(2))
+        assert (first, second) == (low, low + (1 << 20)), (first, second)
+        out = ctypes.c_uint64(second)
+        params = (c * 1)(ctypes.cast(ctypes.pointer(out), c))
+        size = ctypes.c_size_t(16)
         print(cu.cuMemHostRegister_v2(c(first), n, 0), cu.cuMemHostRegister_v2(c(second), n, 0))
         libc.munmap(c(first), 4 * page)
         libc.munmap(c(second), 4 * page)
-        stream = c()
-        assert cu.cuStreamCreate(ctypes.byref(stream), 1) == 0
-        size = ctypes.c_size_t(16)
         print(cu.cuMemcpyHtoD_v2(big, c(first), size), cu.cuMemcpyDtoH_v2(c(first), big, size),
               cu.cuMemcpyHtoDAsync_v2(big, c(first), size, stream), cu.cuMemcpy(c(big.value), c(first), size),
               cu.cuMemcpyDtoD_v2(big, ctypes.c_uint64(first), size), cu.cuMemsetD8_v2(ctypes.c_uint64(first), 1, size),
               cu.cuStreamSynchronize(stream))
         print(cu.cuMemHostUnregister(c(first)))
         # a kernel storing into the other range: an illegal address, as any access outside memory
-        mod, fn = c(), c()
-        assert cu.cuModuleLoadData(ctypes.byref(mod), b"{TOUCH_PTX}") == 0
-        assert cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"touch") == 0
-        out = ctypes.c_uint64(second)
-        params = (c * 1)(ctypes.cast(ctypes.pointer(out), c))
         print(cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, None, params, None), cu.cuCtxSynchronize())
         """)
     assert r.stdout.split() == ["0", "0"] + ["1"] * 6 + ["0", "0", "0", "700"], r.stdout + r.stderr
