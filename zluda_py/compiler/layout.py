@@ -17,6 +17,21 @@ from zluda_py.ptx import ast
 
 I8, I64 = ir.IntType(8), ir.IntType(64)
 DEFAULT_MAX_THREADS = 1024
+# Shared memory the system reserves per block (CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK
+# on sm_80+), read through %reserved_smem_offset_*: nvcc's cooperative groups keep state there.
+RESERVED_SMEM = 1024
+
+
+def reserved_smem_offset(name: str) -> int | None:
+    """Where `%reserved_smem_offset_<x>` points from the region's start (_begin/_end bound it, _0
+    and _1 start its halves); None for `_cap`, its size."""
+    which = name.split(".")[0][len("%reserved_smem_offset_"):]
+    if which == "cap":
+        return None
+    offsets = {"begin": 0, "end": RESERVED_SMEM, "0": 0, "1": RESERVED_SMEM // 2}
+    if which not in offsets:
+        raise UnsupportedError(f"special register {name} (PTX defines _0 and _1)")
+    return offsets[which]
 
 
 def kernel_params(f: ast.Function) -> tuple[list[dict], int]:

@@ -24,6 +24,7 @@ from zluda_py.compiler.amdgpu.warp import WarpMixin
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 from zluda_py.compiler.amdgpu.mathlib import AmdgpuLanes
 from zluda_py.compiler.lanes import ptx_bits
+from zluda_py.compiler.layout import RESERVED_SMEM, reserved_smem_offset
 from zluda_py.compiler.lowering import local_name, lower_mov_vector, lower_semantic
 from zluda_py.compiler.ptxtypes import immediate_bits, var_align, var_size
 from zluda_py.compiler.semantics import SEMANTICS
@@ -424,6 +425,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, Textu
             v = b.trunc(b.lshr(ws, ir.Constant(I64, 32)) if base == "%envreg1" else ws, I32)
         elif base.startswith("%envreg"):  # driver-defined; nothing else defines them for a launch
             v = ir.Constant(I32, 0)
+        elif base.startswith("%reserved_smem_offset_"):  # an LDS array of its own (module.py)
+            offset = reserved_smem_offset(name)
+            v = ir.Constant(I32, RESERVED_SMEM) if offset is None else \
+                b.add(b.ptrtoint(self.mod.reserved_smem(), I32), ir.Constant(I32, offset))
         else:
             raise UnsupportedError(f"register {name} (not declared)")
         return self.lanes.resize(v, bits, False)

@@ -24,7 +24,8 @@ from zluda_py.compiler.amdgpu.ir_extras import ByRefAttributes
 from zluda_py.compiler.amdgpu.printf import BUFFER_SYMBOL
 from zluda_py.compiler.amdgpu.targets import GfxTarget
 from zluda_py.compiler.errors import UnsupportedError
-from zluda_py.compiler.layout import address_offsets, directive_dims, initial_value, kernel_params, max_threads
+from zluda_py.compiler.layout import (RESERVED_SMEM, address_offsets, directive_dims, initial_value, kernel_params,
+                                      max_threads)
 from zluda_py.compiler.ptxtypes import global_align, var_align, var_size
 from zluda_py.ptx import ast
 from zluda_py.ptx.parser import OPAQUE_TYPES
@@ -172,6 +173,19 @@ class ModuleLowering:
         if fmt not in self.printf_formats:
             self.printf_formats.append(fmt)
         return self.printf_formats.index(fmt)
+
+    def reserved_smem(self) -> ir.GlobalVariable:
+        """The shared memory CUDA reserves per block (%reserved_smem_offset_*: nvcc's cooperative
+        groups under -G keep state there), in the LDS of the kernels that reach it."""
+        name = "zluda.reserved_smem"
+        g = self.ir.globals.get(name)
+        if g is None:
+            g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, RESERVED_SMEM), name=name, addrspace=3)
+            g.type = ir.PointerType(addrspace=3)
+            g.linkage = "internal"
+            g.initializer = ir.Constant(g.value_type, ir.Undefined)
+            g.align = DYN_SHARED_ALIGN
+        return g
 
     def bar_red_counter(self) -> ir.GlobalVariable:
         name = "zluda.bar_red"

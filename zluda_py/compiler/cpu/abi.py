@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from zluda_py.compiler.layout import RESERVED_SMEM  # noqa: F401  (the launch places the region)
+
 WARP = 32
 DONE = 0x7FFFFFFF  # per-lane program counter of a finished lane
 NBARRIERS = 16
@@ -22,11 +24,8 @@ BOUNDS_CACHE_ENTRIES = 8
 # Status of a block that left a wait because another block of the launch faulted (not a
 # CUresult: the launch reports the other block's fault).
 ABORTED = 0x10000
-# Shared memory the system reserves per block (CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK
-# on sm_80+), read through %reserved_smem_offset_*: nvcc's cooperative groups keep state there.
-# It sits after the kernel's own (static + dynamic) shared memory, 16-byte aligned, in launches
-# of modules that read those registers.
-RESERVED_SMEM = 1024
+# The reserved shared memory (layout.RESERVED_SMEM) sits after the kernel's own (static +
+# dynamic) shared memory, 16-byte aligned, in launches of modules that read its registers.
 # Rounds of the block runner in which every warp that ran only yielded at failed mbarrier waits
 # and no mbarrier changed, after which the block is deadlocked (nothing else can complete its
 # waits): the launch fails with 719, as when every warp waits at a barrier nobody else reaches.

@@ -25,7 +25,7 @@ from zluda_py.compiler.cpu.memory import MemoryMixin
 from zluda_py.compiler.cpu.texops import TextureMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
-from zluda_py.compiler.layout import kernel_params
+from zluda_py.compiler.layout import kernel_params, reserved_smem_offset
 from zluda_py.compiler.memops import cp_async_form, cvta_form, wide_atomic_op
 from zluda_py.compiler.matrix import matrix_form, mma_form, wmma_form
 from zluda_py.compiler.mbarrier import is_wait, mbarrier_form
@@ -651,17 +651,14 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         elif base in ("%total_smem_size", "%aggr_smem_size"):
             v = V.splat(b, u32(Ctx.TOTAL_SMEM))
         elif base.startswith("%reserved_smem_offset_"):
-            # the region is the window's last RESERVED_SMEM bytes; _0 and _1 start its halves
+            # the region is the window's last RESERVED_SMEM bytes
             self.mod.reads_reserved_smem = True  # launches then add the region to the window
-            which = base[len("%reserved_smem_offset_"):]
-            offsets = {"begin": 0, "end": RESERVED_SMEM, "0": 0, "1": RESERVED_SMEM // 2}
-            if which == "cap":
+            offset = reserved_smem_offset(name)
+            if offset is None:
                 v = V.splat_const(I32, RESERVED_SMEM)
-            elif which in offsets:
-                begin = b.sub(u32(Ctx.SHARED_WINDOW), ir.Constant(I32, RESERVED_SMEM))
-                v = V.splat(b, b.add(begin, ir.Constant(I32, offsets[which])))
             else:
-                raise UnsupportedError(f"special register {name} (PTX defines _0 and _1)")
+                begin = b.sub(u32(Ctx.SHARED_WINDOW), ir.Constant(I32, RESERVED_SMEM))
+                v = V.splat(b, b.add(begin, ir.Constant(I32, offset)))
         else:
             raise UnsupportedError(f"register {name} (not declared)")
         return V.resize(b, v, bits, False)
