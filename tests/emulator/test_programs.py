@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from tests.conftest import CUDA_SOURCES
 from tests.e2e.test_kernel_programs import _h200_stdout
 
 pytest.importorskip("tinygrad", reason="the emulator decodes with tinygrad (pip install '.[test]')")
@@ -30,11 +31,35 @@ PROGRAMS = {
     "warp-cooperative-groups": (["e2e_warp.cu"], ["-arch=sm_80"], ["groups"], "warp: PASSED"),
     "streams-events-callbacks": (["e2e_streams_threads.cu"], [], ["streams"], "streams threads errors: PASSED"),
     "managed-memory": (["e2e_streams_threads.cu"], [], ["managed"], "streams threads errors: PASSED"),
+    # __managed__ variables: managed allocations (hipMallocManaged) with advice, prefetches and range queries
+    "managed-variables": (["e2e_managed_vars.cu"], [], [], "managed variables: PASSED"),
     "host-threads": (["e2e_streams_threads.cu"], [], ["threads"], "streams threads errors: PASSED"),
+    "host-threads-per-thread-stream": (["e2e_streams_threads.cu"], ["--default-stream", "per-thread"], ["threads"],
+                                       "streams threads errors: PASSED"),
     "error-paths": (["e2e_streams_threads.cu"], [], ["errors"], "streams threads errors: PASSED"),
+    "invalid-configuration-code": (["e2e_streams_threads.cu"], [], ["bad-launch"], "streams threads errors: PASSED"),
     "rdc-two-files": (["e2e_rdc_main.cu", "e2e_rdc_lib.cu"], ["-rdc=true"], [], "rdc: PASSED"),
+    "rdc-two-files-ptx-only": (["e2e_rdc_main.cu", "e2e_rdc_lib.cu"],
+                               ["-rdc=true", "-gencode", "arch=compute_75,code=compute_75"], [], "rdc: PASSED"),
     "func-barriers": (["e2e_func_barrier.cu"], [], [], "func barriers: PASSED"),
+    # tests/e2e/test_func_barriers.py's builds: cooperative groups, -G (under -G for sm_80 the
+    # groups keep state in the reserved shared memory, %reserved_smem_offset_1)
+    **{f"func-barriers-{build}": (["e2e_func_barrier.cu"], args, [], "func barriers: PASSED")
+       for build, args in (("cg", ["-DWITH_CG"]), ("debug-G", ["-G"]), ("debug-G-cg", ["-G", "-DWITH_CG"]),
+                           ("debug-G-sm80-cg", ["-G", "-DWITH_CG", "-arch=sm_80"]))},
     "runtime-api": (["e2e_runtime_api.cu"], [], [], "runtime api: PASSED"),
+    # tests/e2e/test_programs.py's cudart builds
+    **{f"runtime-api-{build}": (["e2e_runtime_api.cu"], args, [], "runtime api: PASSED")
+       for build, args in (("static", ["-cudart", "static"]), ("shared", ["-cudart", "shared"]),
+                           ("per-thread", ["--default-stream", "per-thread"]))},
+    # driver clients without cudart: a fork child's calls, signal dispositions, dlopen + JIT
+    # (tests/e2e/test_process_life.py, test_driver_clients.py), and the C start-up host (test_startup.py)
+    "process-life-fork": (["e2e_process_life.c"], ["-cudart", "none", "-ldl"], ["fork"], "parent: ok"),
+    "process-life-dispositions": (["e2e_process_life.c"], ["-cudart", "none", "-ldl"], ["dispositions"],
+                                  "SIGPIPE default"),
+    "dlopen-jit": (["e2e_dlopen_jit.c"], ["-cudart", "none", "-ldl"], ["libcuda.so.1"], "dlopen jit: PASSED"),
+    "startup-c-host": (["e2e_startup.c"], ["-cudart", "none", "-ldl"], [str(CUDA_SOURCES / "e2e_startup.ptx")],
+                       "atexit before cuInit: cuMemFree 4"),
     "atomics": (["e2e_atomics.cu"], [], [], "atomics: PASSED"),
     "symbols-printf-recursion": (["e2e_symbols_printf.cu"], [], [], "symbols printf recursion: PASSED"),
     # a cooperative launch: the emulator makes every workgroup resident and interleaves their waves
@@ -48,9 +73,9 @@ PROGRAMS = {
     # every geometry (cubemaps too), half-float filtering, an image kernel, surfaces, PTX forms (sust.p, sured, istypep)
     **{f"textures-{section}": (["e2e_textures.cu"], [], [section], f"{section}: PASSED")
        for section in ("textures", "image", "surfaces", "forms")},
-    # a buffer grown by cuMemMap (hipMemMap), and IPC memory and events with a second process
+    # a buffer grown by cuMemMap (hipMemMap), IPC memory and events with a second process, memory pools
     **{f"memory-{section}": (["e2e_memory_api.cu"], [], [section], f"memory api {section}: PASSED")
-       for section in ("vmm", "ipc")},
+       for section in ("vmm", "ipc", "pool")},
     # stream capture, hand-built graphs with an exec update, and capture errors (every section)
     "graphs": (["e2e_graphs.cu"], [], [], "graphs all: PASSED"),
     # one kernel of twelve launched, module variables written before any kernel is built
@@ -100,14 +125,18 @@ def _run(nvcc, cache_dir: str, name: str, arch: str, **env: str) -> subprocess.C
     return r
 
 
+# programs whose output lines are compared with their run on an NVIDIA H100 (golden/programs.txt)
+H100_LINES = {"textures-forms": "texture_forms", "managed-variables": "managed_vars", "memory-pool": "memory_pools"}
+
+
 @pytest.mark.xdist_group("emulator")
 @pytest.mark.parametrize("name, arch", _selected())
 def test_program_on_the_emulator(nvcc, cache_dir: str, name: str, arch: str) -> None:
     r = _run(nvcc, cache_dir, name, arch)
     if name == "vector_add":  # the device the program sees is the emulated one
         assert f"ZLUDA emulated AMD GPU ({arch})" in r.stdout
-    if name == "textures-forms":  # what an NVIDIA H100 printed (tex.f16x2 bits, istypep)
-        assert [line for line in r.stdout.splitlines() if line not in _h200_stdout("texture_forms")] == []
+    if name in H100_LINES:  # what an NVIDIA H100 printed (tex.f16x2 bits, istypep; the verdicts)
+        assert [line for line in r.stdout.splitlines() if line not in _h200_stdout(H100_LINES[name])] == []
     if name == "symbols-printf-recursion":  # a 64-bit printf argument made with a 24-bit signed multiply
         assert "launch 2 thread 0: gpu  0.00 ff -1234567890123 a" in r.stdout.splitlines()
 
