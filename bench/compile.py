@@ -9,7 +9,8 @@ tests/cuda/e2e_thrust.cu) and bench/cuda/*.cu (barrier-heavy kernels). Each kern
 as the lazy loader builds it (`CpuTarget.lower_part`: the kernel and what it calls; a module
 `parts.whole_reason` keeps whole is one row, against ptxas on all of it), then
 optimised and code-generated at the level the pipeline picks. "ours" is this process's CPU
-time for lower + optimise + codegen; "ptxas" is the CPU time (user + sys) of
+time for lower + optimise + codegen (the helpers every kernel links to are compiled once per
+cache, `CpuTarget.helpers_object`: printed first, in no kernel's row); "ptxas" is the CPU time (user + sys) of
 `ptxas -arch=sm_80 --entry KERNEL` on the module's PTX. CPU times, so a loaded machine
 changes them less than wall clock would.
 """
@@ -92,6 +93,9 @@ def main() -> None:
     a = ap.parse_args()
     only = re.compile(a.only) if a.only else None
     rows = []
+    t0 = time.process_time()
+    CPU.helpers_object()
+    print(f"shared helpers (once per cache): {time.process_time() - t0:.2f} s")
     print(f"{'kernel':58} {'IR lines':>8} {'O':>1} {'lower':>6} {'opt':>6} {'cg':>6} {'ours':>7} {'ptxas':>6} {'ratio':>6}")
     for src in sources():
         if a.files and src.name not in a.files:

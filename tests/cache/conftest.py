@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from zluda_py.cache import events, store
+from zluda_py.compiler.cpu import runtime
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,6 +48,16 @@ def check_adds(module, k: int, name: str = "add_k") -> None:
     expected = a + np.uint32(k)
     module.launch(name, 4, 128, [a])
     np.testing.assert_array_equal(a, expected)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def helpers_linked() -> None:
+    """The CPU's shared helpers are linked once per process, at its first load (cpu/runtime.py),
+    storing their cache entry then: linked here, with no cache, so that the tests' counts of
+    entries and events are of their own modules whatever test runs first."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("CUDA_CACHE_DISABLE", "1")
+        runtime.helpers_library()
 
 
 @pytest.fixture

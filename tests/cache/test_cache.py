@@ -11,11 +11,12 @@ import pytest
 import zluda_py.compiler.pipeline as pipeline
 from zluda_py import cache
 from zluda_py.cache import events, key
+from zluda_py.cache.compile import HELPERS, helpers
 from zluda_py.cache.settings import DB_NAME, DEFAULT_MAXSIZE, from_environment
 from zluda_py.compiler.cpu.target import CPU
 from zluda_py.compiler.target import TargetUnavailable, get
 
-from .conftest import add_kernel_ptx, check_adds
+from .conftest import add_kernel_ptx, check_adds, run_python
 
 
 def db(cache_dir) -> sqlite3.Connection:
@@ -43,6 +44,31 @@ def test_miss_then_hit_loads_without_compiling(cache_dir, monkeypatch):
     check_adds(cache.compile_cached(ptx), 5)
     assert events.counts[events.HIT] == 1
     assert keys(cache_dir) == {cache.cache_key([ptx], CPU)}
+
+
+WARM_PROCESS = f"""
+import numpy as np
+from zluda_py.cache import compile_cached
+from zluda_py.compiler.cpu.target import CpuTarget
+def refuse(self):
+    raise AssertionError("compiled the shared helpers although the cache holds them")
+CpuTarget.helpers_object = refuse
+a = np.zeros(64, np.uint32)
+compile_cached({add_kernel_ptx(5)!r}).launch("add_k", 1, 64, [a])
+assert (a == 5).all()
+"""
+
+
+def test_shared_helpers_are_an_entry_of_their_own(cache_dir, monkeypatch):
+    """The helpers every CPU module links to are compiled once, stored, and taken from the
+    cache by a new process (which links them at its first load) without running LLVM."""
+    stored = helpers(CPU)
+    assert events.counts[events.STORED] == 1 and keys(cache_dir) == {cache.cache_key([], CPU, HELPERS)}
+    check_adds(cache.compile_cached(add_kernel_ptx(5)), 5)  # this process links its own copy
+    res = run_python(WARM_PROCESS, env={"CUDA_CACHE_PATH": str(cache_dir)})
+    assert res.returncode == 0, res.stderr
+    cache.store._stores.clear()
+    assert helpers(CPU) == stored
 
 
 def test_key_covers_ptx_order_target_and_compiler(cache_dir, monkeypatch):

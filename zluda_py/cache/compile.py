@@ -8,6 +8,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
+from zluda_py.compiler.cpu.runtime import use_helpers
 from zluda_py.compiler.cpu.target import CPU
 from zluda_py.compiler.target import Target
 
@@ -110,6 +111,29 @@ def _compile(ptx: list[str], target: Target, todo: list[tuple[str, str | None]],
         events.record(events.COMPILED, f"{key[:16]} {_label(metadata)} in {seconds:.3f} s")
         built.append(Built(key, object_code, metadata, False, ir_text))
     return built
+
+
+HELPERS = "(shared helpers)"  # the part name of a target's helpers' entry
+
+
+def helpers(target: Target, settings: Settings | None = None) -> bytes | None:
+    """`target.helpers_object()`, an entry of its own: a warm process loads it, like its kernels,
+    without running LLVM."""
+    settings = settings or from_environment()
+    if not settings.enabled:
+        return target.helpers_object()
+    store, key = store_for(settings), cache_key([], target, HELPERS)
+    with store.compiling(key):
+        found = store.get(key)
+        if found is not None:
+            return found[0]
+        object_code = target.helpers_object()
+        if object_code is not None:
+            store.put(key, build_id(target), HELPERS, object_code, {}, settings.max_size)
+        return object_code
+
+
+use_helpers(lambda: helpers(CPU))
 
 
 _linked: dict[tuple[str, ...], object] = {}

@@ -145,11 +145,12 @@ def _builds(job: Job, cache_dir: str | None) -> list:
     """The cache entries `zluda run` looks up for this module, built or found: on the CPU, one
     per part (cache/lazy.py) where the driver loads the module per kernel, else the whole module."""
     from zluda_py.cache import build, from_environment
-    from zluda_py.cache.compile import build_parts, linked
+    from zluda_py.cache.compile import build_parts, helpers, linked
     from zluda_py.compiler.parts import parts as parts_of
 
     settings = from_environment(cache_dir)
     name = ", ".join(job.names)
+    helpers(job.target, settings)  # what every module of the target links to
     if job.target.per_kernel:
         module = linked(job.texts)
         parts = parts_of(module)

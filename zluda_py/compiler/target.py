@@ -68,6 +68,11 @@ class Target(ABC):
         """The object code of each part, together (code generation in parallel)."""
         raise UnsupportedError(f"target {self.name!r} per kernel")
 
+    def helpers_object(self) -> bytes | None:
+        """Object code that every module of this target is linked to when loaded, built once
+        (the cache stores it: `cache.compile.helpers`); None: there is none."""
+        return None
+
     def load(self, object_code: bytes, metadata: dict) -> Any:
         """A module loaded into this process from what `generate` built (CompiledModule's interface)."""
         raise UnsupportedError(f"target {self.name!r}: its code runs on a device, through its backend")

@@ -763,10 +763,9 @@ def _bounds_function(mod) -> ir.Function:
     fn = mod.ir.globals.get("zluda.bounds")
     if fn is not None:
         return fn
-    fn = ir.Function(mod.ir, ir.FunctionType(I1, [PTR, V.vec(I64), V.MASK, I64, PTR]), "zluda.bounds")
-    fn.linkage = "internal"
-    fn.attributes.add("noinline")
-    fn.attributes.add("cold")
+    fn = _helper(mod, "zluda.bounds", I1, [PTR, V.vec(I64), V.MASK, I64, PTR], cold=True)
+    if not _defined_here(mod, fn.name):
+        return fn
     ctx, addrs, mask, size, cache = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     slot = lambda i: b.load(b.gep(ctx, [ir.Constant(I64, 8 * i)], source_etype=V.I8), typ=I64)  # noqa: E731
@@ -878,8 +877,9 @@ def _window_fault_function(mod) -> ir.Function:
     fn = mod.ir.globals.get("zluda.window_fault")
     if fn is not None:
         return fn
-    fn = _helper(mod, "zluda.window_fault", I32, [PTR, V.vec(I64), V.MASK, I64, I64, I64])
-    fn.attributes.add("cold")
+    fn = _helper(mod, "zluda.window_fault", I32, [PTR, V.vec(I64), V.MASK, I64, I64, I64], cold=True)
+    if not _defined_here(mod, fn.name):
+        return fn
     ctx, value, mask, size, align_bits, window = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     misaligned = b.icmp_unsigned("!=", b.and_(value, V.splat(b, align_bits)), V.splat_const(I64, 0))
@@ -911,6 +911,8 @@ def _lanes_check_function(mod) -> ir.Function:
     if fn is not None:
         return fn
     fn = _helper(mod, "zluda.check_lanes", I1, [PTR, V.vec(I64), V.MASK, I64, PTR])
+    if not _defined_here(mod, fn.name):
+        return fn
     ctx, addrs, mask, size, cache = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     lo = V.reduce(b, "umin", b.select(mask, addrs, V.splat_const(I64, -1)))
@@ -930,11 +932,13 @@ def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
     status (0: moved). Out of line, with its operands in memory: a 32-lane gather is much machine
     code and the rare path of most accesses. (LLVM 22's preserve_allcc, which would spare the
     caller its spills around the call, lost the upper quarters of vector registers here.)"""
-    name = f"zluda.{kind}.i{elt.width}.x{n}"
+    name = _lanes_name(kind, elt.width, n)
     fn = mod.ir.globals.get(name)
     if fn is not None:
         return fn
     fn = _helper(mod, name, I32, [PTR, PTR, I32, I64, PTR, PTR])
+    if not _defined_here(mod, fn.name):
+        return fn
     ctx, addrs_p, bits, size, cache, data = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     addrs, mask, vt = b.load(addrs_p, typ=V.vec(I64)), V.bits_mask(b, bits), V.vec(elt)
@@ -974,11 +978,43 @@ def _move_lanes(b: ir.IRBuilder, addrs: ir.Value, mask: ir.Value, elt: ir.IntTyp
     return out
 
 
-def _helper(mod, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+def _lanes_name(kind: str, width: int, n: int) -> str:
+    return f"zluda.{kind}.i{width}.x{n}"
+
+
+# The helpers every kernel may call are compiled once, in a module of their own (`helpers_ir`),
+# which every loaded part links to (runtime.py): defined in each kernel's module they were 11-23 %
+# of a small kernel's compile time. Other lane-move shapes stay in the kernel's module.
+_SHARED_LANES = [(kind, width, n) for kind in ("gather", "scatter") for width in (8, 16, 32, 64) for n in (1, 2, 4)]
+SHARED_HELPERS = frozenset({"zluda.bounds", "zluda.window_fault", "zluda.check_lanes",
+                            *(_lanes_name(*shape) for shape in _SHARED_LANES)})
+
+
+def define_shared_helpers(mod) -> None:
+    """Every SHARED_HELPERS function, defined (exported) in `mod`, a lowering with `helpers_here`."""
+    _bounds_function(mod)
+    _window_fault_function(mod)
+    _lanes_check_function(mod)
+    for kind, width, n in _SHARED_LANES:
+        _lanes_function(mod, kind, ir.IntType(width), n)
+
+
+def _helper(mod, name: str, ret: ir.Type, args: list[ir.Type], cold: bool = False) -> ir.Function:
+    """A helper function of `mod`: a declaration where the shared helpers' module defines it
+    (the caller then leaves its body out), else to be defined here."""
     fn = ir.Function(mod.ir, ir.FunctionType(ret, args), name)
-    fn.linkage = "internal"
-    fn.attributes.add("noinline")
+    fn.attributes.add("nounwind")
+    if cold:
+        fn.attributes.add("cold")
+    if _defined_here(mod, name):
+        fn.attributes.add("noinline")
+        if not mod.helpers_here:
+            fn.linkage = "internal"
     return fn
+
+
+def _defined_here(mod, name: str) -> bool:
+    return mod.helpers_here or name not in SHARED_HELPERS
 
 
 def _cas_loop(b: ir.IRBuilder, p: ir.Value, ity: ir.Type, update) -> ir.Value:

@@ -15,6 +15,7 @@ from zluda_py.compiler.cpu.calls import SYSCALLS
 from zluda_py.compiler.cpu.abi import (BAR_SLOTS, FAULT_DEADLOCK, NBARRIERS, STALLED_ROUNDS, WARP, BarSlot, Ctx,
                                        Frame)
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
+from zluda_py.compiler.cpu.memory import define_shared_helpers
 from zluda_py.compiler.cpu.shared import is_dynamic, layout_shared
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import (address_offsets, directive_dims, init_type, initial_value, kernel_params,
@@ -43,6 +44,7 @@ class ModuleLowering:
         self.frames: dict[str, tuple[int, set[str]]] = {}  # function -> (.local frame bytes, direct callees)
         self.reads_reserved_smem = False  # set by FunctionLowering.special
         self._initializers: list[tuple[ast.Variable, ir.GlobalVariable]] = []
+        self.helpers_here = False  # True only in the shared helpers' own module (`helpers_ir`)
 
     # ------------------------------------------------------------------ top level
     def lower(self) -> dict:
@@ -341,6 +343,14 @@ class ModuleLowering:
                 b.store(arrived, bar_field(i, BarSlot.RES_ARRIVED))
                 for f in (BarSlot.ARRIVED, BarSlot.ACC, BarSlot.EXPECTED):
                     b.store(ir.Constant(I64, 0), bar_field(i, f))
+
+
+def helpers_ir(triple: str, data_layout: str) -> str:
+    """The module of the helpers every kernel's module declares (memory.SHARED_HELPERS)."""
+    lowering = ModuleLowering(ast.Module((8, 0), ("sm_80",), filename="zluda_helpers"), triple, data_layout)
+    lowering.helpers_here = True
+    define_shared_helpers(lowering)
+    return str(lowering.ir)
 
 
 @contextmanager

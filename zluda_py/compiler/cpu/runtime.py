@@ -11,6 +11,7 @@ import itertools
 import mmap
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -45,6 +46,12 @@ class CpuKernelInfo(KernelInfo):
 _jit_lock = threading.Lock()
 _jit: llvm.LLJIT | None = None
 _pool: ThreadPoolExecutor | None = None
+# The helpers every part declares (memory.SHARED_HELPERS): one library per process, linked at the
+# first load from the object `use_helpers` names (target.py compiles it; the cache keeps it).
+_HELPERS = "zluda_helpers"
+_helpers_lock = threading.Lock()
+_helpers: llvm.ResourceTracker | None = None
+_helpers_source: Callable[[], bytes] | None = None
 
 
 def target_machine(opt: int = 3) -> llvm.TargetMachine:
@@ -62,6 +69,26 @@ def _the_jit() -> llvm.LLJIT:
         if _jit is None:
             _jit = llvm.create_lljit_compiler(target_machine())
         return _jit
+
+
+def use_helpers(source: Callable[[], bytes]) -> None:
+    """Where the shared helpers' object code comes from when the first module loads."""
+    global _helpers_source
+    _helpers_source = source
+
+
+def helpers_library() -> str:
+    """The shared helpers' library, linked first if this process has not yet."""
+    global _helpers
+    jit = _the_jit()
+    with _helpers_lock:
+        if _helpers is None:
+            builder = llvm.JITLibraryBuilder()
+            builder.add_object_img(_helpers_source())
+            builder.add_current_process()
+            builder.import_symbol("zluda_host", HOST_ADDRESS)
+            _helpers = builder.link(jit, _HELPERS)
+    return _HELPERS
 
 
 def worker_count() -> int:
@@ -181,6 +208,7 @@ class CompiledModule:
             builder.add_object_img(obj)
         if self._parts:
             builder.add_jit_library(self._name)
+        builder.add_jit_library(helpers_library())
         builder.add_current_process()
         builder.import_symbol("zluda_host", HOST_ADDRESS)
         for k in metadata["kernels"].values():

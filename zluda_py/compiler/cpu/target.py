@@ -12,8 +12,8 @@ from contextlib import contextmanager
 import llvmlite.binding as llvm
 
 from zluda_py.compiler import codegen
-from zluda_py.compiler.cpu.module import ModuleLowering
-from zluda_py.compiler.cpu.runtime import CompiledModule, object_files, target_machine, worker_count
+from zluda_py.compiler.cpu.module import ModuleLowering, helpers_ir
+from zluda_py.compiler.cpu.runtime import CompiledModule, object_files, target_machine, use_helpers, worker_count
 from zluda_py.compiler.cpu.split import split
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.inline import inline_barrier_calls
@@ -156,6 +156,11 @@ class CpuTarget(Target):
         isolate = len(jobs) > 1 or any(text.count("\n") >= SPLIT_IR_LINES for text, _, _ in jobs)
         return codegen.emit_objects(jobs, isolate=isolate, workers=worker_count())
 
+    def helpers_object(self) -> bytes:
+        """The helpers every kernel's module declares (`module.helpers_ir`)."""
+        tm = target_machine()
+        return self.emit(helpers_ir(tm.triple, str(tm.target_data)))
+
     def load(self, object_code: bytes, metadata: dict) -> CompiledModule:
         return CompiledModule(object_code, metadata)
 
@@ -164,3 +169,4 @@ class CpuTarget(Target):
 
 
 CPU = CpuTarget()
+use_helpers(CPU.helpers_object)  # compiled in this process unless the cache provides it
