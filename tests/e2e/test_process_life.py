@@ -23,17 +23,19 @@ def program(nvcc) -> Path:
     return nvcc(["e2e_process_life.c"], ["-cudart", "none", "-ldl"], "")
 
 
-def _zluda_run(program: Path, *args: str) -> subprocess.Popen:
+def _zluda_run(program: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`env`: another environment (ZLUDA_BACKEND picks the backend; tests/emulator runs these)."""
     cmd = [sys.executable, "-c", "import sys; from zluda_py.cli import main; sys.exit(main())", "run", "--",
            str(program), *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=as_from_a_terminal)
+                            preexec_fn=as_from_a_terminal, env=env)
 
 
-def _interrupt_while_spinning(program: Path, mode: str) -> tuple[int, str, str, float]:
+def _interrupt_while_spinning(program: Path, mode: str,
+                              env: dict[str, str] | None = None) -> tuple[int, str, str, float]:
     """Start the spinning kernel, SIGINT the program once it runs; (return code, stdout,
     stderr, seconds from the signal to the end)."""
-    p = _zluda_run(program, mode)  # zluda run execs the program: p.pid is the program
+    p = _zluda_run(program, mode, env=env)  # zluda run execs the program: p.pid is the program
     try:
         line = p.stdout.readline()
         assert line == "spinning\n", line + p.stderr.read()
