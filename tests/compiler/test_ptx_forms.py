@@ -238,3 +238,29 @@ def test_exit_inside_a_function_ends_only_those_threads():
     compile(EXIT_IN_FUNC).launch("k", (1,), (70,), [out])  # the barrier must not wait for them
     t = np.arange(70)
     np.testing.assert_array_equal(out, np.where(t % 2 == 0, t + 1000, 0))
+
+
+LEGACY_MAD = """.version {version}
+.target sm_10, map_f64_to_f32
+.entry k(.param .u64 out, .param .f32 a, .param .f32 c)
+{{
+  .reg .u64 %rd<2>; .reg .f32 %f<4>;
+  ld.param.u64 %rd1, [out];
+  ld.param.f32 %f1, [a];
+  ld.param.f32 %f2, [c];
+  mad.f32 %f3, %f1, %f1, %f2;
+  st.global.f32 [%rd1], %f3;
+  exit;
+}}
+"""
+
+
+def test_legacy_mad_without_rounding_is_mad_rn():
+    """PTX before ISA 3.2 (CUDA 4's nvopencc, cuda-samples' matrixMulDynlinkJIT) writes mad.f32
+    without a rounding modifier: ptxas takes it as mad.rn.f32, fused; from 3.2 on it is refused."""
+    a = np.float32(1 + 2.0 ** -12)
+    out = np.zeros(1, np.float32)
+    compile(LEGACY_MAD.format(version="1.4")).launch("k", (1,), (1,), [out, a, np.float32(-1)])
+    assert out[0] == np.float32(2.0 ** -11 + 2.0 ** -24)  # a*a-1 unrounded; mul then add gives 2^-11
+    with pytest.raises(UnsupportedError, match="mad on floats needs"):
+        compile(LEGACY_MAD.format(version="3.2"))

@@ -242,6 +242,13 @@ def _end_before_blanks(text: str, end: int) -> int:
     return end
 
 
+# PTX ISA, mad: ptxas takes mad.f32 without a rounding modifier as mad.rn.f32 before ISA 3.2
+# (the manual's errata; sm_1x's truncating mad is not what a later GPU runs) and mad.f64 as
+# mad.rn.f64 before 1.4. CUDA 4 era PTX has them (cuda-samples' matrixMulDynlinkJIT, nvopencc).
+_LEGACY_MAD_BEFORE: dict[str, tuple[int, int]] = {"f32": (3, 2), "f64": (1, 4)}
+_ROUNDING = frozenset(("rn", "rz", "rm", "rp"))
+
+
 class Parser:
     def __init__(self, text: str, filename: str, share: bool = True) -> None:
         self.share = share  # share operand nodes (see _RECIPES)
@@ -259,6 +266,7 @@ class Parser:
         self._opcodes: dict[str, tuple[str | None, tuple[str, ...]]] = {}
         self._nodes: dict[str, Operand] = {}  # operand text -> its shared node (see _RECIPES)
         self._guards: dict[str, Guard] = {}
+        self.ptx_version = versions.NEWEST_ISA  # the module's .version, once read
 
     # ------------------------------------------------------------------ tokens
 
@@ -345,7 +353,7 @@ class Parser:
     # ------------------------------------------------------------------ module
 
     def module(self) -> Module:
-        version = self.version()
+        version = self.ptx_version = self.version()
         target = self.target()
         mod = Module(version=version, target=target, filename=self.src.filename)
         if self.dot() == "address_size":
@@ -714,7 +722,7 @@ class Parser:
         pos = self._pos
         types = grammar.TYPES
         opcodes = self._opcodes
-        split_opcode = grammar.split_opcode
+        split_opcode = self.split_opcode
         nodes_get = self._nodes.get
         scan = _BODY.scanner(text, self.i).match
         while True:
@@ -854,6 +862,14 @@ class Parser:
             return [Directive(d, [name, *targets], pos=self._pos(start))]
         return [Label(name, pos=self._pos(start))]
 
+    def split_opcode(self, name: str) -> tuple[str | None, tuple[str, ...]]:
+        """grammar.split_opcode, with mad's legacy default rounding made explicit."""
+        opcode, mods = grammar.split_opcode(name)
+        if (opcode == "mad" and mods and self.ptx_version < _LEGACY_MAD_BEFORE.get(mods[-1], (0, 0))
+                and _ROUNDING.isdisjoint(mods)):
+            mods = ("rn", *mods)
+        return opcode, mods
+
     def instruction(self) -> Instruction:
         tok = self.next()
         start = tok[2]
@@ -865,7 +881,7 @@ class Parser:
             tok = self.next()
         if tok[0] != "id":
             raise self.err(tok, "expected an instruction")
-        opcode, mods = grammar.split_opcode(tok[1])
+        opcode, mods = self.split_opcode(tok[1])
         if opcode is None:
             raise self.src.error(tok[2], f"unknown instruction {tok[1].split('.', 1)[0]!r}")
         ops: list[Operand] = []
