@@ -46,7 +46,30 @@ const char *zluda_shim_path(void);
 void zluda_start_failed(const char *why);
 void zluda_shutdown(void);
 void zluda_interrupted(void);
+void zluda_native_setup(const int64_t *abi, const uint32_t *max_block, const uint32_t *max_grid, void *fault,
+                        void *refresh_ranges, void *worker_started);
+void *zluda_native_context(void);
+void zluda_native_context_state(void *ctx, int sticky, int blocked);
+void *zluda_native_stream(void *ctx, int legacy);
+void zluda_native_stream_name(void *stream, void *handle);
+void zluda_native_stream_forget(void *handle);
+void zluda_native_pause(int paused);
+uint64_t zluda_native_py_submit(void *stream);
+void zluda_native_py_finish(void *stream);
+uint64_t zluda_native_last(void *stream);
+int zluda_native_wait(void *stream, uint64_t seq, int timeout_ms);
+int zluda_native_register(void *fn, void *ctx_handle, void *ctx, void *runner, const char *name, uint32_t nparams,
+                          const uint32_t *offsets, const uint32_t *sizes, uint32_t param_size, uint32_t max_threads,
+                          const uint32_t *reqntid, uint32_t max_dynamic_shared, int64_t static_shared,
+                          int64_t frame_bytes, int64_t stack_size, int64_t reserved_smem, int64_t workers);
+void zluda_native_forget_all(void);
+void zluda_native_ranges_changed(uint64_t version);
+void zluda_native_set_ranges(const uint64_t *pairs, int64_t n, uint64_t version);
+void zluda_native_output(int64_t *record, const char *text, size_t len);
+uint64_t zluda_native_launch_count(void);
 """
+# entry points that try native_launch.c's fast path first (its last argument: a _ptsz variant), then Python
+NATIVE_FIRST = {"cuLaunchKernel": "zl_native_launch({args}, 0)", "cuLaunchKernel_ptsz": "zl_native_launch({args}, 1)"}
 
 
 def declarations() -> tuple[str, dict[str, str]]:
@@ -163,7 +186,11 @@ def wrappers_c(typedefs: str, protos: dict[str, str]) -> str:
             code, pstr = names[symbol]
             return f"zl_error_answer({code}, {pstr}, {ERROR_TEXT_ENTRIES[symbol]})"
         return "zl_rc"
-    return "\n".join(f"{proto[:-1]} {{ CUresult zl_rc = zl_enter({int(symbol == 'cuInit')}); "
+
+    def native_first(symbol: str) -> str:
+        fast = NATIVE_FIRST.get(symbol)
+        return f"if (!zl_rc && {fast.format(args=', '.join(names[symbol]))}) return 0; " if fast else ""
+    return "\n".join(f"{proto[:-1]} {{ CUresult zl_rc = zl_enter({int(symbol == 'cuInit')}); {native_first(symbol)}"
                      f"return zl_rc ? {not_running(symbol)} : zl_leave({EXTERN_PREFIX}{symbol}({', '.join(names[symbol])})); }}"
                      for symbol, proto in protos.items())
 
@@ -284,7 +311,7 @@ def make_ffi() -> cffi.FFI:
     externs = extern_protos(protos)
     ffi.embedding_api("\n".join(externs.values()))
     source = "\n".join([typedefs, "\n".join(protos.values()), "\n".join(externs.values()), generated_c(protos),
-                        startup_c(), (HERE / "shim.c").read_text(), errors_c(), wrappers_c(typedefs, protos)])
+                        startup_c(), (HERE / "shim.c").read_text(), (HERE / "native_launch.c").read_text(), errors_c(), wrappers_c(typedefs, protos)])
     # the shim must find libpython when a C program loads it
     libdir = sysconfig.get_config_var("LIBDIR")
     ffi.set_source(MODULE_NAME, source, extra_compile_args=["-O2", "-Wno-unused-function"],

@@ -4,11 +4,16 @@ module, releasing the GIL."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..compiler.cpu import texture as textures  # noqa: F401  (the driver's texture and surface objects)
-from ..compiler.cpu.bounds import register_memory, unregister_memory
+from ..compiler.cpu import runtime
+from ..compiler.cpu.abi import ABORTED, BAR_SLOTS, NBARRIERS, RESERVED_SMEM, WARP, Ctx
+from ..compiler.cpu.bounds import RANGES, register_memory, unregister_memory
+from ..compiler.cpu.hostcalls import SINKS
 from ..cdata import ffi, memmove, memset
 from .. import hostmem
 from . import tracking
@@ -28,6 +33,8 @@ class Memory(tracking.Memory):
         super().__init__()
         self._regions = Regions()
         self._registered: dict[int, Allocation] = {}  # cuMemHostRegister'd ranges still in the bounds table
+        # told whether launches may skip forget_unmapped (none registered): the native launch path
+        self.registered_watch: Callable[[bool], None] = lambda none_registered: None
 
     def _obtain(self, size: int, kind: str, flags: int) -> tuple[int, bool]:
         return self._regions.allocate(size, populate=kind in ("device", "host")), True
@@ -38,7 +45,12 @@ class Memory(tracking.Memory):
         if kind == "registered":
             with self._lock:
                 self._registered[base] = a
+            self.registered_watch(False)
         return a
+
+    def has_registered(self) -> bool:
+        with self._lock:
+            return bool(self._registered)
 
     def forget_unmapped(self) -> None:
         """Registered memory the program has munmapped since is no device memory any more: a
@@ -47,12 +59,16 @@ class Memory(tracking.Memory):
             gone = [a for a in self._registered.values() if not hostmem.mapped(a.base, a.size)]
             for a in gone:
                 del self._registered[a.base]
+            if gone:
+                self.registered_watch(not self._registered)
         for a in gone:
             unregister_memory(a.base)
 
     def _give_back(self, a: Allocation) -> None:
         with self._lock:
             in_table = a.kind != "registered" or self._registered.pop(a.base, None) is not None
+            if a.kind == "registered":
+                self.registered_watch(not self._registered)
         if in_table:
             unregister_memory(a.base)
         if a.mapped:  # registered host memory and module globals are not ours to free
@@ -102,3 +118,62 @@ def launch(module, kernel: str, grid: tuple[int, int, int], block: tuple[int, in
     """`stack_size`: the context's CU_LIMIT_STACK_SIZE (per thread)."""
     memory.forget_unmapped()
     module.launch_raw(kernel, grid, block, params, shared_mem, stack_size=stack_size, grid_workspace=grid_workspace)
+
+
+# ---- what the native launch path (libcuda_shim/native_launch.c, driver/native.py) needs ----
+# launch record slots and constants, in the order of native_launch.c's enum
+NATIVE_ABI = [Ctx.PARAMS, Ctx.GRID_X, Ctx.BLOCK_X, Ctx.SHARED, Ctx.DYN_SMEM, Ctx.STACK, Ctx.STACK_SIZE, Ctx.FRAMES,
+              Ctx.STOP, Ctx.FIRST, Ctx.COUNT, Ctx.SMID, Ctx.NSMID, Ctx.STATUS, Ctx.BARRIERS, Ctx.TOTAL_SMEM,
+              Ctx.RANGES, Ctx.NRANGES, Ctx.PARAM_SIZE, Ctx.GRID_WORKSPACE, Ctx.SHARED_WINDOW, Ctx.SLOTS,
+              NBARRIERS * BAR_SLOTS * 8, RESERVED_SMEM, ABORTED, runtime.SCRATCH_KEPT, WARP]
+
+
+@dataclass(frozen=True)
+class NativeKernel:
+    """A built kernel as a native launch runs it (runtime.launch_raw's inputs that do not vary)."""
+
+    runner: int
+    params: list[tuple[int, int]]  # (offset, size) in the parameter blob
+    param_size: int
+    max_threads: int
+    reqntid: tuple[int, int, int] | None
+    static_shared: int
+    frame_bytes: int
+    stack_size: int  # per thread, for the context's stack limit given
+    reserved_smem: bool
+    workers: int
+
+
+def native_kernel(module, kernel: str, stack_limit: int) -> NativeKernel:
+    info = module.kernel(kernel)
+    return NativeKernel(info.runner, [(p.offset, p.size) for p in info.params], info.param_size, info.max_threads,
+                        tuple(info.reqntid) if info.reqntid else None, info.static_shared, info.frame_bytes,
+                        runtime.launch_stack(info, stack_limit), info.reserved_smem, runtime.worker_count())
+
+
+def native_fault(kernel: str, status: int, record: int) -> Exception:
+    """What launch_raw raises for a block that stopped with `status`; `record`: its launch record."""
+    slots = np.frombuffer(ffi.buffer(ffi.cast("char *", record), Ctx.SLOTS * 8), np.int64)
+    return runtime.fault(kernel, status, slots.tolist())
+
+
+def native_ranges() -> tuple[int, int, int]:
+    """(address, pairs, version) of the bounds table launches check accesses against."""
+    table, version = RANGES.snapshot()
+    return table.ctypes.data, len(table), version
+
+
+def watch_ranges(changed: Callable[[int], None]) -> None:
+    RANGES.listeners.append(changed)
+
+
+class _Output:
+    """printf sink of a native worker's launch record: the text goes to `write`."""
+
+    def __init__(self, write: Callable[[bytes], None]) -> None:
+        self.append = write
+
+
+def native_output(record: int, write: Callable[[bytes], None]) -> None:
+    """Device printf of launches run with this launch record goes to write(text)."""
+    SINKS.attach(record, _Output(write))

@@ -13,6 +13,7 @@ from .. import devinfo
 from ..cdata import addr
 from ..curesult import (CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
                      CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_UNSUPPORTED_LIMIT, CudaError)
+from . import native
 from .handles import HandleTable
 from .stream import Op, Stream
 
@@ -44,14 +45,37 @@ class Context:
         self.limits = dict(DEFAULT_LIMITS)
         self.cache_config = 0
         self.shared_mem_config = 0
-        self.sticky_error = 0
+        self.native = native.context()  # its twin in the shim's native launch path
+        self._sticky_error = 0
         self.lock = threading.Lock()
-        self.capturing = 0  # streams in a stream capture (capture.py)
+        self._capturing = 0  # streams in a stream capture (capture.py)
         self.waits: list[Op] = []  # cuCtxWaitEvent: what all later work of the context waits for
         self.attachments = 0  # cuCtxAttach calls not yet detached (ctx_usage.py)
         self.legacy = Stream(self, kind="legacy")
         self.streams: list[Stream] = []  # user streams
         self._per_thread: dict[int, Stream] = {}
+
+    # what makes the native launch path leave every launch to Python, mirrored there
+    @property
+    def sticky_error(self) -> int:
+        return self._sticky_error
+
+    @sticky_error.setter
+    def sticky_error(self, code: int) -> None:
+        self._sticky_error = code
+        self._mirror()
+
+    @property
+    def capturing(self) -> int:
+        return self._capturing
+
+    @capturing.setter
+    def capturing(self, count: int) -> None:
+        self._capturing = count
+        self._mirror()
+
+    def _mirror(self) -> None:
+        native.context_state(self.native, self._sticky_error, self._capturing > 0 or bool(self.waits))
 
     def per_thread_stream(self) -> Stream:
         tid = threading.get_ident()
@@ -74,19 +98,25 @@ class Context:
             if capture.record(stream, fn, list(extra_deps)):
                 return None
         with self.lock:
-            self.waits = [op for op in self.waits if not op.done.is_set()]
-            deps = [op for op in [*extra_deps, *self.waits] if not op.done.is_set()]
+            # the op's place first: the native path then queues no launch this op would miss
+            before = native.reserve(stream)
+            if self.waits:
+                self.waits = [op for op in self.waits if not op.done.is_set()]
+                if not self.waits:
+                    self._mirror()
+            deps = [op for op in [*extra_deps, *self.waits, before] if op is not None and not op.done.is_set()]
             if stream.kind == "legacy":
                 others = [*self.streams, *self._per_thread.values()]
-                deps += [s.last for s in others if s.blocking and not s.idle()]
-            elif stream.blocking and not self.legacy.idle():
-                deps.append(self.legacy.last)
-            return stream.submit(fn, deps, inline)
+                deps += [last for s in others if s.blocking and (last := s.last) is not None and not last.done.is_set()]
+            elif stream.blocking and (last := self.legacy.last) is not None and not last.done.is_set():
+                deps.append(last)
+            return stream.submit(fn, deps, inline, reserved=True)
 
     def wait_for(self, op: Op) -> None:
         """Make all work submitted to the context from now on wait for op (cuCtxWaitEvent)."""
         with self.lock:
             self.waits.append(op)
+        self._mirror()
 
     def synchronize(self) -> None:
         for s in self.all_streams():
@@ -258,8 +288,10 @@ def destroy(ctx: Context) -> None:
     except CudaError:
         pass  # the context is going away with its errors
     contexts.remove(ctx.handle)
+    native.forget()  # its functions are invalid now
     for s in list(ctx.streams):
         streams.remove(s.handle)
+        native.forget_stream(s)
     memory.free_context(ctx)
     _drop_cls(ctx.handle)
 
@@ -267,6 +299,8 @@ def destroy(ctx: Context) -> None:
 def set_limit(ctx: Context, limit: int, value: int) -> None:
     if limit not in ctx.limits:
         raise CudaError(CUDA_ERROR_UNSUPPORTED_LIMIT, f"limit {limit}")
+    if limit == CU_LIMIT_STACK_SIZE and ctx.limits[limit] != value:
+        native.forget()  # descriptors hold the stack size
     ctx.limits[limit] = value
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import struct
 
-from . import context as ctxs, device as devices
+from . import context as ctxs, device as devices, native
 from .api import entry
 from ..cdata import addr, ffi, read_bytes, store
 from ..curesult import (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_INVALID_VALUE, CudaError)
@@ -134,12 +134,19 @@ class KernelLaunch:
     def __call__(self) -> None:
         backend = backends.select()
         compiled, name = self.function.module.compiled, self.function.name
-        # the driver grows the per-thread stack to what the kernel needs without recursion, and it
-        # stays grown (cuCtxGetLimit reports it); info builds a lazily loaded kernel
         limits = self.ctx.limits
-        need = getattr(self.function.info, "stack_size", 0)
-        limits[ctxs.CU_LIMIT_STACK_SIZE] = max(limits[ctxs.CU_LIMIT_STACK_SIZE], (need + 15) // 16 * 16)
-        self._run(backend, compiled, name, limits[ctxs.CU_LIMIT_STACK_SIZE])
+        stack = self.stack_limit()
+        if stack != limits[ctxs.CU_LIMIT_STACK_SIZE]:
+            limits[ctxs.CU_LIMIT_STACK_SIZE] = stack
+            native.forget()  # the other kernels' descriptors hold the smaller stack
+        self._run(backend, compiled, name, stack)
+
+    def stack_limit(self) -> int:
+        """The context's per-thread stack limit grown to what the kernel needs without recursion:
+        the driver grows it so, and it stays grown (cuCtxGetLimit reports it); info builds a
+        lazily loaded kernel."""
+        need = (getattr(self.function.info, "stack_size", 0) + 15) // 16 * 16
+        return max(self.ctx.limits[ctxs.CU_LIMIT_STACK_SIZE], need)
 
     def _run(self, backend, compiled, name: str, stack: int) -> None:
         if not self.cooperative:
@@ -163,6 +170,8 @@ def launch(handle: int, grid, block, shared: int, stream_handle: int, kernel_par
     if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" and op is not None:
         op.done.wait()
         stream.raise_error()
+    # the launches of this kernel that follow may take the native path (native.py)
+    native.offer(handle, work, extra != ffi.NULL)
 
 
 @entry("cuLaunchKernel")

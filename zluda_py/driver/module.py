@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import context as ctxs, device as devices, trace
+from . import context as ctxs, device as devices, native, trace
 from .api import entry
 from ..cdata import addr, cstr, ffi, read_bytes, store, store_ptr
 from ..devinfo import SHARED_MEMORY_PER_BLOCK_OPTIN, compute_capability
@@ -189,6 +189,7 @@ def load_image(address: int) -> Module:
 
 def _release(m: Module) -> None:
     modules.remove(m.handle)
+    native.forget()
     for forget in m.on_unload:
         forget()
     for fn in m.functions.values():
@@ -457,6 +458,8 @@ def set_attribute(fn: Function, attrib: int, value: int) -> None:
     if attrib == 8:
         if not 0 <= value <= SHARED_MEMORY_PER_BLOCK_OPTIN - fn.info.static_shared:
             raise CudaError(CUDA_ERROR_INVALID_VALUE, f"dynamic shared memory {value} exceeds the device limit")
+        if fn.max_dynamic_shared != value:
+            native.forget()  # descriptors hold the limit
         fn.max_dynamic_shared = value
     elif attrib == 9:
         if not -1 <= value <= 100:

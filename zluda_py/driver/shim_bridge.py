@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from . import api, context
+from . import api, context, native
 from ..curesult import CUDA_ERROR_UNKNOWN
 
 
@@ -16,6 +16,7 @@ def install(ffi, lib, extern_prefix: str) -> None:
     from . import context_api  # noqa: F401  (the package import registers every entry point)
 
     context.use_shim(lib)
+    native.use_shim(ffi, lib)
     shim = ffi.string(lib.zluda_shim_path()).decode()
     with open(os.path.join(os.path.dirname(os.path.realpath(shim)), "exports.txt")) as f:
         symbols = f.read().split()

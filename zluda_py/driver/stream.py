@@ -11,6 +11,7 @@ import time
 from typing import Callable
 
 from ..curesult import CUDA_ERROR_LAUNCH_FAILED, CudaError
+from . import native
 
 CU_STREAM_NON_BLOCKING = 0x1
 # errors that corrupt the context: every later call in it returns them
@@ -41,32 +42,42 @@ class Stream:
         self.kind = kind  # "user", "legacy" or "per-thread"
         self.id = next(_ids)
         self.handle = 0
-        self.last: Op | None = None
+        self._last: Op | None = None  # the last Python op
         self.error = 0  # a non-sticky asynchronous error, reported by the next synchronization
         self.capture = None  # capture.StreamCapture while the stream is captured
         self._queue: collections.deque[Op] = collections.deque()
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
+        self.native = native.stream(self)  # its twin in the shim's native launch path
+
+    @property
+    def last(self) -> Op | native.Mark | None:
+        """The stream's last work: a Python op, or a launch queued by the native path after it."""
+        return native.last(self) or self._last
 
     @property
     def blocking(self) -> bool:
         """Whether it synchronizes with the legacy default stream."""
         return not self.flags & CU_STREAM_NON_BLOCKING
 
-    def submit(self, fn: Callable[[], None], deps: list[Op], inline: bool = False) -> Op:
+    def submit(self, fn: Callable[[], None], deps: list[Op], inline: bool = False, reserved: bool = False) -> Op:
         """Queue fn after deps. With `inline`, when nothing is queued and every dependency is
         done, the op is claimed instead: it holds the stream's place in line while the caller
         runs it with `run_claimed`. A synchronous call then costs no hand-off to the worker
-        thread (a scheduler time slice when the CPUs are busy)."""
+        thread (a scheduler time slice when the CPUs are busy). `reserved`: the caller took
+        the op's place with native.reserve (and put what it returned in deps) already."""
         with self._cv:
+            before = None if reserved else native.reserve(self)
+            if before is not None:  # after the native launches queued before it
+                deps = [*deps, before]
             if inline and not self._queue and all(d.done.is_set() for d in deps):
                 op = Op(fn, [], claimed=True)
                 self._queue.append(op)
-                self.last = op
+                self._last = op
                 return op
             op = Op(fn, deps)
             self._queue.append(op)
-            self.last = op
+            self._last = op
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name=f"zluda-stream-{self.id}", daemon=True)
                 self._thread.start()
@@ -80,6 +91,7 @@ class Stream:
 
     def _finish(self, op: Op) -> None:
         op.finished_at = time.perf_counter()
+        native.finished(self)  # before a waiter wakes: a launch it makes next may go native
         op.done.set()
         with self._cv:
             self._queue.popleft()
@@ -102,14 +114,18 @@ class Stream:
         try:
             op.fn()
         except Exception as e:  # noqa: BLE001 - every failure becomes a CUDA error code
-            code = getattr(e, "cu_result", None) or (e.code if isinstance(e, CudaError) else CUDA_ERROR_LAUNCH_FAILED)
-            if code in STICKY_ERRORS:
-                self.ctx.sticky_error = code
-            else:
-                self.error = self.error or code
-            if not isinstance(e, CudaError):
-                import sys
-                print(f"zluda: {e}", file=sys.stderr)
+            self.fail(e)
+
+    def fail(self, e: Exception) -> None:
+        """An op of this stream failed with e (a launch run by the native path too)."""
+        code = getattr(e, "cu_result", None) or (e.code if isinstance(e, CudaError) else CUDA_ERROR_LAUNCH_FAILED)
+        if code in STICKY_ERRORS:
+            self.ctx.sticky_error = code
+        else:
+            self.error = self.error or code
+        if not isinstance(e, CudaError):
+            import sys
+            print(f"zluda: {e}", file=sys.stderr)
 
     def idle(self) -> bool:
         return self.last is None or self.last.done.is_set()

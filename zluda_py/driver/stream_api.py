@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import capture, context as ctxs
+from . import capture, context as ctxs, native
 from .api import entry
 from ..cdata import addr, ffi, store, store_ptr
 from ..curesult import (CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_READY, CudaError)
@@ -25,6 +25,7 @@ def _create(pstream, flags: int, priority: int) -> None:
     ctx = ctxs.current()
     s = Stream(ctx, flags, min(max(priority, GREATEST_PRIORITY), LEAST_PRIORITY))
     ctxs.streams.add(s)
+    native.name_stream(s)
     with ctx.lock:
         ctx.streams.append(s)
     store_ptr(pstream, s.handle)
@@ -88,6 +89,7 @@ def cuStreamDestroy(h):
     if handle in (0, ctxs.CU_STREAM_LEGACY, ctxs.CU_STREAM_PER_THREAD):
         raise CudaError(CUDA_ERROR_INVALID_HANDLE, "the default streams cannot be destroyed")
     s = ctxs.streams.remove(handle)
+    native.forget_stream(s)
     with s.ctx.lock:
         s.ctx.streams.remove(s)
     # queued work still completes (NVIDIA's documented behaviour); the worker then idles

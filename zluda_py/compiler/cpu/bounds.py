@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -46,6 +46,8 @@ class AddressRanges:
         self._regions: dict[int, list[int]] = {}  # mapped regions, the same way
         self._table: np.ndarray | None = None
         self._mode = mode_from_environment()
+        self.version = 1  # counts changes of the table (native launches copy it: driver/native.py)
+        self.listeners: list[Callable[[int], None]] = []  # called with the new version on each change
 
     @property
     def mode(self) -> str:
@@ -57,6 +59,7 @@ class AddressRanges:
             raise ValueError(f"bounds-checking mode {mode!r} (one of {', '.join(MODES)})")
         with self._lock:
             self._mode, self._table = mode, None
+            self._changed()
 
     def register(self, start: int, size: int, region: bool = False) -> None:
         with self._lock:
@@ -68,6 +71,7 @@ class AddressRanges:
                 entry[0] = max(entry[0], start + max(size, 1))
                 entry[1] += 1
             self._table = None
+            self._changed()
 
     def unregister(self, start: int, region: bool = False) -> None:
         with self._lock:
@@ -79,13 +83,23 @@ class AddressRanges:
             if entry[1] == 0:
                 del ranges[start]
             self._table = None
+            self._changed()
+
+    def _changed(self) -> None:
+        self.version += 1
+        for listener in self.listeners:
+            listener(self.version)
 
     def table(self) -> np.ndarray:
         """(n, 2) u64 array of disjoint [start, end) ranges sorted by start (n >= 1: row 0 is the
         empty sentinel [0, 0)); never modified once returned."""
-        if self._mode == "off":
-            return EVERYTHING
+        return self.snapshot()[0]
+
+    def snapshot(self) -> tuple[np.ndarray, int]:
+        """The table and the version it is of."""
         with self._lock:
+            if self._mode == "off":
+                return EVERYTHING, self.version
             if self._table is None:
                 ranges = [(start, end) for start, (end, _) in self._ranges.items()]
                 if self._mode == "mapped":
@@ -97,7 +111,7 @@ class AddressRanges:
                     else:
                         merged.append([start, end])
                 self._table = np.array(merged, np.uint64).reshape(-1, 2)
-            return self._table
+            return self._table, self.version
 
     def contains(self, lo: int, hi: int) -> bool:
         """[lo, hi) lies inside one registered (merged) range."""

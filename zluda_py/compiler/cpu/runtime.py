@@ -241,10 +241,7 @@ class CompiledModule:
             raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"invalid launch configuration grid={grid} block={block}")
         if len(params) < info.param_size:
             raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"{kernel}: {len(params)} parameter bytes, needs {info.param_size}")
-        # The stack holds the kernel's frame and its deepest non-recursive call chain whatever the
-        # limit (the driver grows it for the launch); recursion beyond that faults with 719 once
-        # a frame would overflow the limit.
-        stack_size = (max(stack_size, info.local_size, info.stack_size) + 15) // 16 * 16
+        stack_size = launch_stack(info, stack_size)
         param_buf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
         stop = np.zeros(1, np.int32)
         stop_at = stop.ctypes.data
@@ -349,6 +346,20 @@ def _scratch(arena: int, stacks: int, frames: int) -> _Scratch:
     if s.arena.size < arena or s.stacks.size < stacks or s.frames.size < frames:
         s.grow(arena, stacks, frames)
     return s
+
+
+def launch_stack(info: CpuKernelInfo, stack_size: int) -> int:
+    """Bytes of stack per thread of a launch with the context's limit `stack_size`. The stack holds
+    the kernel's frame and its deepest non-recursive call chain whatever the limit (the driver
+    grows it for the launch); recursion beyond that faults with 719 once a frame would overflow
+    the limit."""
+    return (max(stack_size, info.local_size, info.stack_size) + 15) // 16 * 16
+
+
+def fault(kernel: str, status: int, record: list[int]) -> LaunchError:
+    """The error of a launch of `kernel` whose block stopped with `status`; `record`: the launch
+    record of the worker call that saw it."""
+    return _fault(kernel, status, record, (record[Ctx.GRID_X], record[Ctx.GRID_Y]))
 
 
 def _dims(d) -> tuple[int, int, int]:

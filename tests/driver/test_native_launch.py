@@ -1,0 +1,251 @@
+"""The native launch path (libcuda_shim/native_launch.c, zluda_py/driver/native.py): launches of a
+kernel launched before are queued in C. Each case runs a program through the real shim twice, with
+the path (the default) and without it (ZLUDA_NATIVE_LAUNCH=0), and the two must print the same:
+results, CUresults, device printf, the fault message; the count of native launches
+(zluda_native_launch_count) shows which path was taken. Each run is a process of its own: some
+cases leave their context with a sticky error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.driver.conftest import shim_path
+
+PTX = r"""
+.version 7.0
+.target sm_80
+.address_size 64
+.extern .func (.param .s32 status) vprintf (.param .b64 format, .param .b64 args);
+.global .align 1 .b8 fmt[6] = {118, 61, 37, 100, 10, 0};
+
+.visible .entry add(.param .u64 out, .param .u32 v)
+{
+  .reg .b32 %r<4>; .reg .b64 %rd<4>; .reg .pred %p;
+  ld.param.u64 %rd1, [out];
+  ld.param.u32 %r1, [v];
+  setp.eq.u32 %p, %r1, 0;
+  @%p trap;
+  mov.u32 %r2, %tid.x;
+  mul.wide.u32 %rd2, %r2, 4;
+  add.u64 %rd3, %rd1, %rd2;
+  ld.global.u32 %r3, [%rd3];
+  add.u32 %r3, %r3, %r1;
+  st.global.u32 [%rd3], %r3;
+  ret;
+}
+
+.visible .entry say(.param .u32 v)
+{
+  .reg .u32 %r<2>; .reg .u64 %rd<4>;
+  .local .align 8 .b8 buf[8];
+  ld.param.u32 %r1, [v];
+  mov.u64 %rd1, buf;
+  cvta.local.u64 %rd2, %rd1;
+  st.local.u32 [%rd1], %r1;
+  mov.u64 %rd3, fmt;
+  cvta.global.u64 %rd3, %rd3;
+  {
+  .param .b64 p0; .param .b64 p1; .param .b32 rv;
+  st.param.b64 [p0], %rd3;
+  st.param.b64 [p1], %rd2;
+  call.uni (rv), vprintf, (p0, p1);
+  }
+  ret;
+}
+"""
+
+CHILD = r"""
+import ctypes, sys
+from ctypes import byref, c_uint, c_ulonglong, c_void_p
+cu = ctypes.CDLL(sys.argv[1])
+cu.zluda_native_launch_count.restype = ctypes.c_uint64
+case = sys.argv[2]
+def ok(rc):
+    assert rc == 0, rc
+ok(cu.cuInit(0))
+ctx = c_void_p()
+ok(cu.cuCtxCreate_v2(byref(ctx), 0, 0))
+mod = c_void_p()
+ok(cu.cuModuleLoadData(byref(mod), sys.stdin.buffer.read() + b"\0"))
+add, say = c_void_p(), c_void_p()
+ok(cu.cuModuleGetFunction(byref(add), mod, b"add"))
+ok(cu.cuModuleGetFunction(byref(say), mod, b"say"))
+out = c_ulonglong()  # pinned host memory: a host function reads it
+ok(cu.cuMemAllocHost_v2(byref(out), 128))
+ok(cu.cuMemsetD8_v2(out, 0, 128))
+value = c_uint(1)
+params = (c_void_p * 2)(ctypes.cast(byref(out), c_void_p), ctypes.cast(byref(value), c_void_p))
+def launch(fn=add, grid=(1, 1, 1), block=(32, 1, 1), shared=0, stream=None, kernel_params=params, extra=None):
+    return cu.cuLaunchKernel(fn, *grid, *block, shared, stream, kernel_params, extra)
+def values():
+    host = (c_uint * 32)()
+    ok(cu.cuMemcpyDtoH_v2(host, out, 128))
+    return sorted(set(host))
+ok(launch())  # the first launch of add goes through Python: later ones may go native
+ok(cu.cuCtxSynchronize())
+stream = c_void_p()
+ok(cu.cuStreamCreate(byref(stream), 0))
+
+if case == "ordering":
+    for v in (2, 3):
+        value.value = v
+        ok(launch())
+    print("legacy then copy", values())
+    value.value = 10
+    for _ in range(3):
+        ok(launch(stream=stream))
+    event = c_void_p()
+    ok(cu.cuEventCreate(byref(event), 0))
+    ok(cu.cuEventRecord(event, stream))
+    ok(cu.cuEventSynchronize(event))
+    print("stream, event", values(), cu.cuStreamQuery(stream))
+    seen = []
+    HOSTFN = ctypes.CFUNCTYPE(None, c_void_p)
+    host_fn = HOSTFN(lambda _: seen.append(sorted(set((c_uint * 32).from_address(out.value)))))
+    ok(launch(stream=stream))
+    ok(cu.cuLaunchHostFunc(stream, host_fn, None))
+    ok(cu.cuStreamSynchronize(stream))
+    print("host function saw", seen)
+    # a Python op pending on the stream (a wait on a word the host writes): the launch behind it waits
+    word = c_ulonglong()
+    ok(cu.cuMemAllocHost_v2(byref(word), 4))
+    ctypes.c_uint.from_address(word.value).value = 0
+    ok(cu.cuStreamWaitValue32_v2(stream, c_ulonglong(word.value), 1, 0))
+    value.value = 100
+    ok(launch(stream=stream))
+    print("behind a wait", cu.cuStreamQuery(stream))
+    ctypes.c_uint.from_address(word.value).value = 1
+    ok(cu.cuStreamSynchronize(stream))
+    print("after the wait", values())
+    # a blocking stream's launch, then the legacy stream waits for it
+    value.value = 1000
+    ok(launch(stream=stream))
+    ok(cu.cuMemsetD8Async(c_ulonglong(out.value + 124), 7, 4, None))
+    ok(cu.cuCtxSynchronize())
+    print("legacy after stream", values())
+elif case == "errors":
+    ok(launch())
+    ok(cu.cuCtxSynchronize())
+    before = cu.zluda_native_launch_count()
+    bad_param = (c_void_p * 2)(ctypes.cast(byref(out), c_void_p), c_void_p(4096))  # page 1 is never mapped
+    dead = c_void_p()
+    ok(cu.cuStreamCreate(byref(dead), 0))
+    ok(cu.cuStreamDestroy_v2(dead))
+    extra = (c_void_p * 1)(None)
+    print("grid 0", launch(grid=(0, 1, 1)))
+    print("grid y 70000", launch(grid=(1, 70000, 1)))
+    print("block 2048", launch(block=(2048, 1, 1)))
+    print("block z 128", launch(block=(8, 8, 128)))
+    print("shared 1 MiB", launch(shared=1 << 20))
+    print("no kernelParams", launch(kernel_params=None))
+    print("NULL parameter", launch(kernel_params=(c_void_p * 2)(None, None)))
+    print("unreadable parameter", launch(kernel_params=bad_param))
+    print("unreadable kernelParams", launch(kernel_params=c_void_p(4096)))
+    print("extra too", launch(extra=extra))
+    print("destroyed stream", launch(stream=dead))
+    print("native launches among them", cu.zluda_native_launch_count() - before)
+    other = c_void_p()
+    ok(cu.cuCtxCreate_v2(byref(other), 0, 0))  # now current
+    print("another context", launch(), cu.cuCtxSynchronize())
+    ok(cu.cuCtxDestroy_v2(other))  # ctx is current again (the stack's top)
+    ok(cu.cuModuleUnload(mod))
+    print("unloaded module", launch())
+elif case == "capture":
+    ok(launch(stream=stream))
+    ok(cu.cuStreamSynchronize(stream))
+    ok(cu.cuStreamBeginCapture_v2(stream, 0))
+    value.value = 5
+    ok(launch(stream=stream))
+    graph = c_void_p()
+    ok(cu.cuStreamEndCapture(stream, byref(graph)))
+    nodes = ctypes.c_size_t()
+    ok(cu.cuGraphGetNodes(graph, None, byref(nodes)))
+    print("captured", nodes.value, "nodes; memory", values())
+    exe = c_void_p()
+    ok(cu.cuGraphInstantiateWithFlags(byref(exe), graph, 0))
+    ok(cu.cuGraphLaunch(exe, stream))
+    ok(launch(stream=stream))
+    ok(cu.cuStreamSynchronize(stream))
+    print("graph and launch", values())
+elif case == "sticky":
+    ok(launch())
+    value.value = 0  # traps
+    ok(launch())
+    print("synchronize", cu.cuCtxSynchronize())
+    print("launch after", launch(), "synchronize", cu.cuCtxSynchronize())
+elif case == "illegal":
+    ok(launch())
+    nowhere = c_ulonglong(8)
+    ok(launch(kernel_params=(c_void_p * 2)(ctypes.cast(byref(nowhere), c_void_p), ctypes.cast(byref(value), c_void_p))))
+    print("synchronize", cu.cuCtxSynchronize())
+elif case == "printf":
+    v = c_uint(1)
+    say_params = (c_void_p * 1)(ctypes.cast(byref(v), c_void_p))
+    for i in range(1, 5):
+        v.value = i
+        ok(launch(fn=say, block=(2, 1, 1), kernel_params=say_params))
+        if i == 1:  # through Python; the next ones go native once nothing is pending
+            ok(cu.cuCtxSynchronize())
+    ok(cu.cuCtxSynchronize())
+elif case == "registered":
+    buf = (c_uint * 1024)()
+    ok(cu.cuMemHostRegister_v2(buf, 4096, 0))
+    before = cu.zluda_native_launch_count()
+    ok(launch())
+    ok(cu.cuCtxSynchronize())
+    print("native with registered memory", cu.zluda_native_launch_count() - before)
+    ok(cu.cuMemHostUnregister(buf))
+    ok(launch())
+    ok(cu.cuCtxSynchronize())
+if case not in ("sticky", "illegal"):  # a sticky error fails the copy too
+    print("final", values())
+sys.stdout.flush()
+print("native", cu.zluda_native_launch_count())
+"""
+
+
+def run(case: str, native: bool) -> tuple[list[str], int, str]:
+    """(printed lines but the last, native launches, stderr) of the case's program."""
+    env = {**os.environ, "ZLUDA_NATIVE_LAUNCH": "1" if native else "0"}
+    p = subprocess.run([sys.executable, "-c", CHILD, str(shim_path()), case], input=PTX.encode(), env=env,
+                       capture_output=True, timeout=300)
+    lines = p.stdout.decode().splitlines()
+    assert p.returncode == 0, (p.stdout.decode(), p.stderr.decode())
+    assert lines[-1].startswith("native ")
+    return lines[:-1], int(lines[-1].split()[1]), p.stderr.decode()
+
+
+@pytest.mark.parametrize("case", ["ordering", "errors", "capture", "sticky", "illegal", "printf"])
+def test_native_launches_behave_as_the_python_path(case):
+    lines, taken, err = run(case, native=True)
+    python_lines, python_taken, python_err = run(case, native=False)
+    assert python_taken == 0
+    assert taken > 0, "no launch took the native path"
+    assert lines == python_lines
+    assert err == python_err
+
+
+def test_what_each_case_shows():
+    """The cases' results themselves, beyond being equal with and without the native path."""
+    lines = {case: run(case, native=True)[0] for case in ("ordering", "errors", "capture", "sticky", "illegal", "printf")}
+    assert lines["ordering"] == ["legacy then copy [6]", "stream, event [36] 0", "host function saw [[46]]",
+                                 "behind a wait 600", "after the wait [146]", "legacy after stream [1146, 117901063]",
+                                 "final [1146, 117901063]"]
+    assert lines["errors"] == [*(f"{what} 1" for what in (
+        "grid 0", "grid y 70000", "block 2048", "block z 128", "shared 1 MiB", "no kernelParams", "NULL parameter",
+        "unreadable parameter", "unreadable kernelParams", "extra too")), "destroyed stream 400",
+        "native launches among them 0", "another context 0 0", "unloaded module 400", "final [3]"]
+    assert lines["capture"] == ["captured 1 nodes; memory [2]", "graph and launch [12]", "final [12]"]
+    assert lines["sticky"] == ["synchronize 719", "launch after 719 synchronize 719"]
+    assert lines["illegal"] == ["synchronize 700"]
+    assert lines["printf"] == ["v=1", "v=1", "v=2", "v=2", "v=3", "v=3", "v=4", "v=4", "final [1]"]
+
+
+def test_registered_host_memory_sends_launches_through_python():
+    """Launches check that registered host memory is still mapped (backends/cpu.py), in Python."""
+    lines, _, _ = run("registered", native=True)
+    assert lines[0] == "native with registered memory 0"
