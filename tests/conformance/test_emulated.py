@@ -102,7 +102,7 @@ def test_mbarrier_family_on_the_emulator(arch: str) -> None:
 
 class _Descriptors:
     """targets/texture.py's `runtime` on the emulator: an object is a descriptor block
-    (compiler/texdesc.py, as the HIP backend writes it), its handle the block's address;
+    (compiler/texdesc.py, as the HIP backend writes it; a mipmapped texture's, one per level), its handle the block's address;
     the blocks and the texels they point at are device memory for the launches. A released
     block stays, zeroed, as the HIP backend keeps it."""
 
@@ -127,7 +127,8 @@ class _Descriptors:
 
     def spans(self) -> list[tuple[int, int]]:
         return [span for block, image in self.live.values()
-                for span in ((block.ctypes.data, block.nbytes), (image.base, image.size))] + \
+                for span in ((block.ctypes.data, block.nbytes),
+                             *((level.base, level.size) for level in getattr(image, "levels", (image,))))] + \
             [(block.ctypes.data, block.nbytes) for block in self.released]
 
 

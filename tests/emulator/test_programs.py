@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from tests.conftest import CUDA_SOURCES
+from tests.e2e import test_mipmap_golden as golden
 from tests.e2e.test_kernel_programs import _h200_stdout
 
 pytest.importorskip("tinygrad", reason="the emulator decodes with tinygrad (pip install '.[test]')")
@@ -77,6 +78,8 @@ PROGRAMS = {
     # every geometry (cubemaps too), half-float filtering, an image kernel, surfaces, PTX forms (sust.p, sured, istypep)
     **{f"textures-{section}": (["e2e_textures.cu"], [], [section], f"{section}: PASSED")
        for section in ("textures", "image", "surfaces", "forms")},
+    # mipmapped arrays: a mip chain built on the device, tex2D/tex2DLod/tex2DGrad with bias, clamps and mip filters
+    "mipmaps": (["e2e_mipmaps.cu"], [], [], "mipmaps: PASSED"),
     # a buffer grown by cuMemMap (hipMemMap), IPC memory and events with a second process, memory pools
     **{f"memory-{section}": (["e2e_memory_api.cu"], [], [section], f"memory api {section}: PASSED")
        for section in ("vmm", "ipc", "pool")},
@@ -120,19 +123,25 @@ def cache_dir(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("emulator-cache"))
 
 
+def _emulated(exe, argv: list[str], cache_dir: str, arch: str, timeout: int = 900,
+              **env: str) -> subprocess.CompletedProcess:
+    """`zluda run --backend hip` of a program on the emulated `arch`."""
+    env = dict(os.environ, ZLUDA_HIP="emulator", ZLUDA_HIP_ARCH=arch, CUDA_CACHE_PATH=cache_dir, **env)
+    return subprocess.run([sys.executable, "-c", "import sys; from zluda_py.cli import main; sys.exit(main())",
+                           "run", "--backend", "hip", "--", str(exe), *argv],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
 def _run(nvcc, cache_dir: str, name: str, arch: str, **env: str) -> subprocess.CompletedProcess:
     sources, nvcc_args, argv, last_line = PROGRAMS[name]
-    exe = nvcc(sources, nvcc_args, "")
-    env = dict(os.environ, ZLUDA_HIP="emulator", ZLUDA_HIP_ARCH=arch, CUDA_CACHE_PATH=cache_dir, **env)
-    r = subprocess.run([sys.executable, "-c", "import sys; from zluda_py.cli import main; sys.exit(main())",
-                        "run", "--backend", "hip", "--", str(exe), *argv],
-                       capture_output=True, text=True, timeout=TIMEOUT.get(name, 900), env=env)
+    r = _emulated(nvcc(sources, nvcc_args, ""), argv, cache_dir, arch, TIMEOUT.get(name, 900), **env)
     assert r.returncode == 0 and r.stdout.rstrip().endswith(last_line), r.stdout[-2000:] + r.stderr[-4000:]
     return r
 
 
 # programs whose output lines are compared with their run on an NVIDIA H100 (golden/programs.txt)
-H100_LINES = {"textures-forms": "texture_forms", "managed-variables": "managed_vars", "memory-pool": "memory_pools"}
+H100_LINES = {"textures-forms": "texture_forms", "mipmaps": "mipmaps", "managed-variables": "managed_vars",
+              "memory-pool": "memory_pools"}
 
 
 @pytest.mark.xdist_group("emulator")
@@ -159,3 +168,28 @@ STRICT = [("func-barriers", "gfx1100"), ("warp-shuffles-votes", "gfx950"), ("gri
 @pytest.mark.parametrize("name, arch", STRICT, ids=[f"{n}-{a}" for n, a in STRICT])
 def test_program_with_strict_waits(nvcc, cache_dir: str, name: str, arch: str) -> None:
     _run(nvcc, cache_dir, name, arch, ZLUDA_EMULATOR_STRICT="1")
+
+
+# The mipmap probes an NVIDIA H100 answered (tests/hardware/golden/mipmap*_probe.txt; the CPU
+# target's checks are tests/e2e/test_mipmap_golden.py): the gradient probe on gfx1100 (its lines
+# within their tolerance of the H100's and each exactly the model's, as on the CPU target), the
+# bias-and-clamp and the plain-tex probes line for line on gfx950.
+MIPMAP_PROBES = [("mipmap_probe", "gfx1100"), ("mipmap_clamp_probe", "gfx950"), ("mipmap_implicit_probe", "gfx950")]
+
+
+@pytest.mark.xdist_group("emulator")
+@pytest.mark.parametrize("probe, arch", MIPMAP_PROBES, ids=[f"{p}-{a}" for p, a in MIPMAP_PROBES])
+def test_mipmap_probe_on_the_emulator(nvcc, cache_dir: str, probe: str, arch: str) -> None:
+    source = golden.PROBE.with_name(f"{probe}.cu")
+    r = _emulated(nvcc([source], [], ""), [], cache_dir, arch)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ours = r.stdout.splitlines()
+    recorded = [ln for ln in (golden.GOLDEN.with_name(f"{probe}.txt")).read_text().splitlines() if not ln.startswith("#")]
+    if probe != "mipmap_probe":
+        assert ours == recorded
+        return
+    assert [o.split(" -> ")[0] for o in ours] == [g.split(" -> ")[0] for g in recorded]  # same cases, same inputs
+    got = [golden._float(o.split(" -> ")[1]) for o in ours]
+    exact, beyond = golden._compare(got, recorded)
+    assert not beyond and exact >= golden.EXACT_LINES, (exact, beyond[:20])
+    assert [g for g, v in zip(recorded, got) if v != golden.expected(g)] == []

@@ -2,36 +2,32 @@
 the device address of the object's descriptor block (compiler/texdesc.py), which kernels
 compiled by the AMDGPU target read and sample in software (compiler/amdgpu/texture.py).
 
-The images and samplers are the CPU target's records (cpu/texture.py: the same driver code
-fills them). What the AMDGPU lowering does not implement yet is refused here, when the object
-is created, with CUDA_ERROR_NOT_SUPPORTED: mipmapped arrays and sRGB reads.
+The images, mipmaps and samplers are the CPU target's records (cpu/texture.py, cpu/mipmap.py:
+the same driver code fills them); a mipmapped texture's levels are CUDA arrays in device memory
+like any other (driver/mipmaps.py), and its descriptor is one block per level. What the AMDGPU
+lowering does not implement yet is refused here, when the object is created, with
+CUDA_ERROR_NOT_SUPPORTED: sRGB reads.
 """
 
 from __future__ import annotations
 
 import threading
-from types import SimpleNamespace
 
 from ..cdata import ffi
 from ..compiler import texdesc
+from ..compiler.cpu import mipmap
 from ..compiler.cpu.texture import Image, Sampler
 from ..curesult import CUDA_ERROR_NOT_SUPPORTED, CudaError
 from .hip_runtime import Hip
 
 __all__ = ["Image", "Sampler", "float_result", "register", "release", "mipmap"]
 
-def _no_mipmaps(levels: tuple[Image, ...]) -> None:
-    raise CudaError(CUDA_ERROR_NOT_SUPPORTED, "mipmapped textures are not supported on the HIP backend yet")
-
-
-mipmap = SimpleNamespace(Mipmap=_no_mipmaps)  # driver/mipmaps.py builds its images through this
-
-
-def float_result(image: Image, sampler: Sampler) -> bool:
+def float_result(image: Image | mipmap.Mipmap, sampler: Sampler) -> bool:
     return texdesc.float_result(image.format, sampler.read_integer)
 
 
-_released: list[int] = []  # blocks of destroyed objects (magic word 0), reused by the next ones
+_released: dict[int, list[int]] = {}  # by size: blocks of destroyed objects (magic word 0), reused by the next ones
+_sizes: dict[int, int] = {}  # a live object's handle -> the bytes of its blocks
 _lock = threading.Lock()
 
 
@@ -42,13 +38,15 @@ def _write(block_address: int, block: bytes) -> None:
     memory.copy(block_address, int(ffi.cast("uintptr_t", buf)), len(block))  # waits for the copy
 
 
-def register(image: Image, sampler: Sampler | None) -> int:
+def register(image: Image | mipmap.Mipmap, sampler: Sampler | None) -> int:
     """Write the object's descriptor to device memory; the handle is its address."""
     if sampler is not None and sampler.srgb:
         raise CudaError(CUDA_ERROR_NOT_SUPPORTED, "sRGB textures are not supported on the HIP backend yet")
     block = texdesc.pack(image, sampler)
     with _lock:
-        where = _released.pop() if _released else Hip.get().malloc(texdesc.SIZE)
+        free = _released.get(len(block))
+        where = free.pop() if free else Hip.get().malloc(len(block))
+        _sizes[where] = len(block)
     _write(where, block)
     return where
 
@@ -57,6 +55,8 @@ def release(handle: int) -> None:
     """The driver has checked that `handle` is a live object of its own. Its block stays
     allocated, zeroed, so that a fetch through the stale handle faults on the magic word (as
     NVIDIA's handles name no object until reused) instead of reading freed memory."""
-    _write(handle, bytes(texdesc.SIZE))
     with _lock:
-        _released.append(handle)
+        size = _sizes.pop(handle)
+    _write(handle, bytes(size))
+    with _lock:
+        _released.setdefault(size, []).append(handle)

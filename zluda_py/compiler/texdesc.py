@@ -6,6 +6,12 @@ The sampling rules are the CPU target's (cpu/texture.py, docs/semantics.md); the
 what they need, resolved on the host where that is cheaper than in every fetch: the strides,
 the effective address modes (wrap and mirror act only with normalized coordinates, linear
 memory reads 0 outside), and the scale of a normalized-float read.
+
+A mipmapped texture is one block per level, level 0's first (the handle), each describing its
+level's texels as a texture without levels would, and all holding the texture descriptor's
+mipmap fields: the level count, the bias, the clamps, linear mip filtering and the shape of its
+blend under anisotropy (compiler/miplod.py). Other textures are a single level: their LOD is
+clamped to 0.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import struct
 from typing import Protocol
 
+from zluda_py.compiler import miplod
 from zluda_py.compiler.cpu.texture import CHANNEL_ORDER as CHANNEL_ORDERS, CHANNEL_TYPE as CHANNEL_TYPES
 
 # layout (little endian): offsets of the fields the kernel reads
@@ -25,11 +32,15 @@ BORDER = 80  # f64 x4: the border colour
 SCALE = 112  # f64: divisor of a normalized-float read (the format's largest value), 0: read as is
 CHANNEL_ORDER, CHANNEL_DATA_TYPE = 120, 124  # u32: txq/suq's answers (the PTX manual's enumeration)
 ADDRESS_MODES = 128  # u8 x3: the sampler's address modes as given (txq .addr_mode_N)
-SIZE = 136
+LEVELS_COUNT, ANISOTROPY = 136, 140  # u32: mipmap levels (1 without), maxAnisotropy as it applies
+BIAS, MIN_CLAMP, MAX_CLAMP = 144, 152, 160  # f64: mipmapLevelBias, min/maxMipmapLevelClamp
+BLEND_SLOPE, BLEND_START = 168, 176  # f64: linear mip filtering's blend (miplod.blend_shape) in grad's LOD
+SIZE = 184
 
 # FLAGS bits
 LINEAR_FILTER, NORMALIZED_COORDS, FLOAT_RESULT, LINEAR_MEMORY, SIGNED, FLOAT_FORMAT, PITCH_LINEAR = 1, 2, 4, 8, 16, 32, 64
 CUBEMAP = 128  # LAYERS counts 2-D faces, 6 per cube
+MIP_LINEAR = 256  # mipmapFilterMode linear (of a texture returning floats): blend two levels
 TEXTURE_MAGIC, SURFACE_MAGIC = 0x54584F42, 0x53555246  # which kind of object the block describes
 WRAP, CLAMP, MIRROR, BORDER_MODE = 0, 1, 2, 3  # CUaddress_mode
 
@@ -48,6 +59,15 @@ class ImageLike(Protocol):
     pitch: int
     cubemap: bool
     linear_memory: bool
+
+
+class MipmapLike(Protocol):
+    levels: tuple[ImageLike, ...]
+    linear: bool
+    bias: float
+    min_clamp: float
+    max_clamp: float
+    anisotropy: int
 
 
 class SamplerLike(Protocol):
@@ -76,8 +96,24 @@ def effective_modes(image: ImageLike, sampler: SamplerLike) -> tuple[int, int, i
     return tuple(m if m in (CLAMP, BORDER_MODE) else CLAMP for m in sampler.address)
 
 
-def pack(image: ImageLike, sampler: SamplerLike | None) -> bytes:
-    """The descriptor of a texture object (with a sampler) or a surface object (without)."""
+def pack(image: ImageLike | MipmapLike, sampler: SamplerLike | None) -> bytes:
+    """The descriptor of a texture object (with a sampler) or a surface object (without); of a
+    mipmapped texture, its levels' blocks one after another."""
+    if not hasattr(image, "levels"):
+        return _pack_level(image, sampler, _ONE_LEVEL)
+    aniso = miplod.anisotropy(image.anisotropy)
+    linear = image.linear and float_result(image.levels[0].format, sampler.read_integer)
+    mip = struct.pack("<2I5d", len(image.levels), aniso, image.bias, image.min_clamp, image.max_clamp,
+                      *miplod.blend_shape(aniso))
+    return b"".join(_pack_level(level, sampler, mip, MIP_LINEAR if linear else 0) for level in image.levels)
+
+
+# the mipmap fields of a texture without levels: LOD clamped to [0, 0]
+_ONE_LEVEL = struct.pack("<2I5d", 1, 0, 0.0, 0.0, 0.0, *miplod.blend_shape(0))
+
+
+def _pack_level(image: ImageLike, sampler: SamplerLike | None, mip: bytes, mip_flags: int = 0) -> bytes:
+    """One level's block, `mip` its mipmap fields."""
     item, signed, is_float = _FORMATS[image.format]
     element = item * image.channels
     row = image.pitch or image.width * element
@@ -85,7 +121,7 @@ def pack(image: ImageLike, sampler: SamplerLike | None) -> bytes:
     layer_stride = slice_ * max(image.depth, 1)
     flags = (SIGNED if signed else 0) | (FLOAT_FORMAT if is_float else 0) | (LINEAR_MEMORY if image.linear_memory else 0)
     flags |= PITCH_LINEAR if image.linear_memory or image.pitch else 0
-    flags |= CUBEMAP if image.cubemap else 0
+    flags |= (CUBEMAP if image.cubemap else 0) | mip_flags
     modes, border, scale, given = (CLAMP,) * 3, (0.0,) * 4, 0.0, (0, 0, 0)
     integer_type = True  # txq/suq's channel data type: a surface reads integers
     if sampler is not None:
@@ -100,5 +136,6 @@ def pack(image: ImageLike, sampler: SamplerLike | None) -> bytes:
                         image.depth, image.layers, element, image.channels, item, flags, *modes,
                         TEXTURE_MAGIC if sampler is not None else SURFACE_MAGIC, *border, scale,
                         CHANNEL_ORDERS[image.channels], CHANNEL_TYPES[image.format][integer_type], *given)
+    block += mip
     assert len(block) == SIZE
     return block

@@ -4,7 +4,10 @@ lane against models/texture.py (the programming guide's texture-fetching rules, 
 fractions). Each lane reads its coordinates (and data) from a 64-byte row of `inp` and writes
 its results, zero-extended to 64 bits, to a 32-byte row of `out`.
 
-Textures sampled here have no mipmap levels, so .level and .grad sample level 0. The grammar
+Textures without mipmap levels sample level 0 for .level and .grad; the f32 forms of tex on
+1-D, 2-D, 3-D and layered geometries are also used on mipmapped textures (`texmip_*`: a float
+chain halving to 1, point or linear mip filtering, a bias and clamps), checked with the model's
+level selection (models/texture.py mip_lod, mip_gradient_lod, mip_levels). The grammar
 lines with a separate sampler operand ([a, b, c]) share their modifiers with the unified
 [a, c] lines; the lowering refuses that operand form by name, so their instances use [a, c].
 """
@@ -20,6 +23,7 @@ from conformance.models import texture as model
 from conformance.target_forms import ABSENT, TargetForm
 from conformance.targets import Instance
 from zluda_py.compiler.cpu import texture as runtime
+from zluda_py.compiler.cpu.mipmap import Mipmap
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS
 from zluda_py.ptx.checks import NVIDIA_ABSENT_TXQ, NVIDIA_REFUSED_SUQ
 
@@ -32,6 +36,7 @@ SHAPES = {"1d": (5, 0, 0, 0, False), "2d": (5, 4, 0, 0, False), "3d": (5, 4, 3, 
           "2dms": (5, 4, 0, 0, False), "a2dms": (5, 4, 0, 3, False)}
 COORDS = {"1d": 1, "2d": 2, "3d": 4, "a1d": 2, "a2d": 4, "cube": 4, "acube": 4, "2dms": 4, "a2dms": 4}
 GRADS = {"1d": 1, "a1d": 1, "2d": 2, "a2d": 2, "2dms": 2, "a2dms": 2, "3d": 4, "cube": 4, "acube": 4}
+MIP_GEOMS = ("1d", "2d", "3d", "a1d", "a2d")  # word 3 of a lane is free for the LOD or gradient
 FIRST = {"a1d": 1, "a2d": 1, "acube": 1, "2dms": 1, "a2dms": 2}  # coordinate words before x: layer, sample
 
 
@@ -70,9 +75,12 @@ def _launch(module, name: str, handle: int, inp: np.ndarray) -> np.ndarray:
 
 
 # ================================================================ textures
-def _texture(geom: str, integer: bool, rng: np.random.Generator, mode: str, linear: bool, normalized: bool):
-    """(runtime handle, model texture, backing array): float32 RGBA texels, or int16 pairs read as integers."""
-    w, h, d, layers, cube = SHAPES[geom]
+def _level(geom: str, size: tuple[int, int, int], integer: bool, rng: np.random.Generator, mode: str, linear: bool,
+           normalized: bool):
+    """(image, sampler, model texture, backing array) of `size`: float32 RGBA texels, or int16
+    pairs read as integers."""
+    w, h, d = size
+    _, _, _, layers, cube = SHAPES[geom]
     shape = (max(layers, 1), max(d, 1), max(h, 1), w)
     if integer:
         data = rng.integers(-30000, 30000, shape + (2,), dtype=np.int16)
@@ -90,7 +98,32 @@ def _texture(geom: str, integer: bool, rng: np.random.Generator, mode: str, line
     effective = mode if normalized or mode in ("clamp", "border") else "clamp"  # wrap/mirror need normalized
     tex = {"texels": texels, "size": (w, max(h, 1), max(d, 1)), "mode": effective, "linear": linear,
            "normalized": normalized, "border": border}
+    return image, sampler, tex, data
+
+
+def _texture(geom: str, integer: bool, rng: np.random.Generator, mode: str, linear: bool, normalized: bool):
+    """(runtime handle, model texture, backing array)."""
+    image, sampler, tex, data = _level(geom, SHAPES[geom][:3], integer, rng, mode, linear, normalized)
     return runtime.register(image, sampler), tex, data
+
+
+# a mipmapped texture's mipmap fields: (linear mip filtering, mipmapLevelBias, min and max level clamps)
+MIP_SETTINGS = ((True, 0.0, 0.0, 8.0), (False, -0.375, 0.5, 2.0), (True, 0.75, 1.0, 1.75))
+
+
+def _mip_texture(geom: str, rng: np.random.Generator, mode: str, linear: bool, normalized: bool,
+                 settings: tuple[bool, float, float, float]):
+    """(runtime handle, model textures per level, backing arrays): float32 RGBA levels halving
+    per axis down to 1 from the geometry's shape."""
+    w, h, d, _, _ = SHAPES[geom]
+    images, texs, keep = [], [], []
+    for k in range(max(w, h, d).bit_length()):
+        image, sampler, tex, data = _level(geom, tuple(n and max(1, n >> k) for n in (w, h, d)), False, rng, mode,
+                                           linear, normalized)
+        images.append(image)
+        texs.append(tex)
+        keep.append(data)
+    return runtime.register(Mipmap(tuple(images), *settings), sampler), texs, keep
 
 
 def _lanes(geom: str, integer_coords: bool, normalized: bool, rng: np.random.Generator) -> np.ndarray:
@@ -159,6 +192,43 @@ def _check_fetch(geom: str, integer: bool, integer_coords: bool, mode: str, line
     return check
 
 
+def _check_mip(geom: str, variant: str | None, mode: str, linear: bool, normalized: bool,
+               settings: tuple[bool, float, float, float]):
+    """tex on a mipmapped texture: word 3 of each lane is the LOD (.level) or every gradient
+    component (.grad, in normalized units: 2^-6 to 2^1.5); the model's LOD, levels and blend."""
+    mip_linear, bias, low, high = settings
+
+    def check(module, name: str) -> None:
+        rng = _rng(name)
+        handle, texs, keep = _mip_texture(geom, rng, mode, linear, normalized, settings)
+        try:
+            inp = _lanes(geom, False, normalized, rng)
+            word = rng.uniform(-1.5, len(texs) + 1, WARP) if variant == "level" else 2.0 ** rng.uniform(-6, 1.5, WARP)
+            inp[:, 3] = word.astype(np.float32).view(np.uint32)
+            out = _launch(module, name, handle, inp)
+        finally:
+            runtime.release(handle)
+        dims = len([n for n in SHAPES[geom][:3] if n])
+        for lane in range(WARP):
+            g = float(inp[lane, 3:4].view(np.float32)[0])
+            lod = None  # plain tex: LOD 0 without the bias, then the clamps; no footprint: the bottom clamp
+            if variant == "level":
+                lod = g
+            elif variant == "grad":
+                grad = [g * n for n in texs[0]["size"][:dims]]
+                lod = model.mip_gradient_lod(grad, grad)
+            value = model.mip_lod(lod, bias, low, high, len(texs))
+            want = [0.0] * 4
+            for level, weight in model.mip_levels(value, mip_linear):
+                level = min(level, len(texs) - 1)
+                fetched = _expect_fetch(texs[level], geom, inp[lane], False, None)
+                want = [acc + float(weight) * model.f32(v) for acc, v in zip(want, fetched)]
+            for k in range(4):
+                got = float(np.uint32(out[lane][k]).view(np.float32))
+                assert abs(got - want[k]) <= 1e-6 * max(1.0, abs(want[k])), f"lane {lane} channel {k}: {got} != {want[k]}"
+    return check
+
+
 def _cycle(tf: TargetForm) -> list[tuple[str, ...]]:
     """Modifier lists of the line in which list k takes value k of every slot (cycling), so each
     value occurs."""
@@ -187,6 +257,13 @@ def _tex_instances(tf: TargetForm) -> list[Instance]:
         mode = MODES[k % 4]
         check = _check_fetch(geom, integer, ctype == "s32", mode, not integer and k % 3 != 1, k % 2 == 0, dtype=dtype)
         out.append(Instance(mods, name, _entry(name, inst, dests), check))
+        if "v4" in mods and ctype == "f32" and geom in MIP_GEOMS:  # the form, with f32 results, on a mipmapped texture
+            mip_mods = mods[:-2] + ("f32", "f32")
+            mip_name = f"texmip_{tf.syntax.count(',')}_{'_'.join(mip_mods)}"
+            mip_dests = [f"%r{i}" for i in range(5, 9)]
+            mip_inst = f"tex.{'.'.join(mip_mods)} {_vec(mip_dests)}, [%rd1, {coords}]{extra};"
+            check = _check_mip(geom, variant, mode, k % 3 != 1, True, MIP_SETTINGS[k % len(MIP_SETTINGS)])
+            out.append(Instance(mip_mods, mip_name, _entry(mip_name, mip_inst, mip_dests), check))
     return out
 
 

@@ -8,8 +8,9 @@ normalized coordinates truncated to 24 fractional bits and scaled in f64, point 
 texel floor(x), address modes on texel indices, channel values in f64 (normalized-float reads
 max(t / max, -1)), the result rounded once to f32 or truncated to a 32-bit integer.
 
-Implemented: tex (.1d/.2d/.3d/.a1d/.a2d/.2dms/.a2dms/.cube/.acube, also .level/.grad at level 0, f32 or s32 coordinates,
-f32/s32/u32/f16/f16x2 results, point and linear filtering), tld4 (.2d/.a2d/.cube/.acube), every txq/suq query,
+Implemented: tex (.1d/.2d/.3d/.a1d/.a2d/.2dms/.a2dms/.cube/.acube, .base/.level/.grad, f32 or s32 coordinates,
+f32/s32/u32/f16/f16x2 results, point and linear filtering; on mipmapped textures the CPU model's level
+selection and blend, cpu/mipmap.py), tld4 (.2d/.a2d/.cube/.acube), every txq/suq query,
 suld.b/sust.b/sust.p/sured (.trap/.clamp/.zero), istypep (false). Every other form is refused by name; the HIP backend refuses
 objects this lowering cannot sample (docs/amdgpu.md). An object of the wrong kind (its magic word) or a .trap access outside a surface faults with a
 load from address 0 (CUDA reports 700 for both; a trap would be 719).
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from zluda_py.compiler import texdesc as D
+from zluda_py.compiler import miplod, texdesc as D
 from zluda_py.compiler.errors import unsupported
 from zluda_py.ptx import ast
 
@@ -33,6 +34,7 @@ CUBES = ("cube", "acube")
 COORD_SCALE = float(1 << 24)  # cpu/texture.py COORD_BITS
 HALF_ALIGN_BITS = 14  # cpu/texture.py: half texels aligned to 2^(E - 14) before they blend
 UNSUPPORTED = "textures, surfaces: this form is not supported on AMDGPU yet"
+LOG2_SYMBOL = "__zluda_mip_log2"  # the module's copy of miplod.LOG2_TABLE
 
 
 def _elems(op: ast.Operand) -> list[ast.Operand]:
@@ -340,8 +342,10 @@ class TextureMixin:
 
     # ------------------------------------------------------------------ tex
     def op_tex(self, inst: ast.Instruction) -> None:
-        """tex. The HIP backend makes no mipmapped objects, so .level and .grad sample level 0, as
-        the CPU model does for a texture without levels (the operands are not read)."""
+        """tex: the level(s) the LOD selects (a texture without levels: level 0), sampled; with
+        linear mip filtering the two levels around the LOD, each rounded to f32 as the CPU model
+        returns it, blended in f64 by the 8-bit weight (cpu/mipmap.py fetch). One sampling loop
+        body serves both levels."""
         d, a, *rest = inst.operands
         geom = next((m for m in inst.mods if m in GEOMETRY), None)
         dtype, ctype = inst.types[-2], inst.types[-1]
@@ -355,28 +359,190 @@ class TextureMixin:
             d = d.dest
         desc = self._desc(inst, a.base, D.TEXTURE_MAGIC)
         flags = self._field(desc, D.FLAGS, I32)
-        dims, layered = GEOMETRY[geom]
         elems = _elems(a.extra[0])
+        lower, upper, weight = self._mip_levels(inst, desc, flags, geom, elems, rest)
+        blend = self._has(flags, D.MIP_LINEAR)
+        pre, loop = b.block, self.llfn.append_basic_block("tex.level")
+        again, done = self.llfn.append_basic_block("tex.upper"), self.llfn.append_basic_block("tex.levels")
+        b.branch(loop)
+        b.position_at_end(loop)
+        second = b.phi(I1)  # the pass that samples the upper level of a blend
+        second.add_incoming(ir.Constant(I1, 0), pre)
+        first = [b.phi(F64) for _ in range(4)]  # the lower level's channels, in the second pass
+        for phi in first:
+            phi.add_incoming(_f64(0.0), pre)
+        level = b.select(second, upper, lower)
+        values = self._sample(b.gep(desc, [b.mul(level, _i64(D.SIZE))], source_etype=I8), geom, elems, ctype)
+        b.cbranch(b.and_(blend, b.not_(second)), again, done)
+        b.position_at_end(again)
+        second.add_incoming(ir.Constant(I1, 1), again)
+        for phi, value in zip(first, values):
+            phi.add_incoming(value, again)
+        b.branch(loop)
+        b.position_at_end(done)
+        as_f32 = lambda v: b.fpext(b.fptrunc(v, F32), F64)  # noqa: E731
+        keep = b.fsub(_f64(1.0), weight)
+        values = [b.select(blend, b.fadd(b.fmul(keep, as_f32(lo)), b.fmul(weight, as_f32(hi))), hi)
+                  for lo, hi in zip(first, values)]
+        self._results(d, values, flags, dtype)
+
+    def _sample(self, desc: ir.Value, geom: str, elems: list[ast.Operand], ctype: str) -> list[ir.Value]:
+        """The four channels (f64) one level's descriptor gives at the coordinates."""
+        b = self.b
+        flags = self._field(desc, D.FLAGS, I32)
+        dims, layered = GEOMETRY[geom]
         if ctype == "s32":
             layer = self._layer(desc, b.zext(self.read(elems[0], "u32"), I64)) if layered else _i64(0)
             first = int(layered) + geom.endswith("ms")  # the objects hold one sample, which every number reads
-            values = self._texel(desc, [b.sext(self.read(c, "s32"), I64) for c in elems[first:first + dims]], layer)
-        else:
-            us, layer = self._spatial(desc, flags, geom, elems)
-            point, linear = self.llfn.append_basic_block("tex.point"), self.llfn.append_basic_block("tex.linear")
-            done = self.llfn.append_basic_block("tex.fetched")
-            b.cbranch(self._has(flags, D.LINEAR_FILTER), linear, point)
-            b.position_at_end(point)
-            point_values = self._texel(desc, [self._floor_index(u) for u in us], layer)
-            point_end = b.block
-            b.branch(done)
-            b.position_at_end(linear)
-            linear_values = self._filter(desc, flags, us, layer)
-            linear_end = b.block
-            b.branch(done)
-            b.position_at_end(done)
-            values = self._join(point_values, point_end, linear_values, linear_end)
-        self._results(d, values, flags, dtype)
+            return self._texel(desc, [b.sext(self.read(c, "s32"), I64) for c in elems[first:first + dims]], layer)
+        us, layer = self._spatial(desc, flags, geom, elems)
+        point, linear = self.llfn.append_basic_block("tex.point"), self.llfn.append_basic_block("tex.linear")
+        done = self.llfn.append_basic_block("tex.fetched")
+        b.cbranch(self._has(flags, D.LINEAR_FILTER), linear, point)
+        b.position_at_end(point)
+        point_values = self._texel(desc, [self._floor_index(u) for u in us], layer)
+        point_end = b.block
+        b.branch(done)
+        b.position_at_end(linear)
+        linear_values = self._filter(desc, flags, us, layer)
+        linear_end = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        return self._join(point_values, point_end, linear_values, linear_end)
+
+    # ------------------------------------------------------------------ mipmap levels
+    def _nan_max(self, x: ir.Value, y: ir.Value, smaller: bool = False) -> ir.Value:
+        """numpy's maximum (minimum with `smaller`) of two f64: NaN if either is."""
+        b = self.b
+        pick = b.select(b.fcmp_ordered("<=" if smaller else ">=", x, y), x, y)
+        return b.select(b.fcmp_unordered("uno", x, y), b.fadd(x, y), pick)
+
+    def _mip_levels(self, inst: ast.Instruction, desc: ir.Value, flags: ir.Value, geom: str, elems: list[ast.Operand],
+                    rest: list[ast.Operand]) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(lower level, upper level, the upper one's weight in f64) of cpu/mipmap.py's fetch:
+        the LOD cut to 1/256 after the bias, clamped to the descriptor's clamps and the levels
+        (NaN: 0); point mip filtering takes floor(LOD + 0.5) (both levels), linear the two around
+        it, weighted by its fraction (gradient LODs: sharpened by anisotropy, miplod.blend_shape)."""
+        b = self.b
+        bias = self._field(desc, D.BIAS, F64)
+        steps = _f64(miplod.LOD_STEPS)
+        if inst.has("level"):  # cut to 8 fractional bits toward zero before the bias
+            given = b.fpext(b.bitcast(self.read(rest[0], "f32"), F32), F64)
+            lod = b.fdiv(self.call_intrinsic("llvm.trunc.f64", F64, [b.fmul(given, steps)]), steps)
+        elif inst.has("grad"):
+            lod = self._gradient_lod(desc, geom, elems, rest)
+        else:  # LOD 0 without the bias: -bias, to which the bias is added as the model does
+            lod = b.fneg(bias)
+        lod = b.fdiv(self.call_intrinsic("llvm.floor.f64", F64, [b.fmul(b.fadd(lod, bias), steps)]), steps)
+        lod = self._nan_max(self._nan_max(lod, self._field(desc, D.MIN_CLAMP, F64)),
+                            self._field(desc, D.MAX_CLAMP, F64), smaller=True)
+        top = b.uitofp(b.sub(self._u32_field(desc, D.LEVELS_COUNT), _i64(1)), F64)
+        lod = b.select(b.fcmp_ordered(">", lod, _f64(0.0)), lod, _f64(0.0))  # NaN too
+        lod = b.select(b.fcmp_ordered("<", lod, top), lod, top)
+        nearest = b.fptosi(self.call_intrinsic("llvm.floor.f64", F64, [b.fadd(lod, _f64(0.5))]), I64)
+        low = self.call_intrinsic("llvm.floor.f64", F64, [lod])
+        fraction = b.fsub(lod, low)
+        low = b.fptosi(low, I64)
+        high = b.add(low, _i64(1))
+        high = b.select(b.fcmp_ordered(">", b.sitofp(high, F64), top), low, high)
+        if inst.has("grad"):  # the sharpened blend was measured for gradient LODs only
+            slope, start = self._field(desc, D.BLEND_SLOPE, F64), self._field(desc, D.BLEND_START, F64)
+            rounded = self.call_intrinsic("llvm.rint.f64", F64, [b.fmul(fraction, steps)])
+            sharp = self.call_intrinsic("llvm.floor.f64", F64, [b.fmul(b.fsub(rounded, start), slope)])
+            sharp = b.select(b.fcmp_ordered(">", sharp, _f64(0.0)), sharp, _f64(0.0))
+            sharp = b.select(b.fcmp_ordered("<", sharp, steps), sharp, steps)
+            fraction = b.fdiv(sharp, steps)
+        blend = self._has(flags, D.MIP_LINEAR)
+        return b.select(blend, low, nearest), b.select(blend, high, nearest), fraction
+
+    def _gradient_lod(self, desc: ir.Value, geom: str, elems: list[ast.Operand], rest: list[ast.Operand]) -> ir.Value:
+        """cpu/mipmap.py _gradient_lod: the gradients in level-0 texels (of the face coordinates
+        on a cube), each component cut to GRADIENT_BITS fractional mantissa bits; the footprint's
+        major axis; with anisotropy (2-D) at least the minor axis; its log2 through LOG2_TABLE."""
+        b = self.b
+        dims, layered = GEOMETRY[geom]
+        as_f64 = lambda op: b.fpext(b.bitcast(self.read(op, "f32"), F32), F64)  # noqa: E731
+        dx, dy = ([as_f64(e) for e in _elems(g)[:dims]] for g in rest)
+        if geom in CUBES:  # the gradient of s, t = (sc / ma + 1) / 2 at the direction
+            at = [as_f64(e) for e in elems[int(layered):int(layered) + 3]]
+            sc, tc, ma = self._face_terms(at, at)
+            two_ma2 = b.fmul(b.fmul(_f64(2.0), ma), ma)
+            for g in (dx, dy):
+                dsc, dtc, dma = self._face_terms(at, g)
+                g[:] = [b.fdiv(b.fsub(b.fmul(dc, ma), b.fmul(c, dma)), two_ma2) for dc, c in ((dsc, sc), (dtc, tc))]
+        height = self._u32_field(desc, D.HEIGHT)
+        depth = self._u32_field(desc, D.DEPTH)
+        one = lambda n: b.select(b.icmp_unsigned("==", n, _i64(0)), _i64(1), n)  # noqa: E731
+        sizes = [b.uitofp(n, F64) for n in (self._u32_field(desc, D.WIDTH), one(height), one(depth))]
+        # keep 1 + GRADIENT_BITS significant bits of each f64 (toward zero; NaN and inf stay)
+        mask = _i64(-(1 << (52 - miplod.GRADIENT_BITS)))
+        cut = lambda v: b.bitcast(b.and_(b.bitcast(v, I64), mask), F64)  # noqa: E731
+        dx, dy = ([cut(b.fmul(v, sizes[k])) for k, v in enumerate(g)] for g in (dx, dy))
+        diagonal = _f64(miplod.DIAGONAL)
+        lengths = [self._length(dx), self._length(dy),
+                   b.fmul(diagonal, self._length([b.fadd(p, q) for p, q in zip(dx, dy)])),
+                   b.fmul(diagonal, self._length([b.fsub(p, q) for p, q in zip(dx, dy)]))]
+        major = lengths[0]
+        for length in lengths[1:]:
+            major = self._nan_max(major, length)
+        if len(dx) == 2:  # the minor axis, at least major / maxAnisotropy, where anisotropy applies
+            aniso = self._u32_field(desc, D.ANISOTROPY)
+            area = self.call_intrinsic("llvm.fabs.f64", F64, [b.fsub(b.fmul(dx[0], dy[1]), b.fmul(dx[1], dy[0]))])
+            minor = b.fdiv(area, major)
+            minor = b.select(b.fcmp_unordered("uno", minor, minor), _f64(0.0),
+                             b.select(b.fcmp_ordered("==", minor, _f64(float("inf"))), _f64(1.7976931348623157e308), minor))
+            sharper = self._nan_max(minor, b.fdiv(major, b.uitofp(aniso, F64)))
+            major = b.select(b.icmp_unsigned(">", aniso, _i64(1)), sharper, major)
+        return self._log2(major)
+
+    def _face_terms(self, at: list[ir.Value], v: list[ir.Value]) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """cpu/mipmap.py _face_terms: (sc, tc, ma) of vector v on the face the direction `at` selects."""
+        b = self.b
+        fabs = lambda u: self.call_intrinsic("llvm.fabs.f64", F64, [u])  # noqa: E731
+        x, y, z = at
+        vx, vy, vz = v
+        ax, ay, az = fabs(x), fabs(y), fabs(z)
+        on_z = b.and_(b.fcmp_ordered(">=", az, ax), b.fcmp_ordered(">=", az, ay))
+        on_y = b.and_(b.not_(on_z), b.fcmp_ordered(">=", ay, ax))
+        on_x = b.not_(b.or_(on_z, on_y))
+        sign = lambda c: b.select(b.fcmp_ordered(">=", c, _f64(0.0)), _f64(1.0), _f64(-1.0))  # noqa: E731
+        pick = lambda px, py, pz: b.select(on_x, px, b.select(on_y, py, pz))  # noqa: E731
+        sc = pick(b.fmul(b.fneg(sign(x)), vz), vx, b.fmul(sign(z), vx))
+        tc = pick(b.fneg(vy), b.fmul(sign(y), vz), b.fneg(vy))
+        ma = pick(b.fmul(sign(x), vx), b.fmul(sign(y), vy), b.fmul(sign(z), vz))
+        return sc, tc, ma
+
+    def _length(self, v: list[ir.Value]) -> ir.Value:
+        """cpu/mipmap.py _length: the absolute components, longest first, weighted by AXIS_WEIGHTS."""
+        b = self.b
+        v = [self.call_intrinsic("llvm.fabs.f64", F64, [c]) for c in v]
+        for i in range(len(v)):  # a sorting network, longest first
+            for j in range(len(v) - 1 - i):
+                longer = b.fcmp_ordered(">=", v[j], v[j + 1])
+                v[j], v[j + 1] = b.select(longer, v[j], v[j + 1]), b.select(longer, v[j + 1], v[j])
+        total = v[0]
+        for weight, c in zip(miplod.AXIS_WEIGHTS[1:], v[1:]):
+            total = b.fadd(total, b.fmul(_f64(weight), c))
+        return total
+
+    def _log2(self, x: ir.Value) -> ir.Value:
+        """cpu/mipmap.py _log2 of an f64: for x > 0 its exponent plus the LOG2_TABLE entry of its
+        top 8 mantissa bits in 1/256 (infinity, whose numpy mantissa is infinite, -1 there); else -inf."""
+        b = self.b
+        bits = b.bitcast(x, I64)
+        exponent = b.sitofp(b.sub(b.and_(b.lshr(bits, _i64(52)), _i64(0x7FF)), _i64(1023)), F64)
+        table = self.mod.ir.globals.get(LOG2_SYMBOL)
+        if table is None:
+            ty = ir.ArrayType(I8, len(miplod.LOG2_TABLE))
+            table = ir.GlobalVariable(self.mod.ir, ty, name=LOG2_SYMBOL, addrspace=4)
+            table.type = ir.PointerType(addrspace=4)
+            table.linkage, table.global_constant = "private", True
+            table.initializer = ir.Constant(ty, bytearray(miplod.LOG2_TABLE))
+        index = b.and_(b.lshr(bits, _i64(44)), _i64(0xFF))
+        entry = b.load(b.gep(table, [_i64(0), index], source_etype=table.value_type), typ=I8)
+        value = b.fadd(exponent, b.fdiv(b.uitofp(entry, F64), _f64(miplod.LOD_STEPS)))
+        value = b.select(b.fcmp_ordered("==", x, _f64(float("inf"))), _f64(-1.0), value)
+        return b.select(b.fcmp_ordered(">", x, _f64(0.0)), value, _f64(float("-inf")))
 
     def _results(self, d: ast.Operand, values: list[ir.Value], flags: ir.Value, dtype: str) -> None:
         """Write the fetched channels (f64) as the destination type wants them."""
@@ -415,7 +581,8 @@ class TextureMixin:
     def _query(self, inst: ast.Instruction) -> None:
         """txq/suq, as the CPU model answers (cpu/texture.py _query): sizes (a level's: the size
         shifted right by the clamped level, at least 1 where the size is not 0), layers, the
-        sampler's settings, the layout, the channel order and type; one level, one sample."""
+        sampler's settings, the layout, the channel order and type (of level 0: the handle's block);
+        one level (the linker leaves out kernels with .num_mipmap_levels, as NVIDIA's driver does), one sample."""
         d, a, *lod = inst.operands
         what = inst.mods[-2] if len(inst.mods) >= 2 else None
         if not isinstance(a, ast.Addr) or a.extra or len(lod) != inst.has("level"):

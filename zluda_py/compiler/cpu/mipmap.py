@@ -26,24 +26,16 @@ descriptor's mipmap fields. The level of detail (LOD) is NVIDIA's, as recorded o
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from zluda_py.compiler.cpu import texture
+from zluda_py.compiler.miplod import (AXIS_WEIGHTS, DIAGONAL, GRADIENT_BITS, LOD_STEPS, LOG2_TABLE, anisotropy,
+                                      blend_shape)
 
 LOD_SLOT, DPDX_SLOT, DPDY_SLOT = 4, 4, 8  # argument slots of tex.level's LOD and tex.grad's gradients
-LOD_STEPS = 256  # the LOD's fixed point: 8 fractional bits
-GRADIENT_BITS = 9  # fractional mantissa bits a gradient component keeps (truncated)
-# log2(1 + i/256) in 1/256 for the mantissa interval [i, i + 1)/256: the value at its middle,
-# rounded (fractions up to 17/32 down), at most 255; interval 0 gives 0, so a power of two has
-# an integer LOD
-LOG2_TABLE = np.array([0] + [min(math.floor(LOD_STEPS * math.log2(1 + (i + 0.5) / 256) + 15 / 32), 255)
-                             for i in range(1, 256)])
-AXIS_WEIGHTS = (1.0, 11 / 32, 1 / 4)  # a vector's length: its components, longest first, weighted
-DIAGONAL = 11 / 16  # weight of |dx + dy| and |dx - dy| against |dx| and |dy|
-MAX_ANISOTROPY = 16
+LOG2_TABLE = np.array(LOG2_TABLE)
 
 
 @dataclass(frozen=True)
@@ -119,7 +111,7 @@ def _log2(x: np.ndarray) -> np.ndarray:
 
 
 def _anisotropy(mip: Mipmap) -> int:
-    return min(mip.anisotropy, MAX_ANISOTROPY)
+    return anisotropy(mip.anisotropy)
 
 
 def _gradient_lod(mods: tuple[str, ...], mip: Mipmap, args: np.ndarray) -> np.ndarray:
@@ -148,14 +140,11 @@ def level_of_detail(mods: tuple[str, ...], mip: Mipmap, sampler: texture.Sampler
 
 
 def blend_weight(fraction: np.ndarray, anisotropy: int) -> np.ndarray:
-    """The upper level's weight in linear mip filtering, from the LOD's fraction. With
-    anisotropy the blend narrows around the middle: slope s (1.5 for maxAnisotropy 2, 1.75 for 4,
-    2 for 16 measured; 2 - 1/A up to 4 and 2 past it), starting s/256 steps after
-    floor(128 (1 - 1/s))."""
+    """The upper level's weight in linear mip filtering, from the LOD's fraction (with
+    anisotropy the blend narrows around the middle: miplod.blend_shape)."""
     if anisotropy <= 1:
         return fraction
-    slope = 2 - 1 / anisotropy if anisotropy <= 4 else 2.0
-    start = math.floor(LOD_STEPS / 2 * (1 - 1 / slope))
+    slope, start = blend_shape(anisotropy)
     steps = np.floor((np.round(fraction * LOD_STEPS) - start) * slope)
     return np.clip(steps, 0, LOD_STEPS) / LOD_STEPS
 
