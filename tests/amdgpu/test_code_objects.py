@@ -16,23 +16,9 @@ from .corpus import CUDA, PTX_FILES, RDC, RDC_GROUPS, TARGETS, rdc_name
 from zluda_py.compiler.amdgpu import codeobject
 
 
-# programs the AMDGPU target refuses by design, loudly (test_refused_programs_say_why):
-# the tensor-core instructions (docs/amdgpu.md)
-REFUSED = {"e2e_tensor_cores.cu": "unsupported: wmma.load"}
-
-
 def _names() -> list[str]:
-    names = [p.name for p in sorted(CUDA.glob("*.cu")) if p.name not in RDC and p.name not in REFUSED]
+    names = [p.name for p in sorted(CUDA.glob("*.cu")) if p.name not in RDC]
     return names + [rdc_name(g) for g in RDC_GROUPS] + [p.name for p in PTX_FILES]
-
-
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_refused_programs_say_why(corpus, name):
-    from zluda_py.compiler import UnsupportedError
-
-    error = corpus[name].error
-    assert isinstance(error, UnsupportedError) and REFUSED[name] in str(error), error
-    assert error.cu_result == 218
 
 
 def _built(corpus, name: str):

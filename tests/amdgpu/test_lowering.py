@@ -26,8 +26,9 @@ def kernel(body: str, regs: str = ".reg .b32 %r<8>;\n.reg .f32 %f<8>;\n.reg .b64
 @pytest.mark.parametrize("line, name", [
     # a texture form AMDGPU refuses (docs/amdgpu.md): a separate sampler operand
     ("tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, %rd2, {%f5, %f6}];", "tex.2d.v4.f32.f32"),
-    ("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2}, {%r3}, "
-     "{%f5,%f6,%f7,%f4};", "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"),
+    # an mma form neither target translates (directed rounding of .f64)
+    ("mma.sync.aligned.m8n8k4.row.col.rz.f64.f64.f64.f64 {%rd0,%rd1}, {%rd2}, {%rd3}, {%rd0,%rd1};",
+     "mma.sync.aligned.m8n8k4.row.col.rz.f64.f64.f64.f64"),
 ])
 def test_textures_surfaces_and_mma_are_refused_with_position(line, name):
     text = kernel(line)

@@ -122,7 +122,6 @@ AMDGPU_REFUSALS = [
     (r"exit inside a \.func", "exit in a function (documented in docs/amdgpu.md)"),
     (r"(red|atom)\..*\.v[248]\.", "vector atomics not lowered"),
     (r"unsupported: (tex|tld4|txq|suld|sust|sured|suq|istypep)\..*textures, surfaces", "texture and surface forms past the AMDGPU slice (docs/amdgpu.md)"),
-    (r"unsupported: (w?mma|ldmatrix|stmatrix|movmatrix)\.", "warp-level matrix instructions: CPU target only (docs/amdgpu.md)"),
 ]
 
 

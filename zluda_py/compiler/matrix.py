@@ -1,8 +1,9 @@
 """Warp-level matrix instructions (PTX ISA "Warp Level Matrix Multiply-Accumulate Instructions"):
 which forms are translated, and where each matrix element lives in a warp's registers.
 
-Defined once, target-neutral; the CPU target lowers them (cpu/mma.py), the AMDGPU target refuses
-them. The fragment layouts are the manual's "Matrix Fragments for mma.mMnNkK" formulas, with
+Defined once, target-neutral; both targets lower them from these tables (cpu/mma.py over a lane
+vector, amdgpu/mma.py one lane at a time with cross-lane reads), and compute with
+matrix_values.py. The fragment layouts are the manual's "Matrix Fragments for mma.mMnNkK" formulas, with
 groupID = %laneid >> 2 and threadID_in_group = %laneid % 4: `fragment(...)[lane][i]` is the
 (row, column) of element i (low to high: register i // per_register, bit offset
 (i % per_register) * element bits) held by `lane`.
@@ -192,6 +193,27 @@ def matrix_form(inst: ast.Instruction) -> tuple[int, bool]:
     if not count:
         raise unsupported(inst, "missing .num")
     return count, "trans" in mods
+
+
+def matrix_space(inst: ast.Instruction) -> str:
+    """ldmatrix/stmatrix: the state space of the row addresses (shared, or generic)."""
+    return "shared" if any(m.startswith("shared") for m in inst.mods) else "generic"
+
+
+def matrix_rows(m: int, trans: bool, half: int = 0) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """ldmatrix/stmatrix of matrix `m`: per lane, the lane whose row address it uses and the
+    bytes added to it. Not transposed, lane l moves row l/4's columns 2(l%4) and 2(l%4)+1 (one
+    32-bit word); transposed, half `half` of its word is column l/4 of stored row 2(l%4)+half."""
+    if not trans:
+        return tuple(8 * m + lane // 4 for lane in range(WARP)), tuple(4 * (lane % 4) for lane in range(WARP))
+    return (tuple(8 * m + 2 * (lane % 4) + half for lane in range(WARP)),
+            tuple(2 * (lane // 4) for lane in range(WARP)))
+
+
+def movmatrix_source(half: int) -> tuple[tuple[int, int], ...]:
+    """movmatrix: per lane l, (source lane, half of its word) of its result's half `half`, which
+    is element (2(l%4)+half, l/4) of the source matrix; element (r, c) is lane 4r + c/2's half c%2."""
+    return tuple((4 * (2 * (lane % 4) + half) + lane // 8, (lane // 4) % 2) for lane in range(WARP))
 
 
 

@@ -1031,8 +1031,9 @@ def _ds(w: Wave, d: Decoded) -> None:
         size, _ = _size_of(name)
         stride = size * (64 if "STRIDE64" in name else 1)
         single = name.replace("_2ADDR_STRIDE64", "").replace("_2ADDR", "")
+        base = w.vgpr[addr_reg, lanes].copy()  # the first load may overwrite the address (vdst = addr)
         for k, (off, data) in enumerate(((inst.offset0, d0), (inst.offset1, d1))):
-            addrs = (w.vgpr[addr_reg, lanes] + np.uint32(off * stride)).astype(np.uint64)
+            addrs = (base + np.uint32(off * stride)).astype(np.uint64)
             sub = d.copy(single)
             _mem_op(w, sub, "lds", lanes, addrs, data, None, vdst + k * (size // 4), False)
         return

@@ -18,6 +18,7 @@ from zluda_py.compiler import cfg
 from zluda_py.compiler.amdgpu.ir_extras import PrivateAlloca, insert
 from zluda_py.compiler.amdgpu.mbarrier import MbarrierMixin, first_sides
 from zluda_py.compiler.amdgpu.memory import MemoryMixin
+from zluda_py.compiler.amdgpu.mma import MmaMixin
 from zluda_py.compiler.amdgpu.printf import PrintfMixin
 from zluda_py.compiler.amdgpu.texture import TextureMixin
 from zluda_py.compiler.amdgpu.warp import WarpMixin
@@ -39,9 +40,8 @@ CONST_AS = 4
 # No effect on this target, or only a performance hint.
 NO_OPS = {"prefetch", "prefetchu", "pmevent", "discard", "applypriority", "createpolicy", "griddepcontrol",
           "setmaxnreg", "nanosleep"}
-# Refused until a later issue adds them: the tensor cores.
-REFUSED = {"mma", "wmma", "wgmma",
-           "ldmatrix", "stmatrix", "movmatrix", "tcgen05", "tensormap"}
+# Refused: the tensor-core instructions of sm_90 and later (mma/wmma and the matrix moves: mma.py).
+REFUSED = {"wgmma", "tcgen05", "tensormap"}
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
 # v5 implicit kernel arguments (offsets from llvm.amdgcn.implicitarg.ptr).
 IMPLICIT_BLOCK_COUNT = 0  # u32 x3
@@ -67,7 +67,7 @@ class Symbol:
     size: int = 0
 
 
-class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, TextureMixin):
+class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, TextureMixin, MmaMixin):
     def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
         self.mod = mod
         self.fn = fn

@@ -26,13 +26,15 @@ from llvmlite import ir
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import WARP
 from zluda_py.compiler.cpu.memory import Access
-from zluda_py.compiler.matrix import (BITS, MmaForm, WmmaMove, matrix_form, mma_form, wmma_dims, wmma_form,
-                                      wmma_fragment, wmma_registers)
+from zluda_py.compiler.matrix import (BITS, MmaForm, WmmaMove, matrix_form, matrix_rows, matrix_space, mma_form,
+                                      movmatrix_source, wmma_dims,
+                                      wmma_form, wmma_fragment, wmma_registers)
+from zluda_py.compiler.matrix_values import accumulator, multiplicand, multiply_add, narrow, widen
 from zluda_py.compiler.errors import unsupported
 from zluda_py.ptx import ast
 
 I16, I32, I64, PTR = ir.IntType(16), V.I32, V.I64, V.PTR
-F32, F64 = ir.FloatType(), ir.DoubleType()
+F64 = ir.DoubleType()
 
 
 def _elems(op: ast.Operand) -> list[ast.Operand]:
@@ -145,17 +147,17 @@ class MmaMixin:
     def _check_row_alignment(self, inst: ast.Instruction, addr: ast.Addr, count: int, mask: ir.Value) -> None:
         """The manual: four threads move each 16-byte row, so every row address is 16-byte aligned.
         Only lanes 0 .. 8*count-1 give row addresses (the other lanes' are not used)."""
-        host, _ = self._locate(addr, _matrix_space(inst))
+        host, _ = self._locate(addr, matrix_space(inst))
         if not isinstance(host.type, ir.VectorType):
             host = V.splat(self.b, host)
         rows = V.lane_consts(ir.IntType(1), [int(lane < 8 * count) for lane in range(WARP)])
         self._check_aligned(host, 16, self.b.and_(mask, rows))
 
-    def _matrix_rows(self, inst: ast.Instruction, addr: ast.Addr, sources: list[int], add: list[int],
+    def _matrix_rows(self, inst: ast.Instruction, addr: ast.Addr, sources: tuple[int, ...], add: tuple[int, ...],
                      nbytes: int) -> Access:
         """The per-lane access of lane i at (the row address lane sources[i] holds) + add[i]."""
         b = self.b
-        space = _matrix_space(inst)
+        space = matrix_space(inst)
         host, offsets = self._locate(addr, space)
         if not isinstance(host.type, ir.VectorType):
             host = V.splat(b, host)
@@ -170,13 +172,11 @@ class MmaMixin:
         b = self.b
         self._check_row_alignment(inst, addr, count, mask)
         for m, d in enumerate(_elems(dst)[:count]):
-            if not trans:  # lane l: row l/4 of matrix m, columns 2(l%4) and 2(l%4)+1 (one word)
-                acc = self._matrix_rows(inst, addr, [8 * m + l // 4 for l in range(WARP)],
-                                        [4 * (l % 4) for l in range(WARP)], 4)
+            if not trans:
+                acc = self._matrix_rows(inst, addr, *matrix_rows(m, False), 4)
                 word = self.load(acc, I32, 1, mask)[0]
-            else:  # lane l: column l/4 of the stored rows 2(l%4) and 2(l%4)+1
-                halves = [self.load(self._matrix_rows(inst, addr, [8 * m + 2 * (l % 4) + h for l in range(WARP)],
-                                                      [2 * (l // 4) for l in range(WARP)], 2), I16, 1, mask)[0]
+            else:
+                halves = [self.load(self._matrix_rows(inst, addr, *matrix_rows(m, True, h), 2), I16, 1, mask)[0]
                           for h in (0, 1)]
                 word = _pack16(b, *halves)
             self.write(d, word, "b32", mask)
@@ -189,19 +189,14 @@ class MmaMixin:
         for m, s in enumerate(_elems(src)[:count]):
             word = self.read(s, "b32")
             if not trans:
-                acc = self._matrix_rows(inst, addr, [8 * m + l // 4 for l in range(WARP)],
-                                        [4 * (l % 4) for l in range(WARP)], 4)
-                self.store(acc, [word], mask)
+                self.store(self._matrix_rows(inst, addr, *matrix_rows(m, False), 4), [word], mask)
                 continue
             for h in (0, 1):
                 half = b.trunc(b.lshr(word, V.splat_const(I32, 16 * h)), V.vec(I16))
-                acc = self._matrix_rows(inst, addr, [8 * m + 2 * (l % 4) + h for l in range(WARP)],
-                                        [2 * (l // 4) for l in range(WARP)], 2)
-                self.store(acc, [half], mask)
+                self.store(self._matrix_rows(inst, addr, *matrix_rows(m, True, h), 2), [half], mask)
 
     def op_movmatrix(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        """Lane l receives elements (2(l%4), l/4) and (2(l%4)+1, l/4) of the source matrix, whose
-        element (r, c) lane 4r + c/2 holds in its half c%2."""
+        """The lanes' halves picked from the source's low and high halves (matrix.movmatrix_source)."""
         matrix_form(inst)
         b = self.b
         d, a = inst.operands[:2]
@@ -209,15 +204,10 @@ class MmaMixin:
         lo = b.trunc(word, V.vec(I16))
         hi = b.trunc(b.lshr(word, V.splat_const(I32, 16)), V.vec(I16))
 
-        def take(row_of: int) -> ir.Value:
-            src = [(l // 4) % 2 * WARP + 4 * (2 * (l % 4) + row_of) + l // 8 for l in range(WARP)]
-            return b.shuffle_vector(lo, hi, _lanes(src))
+        def take(half: int) -> ir.Value:
+            return b.shuffle_vector(lo, hi, _lanes([which * WARP + lane for lane, which in movmatrix_source(half)]))
 
         self.write(d, _pack16(b, take(0), take(1)), "b32", mask)
-
-
-def _matrix_space(inst: ast.Instruction) -> str:
-    return "shared" if any(m.startswith("shared") for m in inst.mods) else "generic"
 
 
 def _pack16(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value) -> ir.Value:
@@ -225,41 +215,6 @@ def _pack16(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value) -> ir.Value:
 
 
 # ---------------------------------------------------------------------- the per-form helper
-def _accumulator(form: MmaForm) -> ir.Type:
-    return {"f64": F64, "s8": I64, "u8": I64}.get(form.atype, F32)
-
-
-def _widen(b: ir.IRBuilder, bits: ir.Value, etype: str, to: ir.Type) -> ir.Value:
-    """Elements of PTX type `etype` (integers of its width) as the accumulation type."""
-    vt = lambda t: ir.VectorType(t, WARP)  # noqa: E731
-    if etype == "f16":
-        return b.fpext(b.bitcast(bits, vt(ir.HalfType())), vt(F32))
-    if etype == "bf16":
-        return b.bitcast(b.shl(b.zext(bits, vt(I32)), V.splat_const(I32, 16)), vt(F32))
-    if etype == "tf32":
-        return b.bitcast(b.and_(bits, V.splat_const(I32, 0xFFFFE000)), vt(F32))
-    if etype == "f32":
-        return b.bitcast(bits, vt(F32))
-    if etype == "f64":
-        return b.bitcast(bits, vt(F64))
-    return (b.zext if etype == "u8" else b.sext)(bits, vt(to))
-
-
-def _narrow(b: ir.IRBuilder, value: ir.Value, form: MmaForm) -> ir.Value:
-    """A D element vector from the accumulation type to integers of dtype's width."""
-    vt = lambda t: ir.VectorType(t, WARP)  # noqa: E731
-    if form.dtype == "f16":
-        return b.bitcast(b.fptrunc(value, vt(ir.HalfType())), vt(I16))
-    if form.dtype == "f32":
-        return b.bitcast(value, vt(I32))
-    if form.dtype == "f64":
-        return b.bitcast(value, vt(I64))
-    if form.satfinite:
-        lo, hi = V.splat_const(I64, -(1 << 31)), V.splat_const(I64, (1 << 31) - 1)
-        value = b.select(b.icmp_signed("<", value, lo), lo, b.select(b.icmp_signed(">", value, hi), hi, value))
-    return b.trunc(value, vt(I32))
-
-
 def _lane_pointers(b: ir.IRBuilder, base: ir.Value, offsets: list[int]) -> ir.Value:
     return b.inttoptr(b.add(V.splat(b, b.ptrtoint(base, I64)), V.lane_consts(I64, offsets)), ir.VectorType(PTR, WARP))
 
@@ -280,7 +235,7 @@ def _unpack(b: ir.IRBuilder, form: MmaForm, which: str, regs: ir.Value, matrix: 
         element = reg if bits == width else b.trunc(reg, V.vec(ir.IntType(bits)))
         ptrs = _lane_pointers(b, matrix, [(r * cols + c) * size for r, c in (lane[i] for lane in layout)])
         V.intrinsic(b, f"llvm.masked.scatter.v{WARP}{_suffix(acc)}.v{WARP}p0", ir.VoidType(),
-                    [_widen(b, element, etype, acc), ptrs, ir.Constant(I32, size), V.ALL])
+                    [widen(b, element, etype, acc), ptrs, ir.Constant(I32, size), V.ALL])
 
 
 def _suffix(t: ir.Type) -> str:
@@ -296,9 +251,8 @@ def _mma_function(mod, form: MmaForm) -> ir.Function:
     fn.attributes.add("noinline")
     a_regs, b_regs, c_regs, d_regs = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    acc = _accumulator(form)
+    acc, mul_t = accumulator(form), multiplicand(form)
     (m, n), k = form.size, form.k
-    mul_t = I32 if isinstance(acc, ir.IntType) else acc  # integer products are exact in 32 bits
     am, bm = b.alloca(ir.ArrayType(mul_t, m * k)), b.alloca(ir.ArrayType(mul_t, k * n))
     c_type = ir.ArrayType(acc, m * n)
     cm = b.alloca(c_type)
@@ -316,12 +270,8 @@ def _mma_function(mod, form: MmaForm) -> ir.Function:
             splat = b.shuffle_vector(b.insert_element(ir.Constant(mrow_t, None), a, ir.Constant(I32, 0)),
                                      ir.Constant(mrow_t, None), ir.Constant(ir.VectorType(I32, n), [0] * n))
             brow = b.load(at(bm, j * n, mrow_t), typ=mrow_t, align=4)
-            if acc == F64:
-                total = V.intrinsic(b, f"llvm.fma.v{n}f64", row_t, [splat, brow, total])
-            elif isinstance(acc, ir.IntType):
-                total = b.add(total, b.sext(b.mul(splat, brow), row_t))
-            else:
-                total = b.fadd(total, b.fmul(splat, brow))
+            total = multiply_add(b, total, splat, brow,
+                                 lambda x, y, z: V.intrinsic(b, f"llvm.fma.v{n}f64", row_t, [x, y, z]))
         b.store(total, at(cm, r * n, row_t), align=4)
     size = 8 if acc in (F64, I64) else 4
     layout = form.layout("d")
@@ -333,7 +283,7 @@ def _mma_function(mod, form: MmaForm) -> ir.Function:
         ptrs = _lane_pointers(b, cm, [(r * n + c) * size for r, c in (lane[i] for lane in layout)])
         value = V.intrinsic(b, f"llvm.masked.gather.v{WARP}{_suffix(acc)}.v{WARP}p0", ir.VectorType(acc, WARP),
                             [ptrs, ir.Constant(I32, size), V.ALL, ir.Constant(ir.VectorType(acc, WARP), None)])
-        part = _narrow(b, value, form)
+        part = narrow(b, value, form)
         if bits != width:
             part = b.shl(b.zext(part, V.vec(ir.IntType(width))), V.splat_const(ir.IntType(width), i % per * bits))
         regs[i // per] = part if regs[i // per] is None else b.or_(regs[i // per], part)
