@@ -7,7 +7,9 @@ tests/conformance/test_sweep.py tests/conformance/test_target_sweep.py --target 
 every opcode of the value sweep on gfx1100 and one on gfx950, the forms that once found emulator
 or lowering bugs, and the warp collectives, the mbarrier family (mbarrier objects, cp.async
 .mbarrier.arrive, bulk copies) and the texture family's implemented slice of the target sweep on
-both (on wave64 a hardware wave holds two CUDA warps).
+both (on wave64 a hardware wave holds two CUDA warps), and a sample of the warp-level matrix
+instructions (test_mma.py; all of them: `python -m pytest -q tests/conformance/test_mma.py
+--target gfx1100`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from conformance.forms import supported_forms
 from conformance.harness import Runner, compile_module
 from conformance.models import case_for
 from conformance.test_sweep import _failures
-from conformance.targets import mbarrier, texture
+from conformance.targets import mbarrier, mma, texture
+from conformance.test_mma import FAULTS, INSTANCES, check_on
 from conformance.test_target_sweep import _module_text, all_instances, sweep_chunk
 from zluda_py.compiler import UnsupportedError
 
@@ -159,3 +162,32 @@ def test_texture_family_on_the_emulator(arch: str, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(EmulatedModule, "launch", with_objects)
     failures = [f for insts in _family_chunks(texture.OPCODES) for f in sweep_chunk(insts, arch)]
     assert not failures, "\n".join(failures)
+
+
+# test_mma.py's instances CI runs (the whole file takes about 1 CPU-minute per target): every
+# shape class and element type once over the two targets, the quad-pair m8n8k4 forms whose
+# registers differ per lane and the matrix moves on both, one misaligned-address fault of each kind
+MATRIX_SAMPLE = {
+    "gfx1100": ["mma_m16n8k16_row_col_f32_f16_f16_f32", "mma_m8n8k4_col_row_f16_f16_f16_f16",
+                "mma_m16n8k8_row_col_f32_tf32_tf32_f32", "mma_m16n8k16_row_col_f64_f64_f64_f64",
+                "mma_m16n8k32_row_col_satfinite_s32_u8_u8_s32", "ldmatrix_m8n8_x4_trans_shared_b16",
+                "stmatrix_m8n8_x1_trans_b16", "movmatrix_m8n8_trans_b16", "wmma_mma_mma_w2", "wmma_mma_mma_i3",
+                "wmma_mma_mma_t4", "ldmatrix_m8n8_x1_shared_b16_pitch24", "wmma_load_a_abase2"],
+    "gfx950": ["mma_m16n8k16_row_col_f16_f16_f16_f16", "mma_m8n8k4_row_row_f32_f16_f16_f16",
+               "mma_m16n8k16_row_col_f32_bf16_bf16_f32", "mma_m8n8k4_row_col_f64_f64_f64_f64",
+               "mma_m16n8k16_row_col_satfinite_s32_u8_s8_s32", "ldmatrix_m8n8_x2_trans_shared_cta_b16",
+               "stmatrix_m8n8_x4_b16", "movmatrix_m8n8_trans_b16", "wmma_mma_mma_w4", "wmma_mma_mma_b2",
+               "wmma_mma_mma_d2", "stmatrix_m8n8_x4_trans_shared_b16_pitch24", "wmma_store_d_dbase2"],
+}
+
+
+@pytest.mark.xdist_group("emulator-conformance")
+@pytest.mark.parametrize("arch", list(MATRIX_SAMPLE))
+def test_matrix_instructions_on_the_emulator(arch: str) -> None:
+    faults = {inst.name for inst in FAULTS}
+    instances = {inst.name: inst for inst in INSTANCES}
+    for name in MATRIX_SAMPLE[arch]:
+        if name in faults:
+            mma.run_fault(name, arch)
+        else:
+            check_on(instances[name], arch)

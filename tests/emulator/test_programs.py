@@ -89,6 +89,8 @@ PROGRAMS = {
     "lazy-kernels": (["e2e_lazy_kernels.cu"], [], [], "lazy_kernels 3: PASSED"),
     # a C++ static destructor calling cudaFree after cudart shut down: an error code, no crash
     "static-free": (["e2e_static_free.cu"], [], [], "static destructor: cudaFree 4"),
+    # nvcuda::wmma (m16n16k16): f16 and bf16 GEMMs with f32 accumulators, an f16-accumulator tile
+    "tensor-cores-wmma": (["e2e_tensor_cores.cu"], ["-arch=sm_80"], [], "tensor_cores: PASSED"),
     # CUB's sort, reduce and scans over 50,000 ints (docs/amdgpu.md: its cost on the emulator)
     "thrust": (["e2e_thrust.cu"], ["-std=c++17"], [], "thrust: PASSED"),
 }
@@ -141,7 +143,7 @@ def _run(nvcc, cache_dir: str, name: str, arch: str, **env: str) -> subprocess.C
 
 # programs whose output lines are compared with their run on an NVIDIA H100 (golden/programs.txt)
 H100_LINES = {"textures-forms": "texture_forms", "mipmaps": "mipmaps", "managed-variables": "managed_vars",
-              "memory-pool": "memory_pools"}
+              "memory-pool": "memory_pools", "tensor-cores-wmma": "tensor_cores"}
 
 
 @pytest.mark.xdist_group("emulator")
