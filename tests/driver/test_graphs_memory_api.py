@@ -111,6 +111,17 @@ def test_graph_structure_and_update_errors(cu):
     assert cu.cuGraphDestroy(g) == INVALID_VALUE
 
 
+def test_device_reports_pools_vmm_and_fd_handles(cu):
+    """What is implemented is reported (cuda-samples' vectorAddMMAP, memMapIPCDrv,
+    streamOrderedAllocation and graphMemoryNodes check these first and were waived)."""
+    # VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, MEMORY_POOLS_SUPPORTED,
+    # MEMPOOL_SUPPORTED_HANDLE_TYPES (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    for attribute, expected in ((102, 1), (103, 1), (115, 1), (119, 1)):
+        v = c_int(-1)
+        cu.ok(cu.cuDeviceGetAttribute(byref(v), attribute, 0))
+        assert v.value == expected, attribute
+
+
 def test_pool_and_vmm_errors(cu):
     pool = c_void_p()
     cu.ok(cu.cuDeviceGetDefaultMemPool(byref(pool), 0))
