@@ -361,39 +361,125 @@ static void zl_release(zl_ranges *r) {
     if (__atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) == 0) free(r);
 }
 
-/* one launch on the stream's worker: its chunks one after another (native launches are those of
- * one worker or one block: runtime.py's pool then runs them the same way) */
-static void zl_run_launch(zl_worker *w, zl_nlaunch *l) {
-    const zl_desc *d = l->desc;
-    zl_ranges *r;
-    while (!(r = zl_ranges_acquire())) sched_yield();
-    int64_t nblocks = (int64_t)l->grid[0] * l->grid[1] * l->grid[2];
-    int64_t chunks = nblocks < d->workers * 4 ? nblocks : d->workers * 4;
-    int32_t stop = 0, fault = 0;
-    int64_t *record = NULL; /* the record of the first chunk that faulted (the later ones stop at once) */
-    for (int64_t i = 0; i < chunks; i++) {
-        int64_t first = nblocks * i / chunks, count = nblocks * (i + 1) / chunks - first;
-        int32_t status = zl_run_chunk(w, l, r, first, count, i, &stop);
-        if (status && status != zl_abi[S_ABORTED] && !fault) {
-            fault = status;
-            if (status > 0 && (record = malloc(zl_abi[S_SLOTS] * sizeof *record)))
-                memcpy(record, w->record, zl_abi[S_SLOTS] * sizeof *record);
+/* A launch's chunks (runtime.py's split: min(blocks, 4 x workers) ranges of blocks), taken one
+ * at a time by its stream's worker and the pool's helpers, as Python's pool maps them. */
+typedef struct zl_job {
+    struct zl_job *next;
+    zl_nlaunch *launch;
+    zl_ranges *ranges;
+    int64_t nblocks, chunks, taken, finished, fault_chunk;
+    int32_t stop, fault;
+    int64_t *record; /* the launch record of the first chunk (in chunk order) that faulted */
+    char *out;       /* printf output of its chunks, in the order they finished */
+    size_t out_len;
+    pthread_cond_t all_done;
+} zl_job;
+
+static pthread_mutex_t zl_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t zl_pool_work = PTHREAD_COND_INITIALIZER;
+static zl_job *zl_jobs; /* jobs with chunks not yet taken */
+static int64_t zl_helpers; /* pool threads started: workers - 1 (a stream's worker is the other) */
+
+static int zl_start_thread(void *(*fn)(void *), void *arg) {
+    pthread_attr_t attr;
+    pthread_t thread;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 << 20); /* native recursion through .func calls, as the pool's */
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int failed = pthread_create(&thread, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    return !failed;
+}
+
+/* run chunk i of job on w (pool lock not held); the lock is held again on return */
+static void zl_run_job_chunk(zl_worker *w, zl_job *job, int64_t i) {
+    int64_t first = job->nblocks * i / job->chunks, count = job->nblocks * (i + 1) / job->chunks - first;
+    int32_t status = zl_run_chunk(w, job->launch, job->ranges, first, count, i, &job->stop);
+    int faulted = status && status != zl_abi[S_ABORTED];
+    int64_t *record = NULL;
+    if (faulted && status > 0 && (record = malloc(zl_abi[S_SLOTS] * sizeof *record)))
+        memcpy(record, w->record, zl_abi[S_SLOTS] * sizeof *record);
+    pthread_mutex_lock(&zl_pool_lock);
+    if (faulted && (!job->fault || i < job->fault_chunk)) {
+        free(job->record);
+        job->fault = status, job->fault_chunk = i, job->record = record;
+    } else {
+        free(record);
+    }
+    if (w->out_len) {
+        char *grown = realloc(job->out, job->out_len + w->out_len);
+        if (grown) {
+            memcpy(grown + job->out_len, w->out, w->out_len);
+            job->out = grown, job->out_len += w->out_len;
         }
+        w->out_len = 0;
     }
-    zl_release(r);
-    for (size_t done = 0; done < w->out_len;) { /* in order, before the launch completes */
-        ssize_t n = write(1, w->out + done, w->out_len - done);
-        if (n <= 0) break;
-        done += n;
-    }
-    w->out_len = 0;
-    if (fault) zl_cb.fault(l->stream, d->name, fault, record); /* no record: no memory for the buffers */
-    free(record);
+    if (++job->finished == job->chunks) pthread_cond_signal(&job->all_done);
     if (w->arena_size + w->stacks_size + w->frames_size > (size_t)zl_abi[S_KEPT]) {
         free(w->arena), free(w->stacks), free(w->frames);
         w->arena = w->stacks = w->frames = NULL;
         w->arena_size = w->stacks_size = w->frames_size = 0;
     }
+}
+
+/* the next chunk of job, unlisting the job when it was the last (pool lock held); -1: none left */
+static int64_t zl_take(zl_job *job) {
+    if (job->taken == job->chunks) return -1;
+    int64_t i = job->taken++;
+    if (job->taken == job->chunks)
+        for (zl_job **p = &zl_jobs; *p; p = &(*p)->next)
+            if (*p == job) {
+                *p = job->next;
+                break;
+            }
+    return i;
+}
+
+static void *zl_helper(void *arg) {
+    (void)arg;
+    zl_worker *w = zl_worker_new();
+    zl_cb.worker_started(w ? w->record : NULL);
+    pthread_mutex_lock(&zl_pool_lock);
+    for (;;) {
+        while (!zl_jobs || !w || !w->bars) pthread_cond_wait(&zl_pool_work, &zl_pool_lock);
+        zl_job *job = zl_jobs;
+        int64_t i = zl_take(job);
+        pthread_mutex_unlock(&zl_pool_lock);
+        zl_run_job_chunk(w, job, i);
+    }
+    return NULL;
+}
+
+/* one launch, run by the stream's worker w with the pool's helpers */
+static void zl_run_launch(zl_worker *w, zl_nlaunch *l) {
+    const zl_desc *d = l->desc;
+    zl_job job = {.launch = l};
+    while (!(job.ranges = zl_ranges_acquire())) sched_yield();
+    job.nblocks = (int64_t)l->grid[0] * l->grid[1] * l->grid[2];
+    job.chunks = job.nblocks < d->workers * 4 ? job.nblocks : d->workers * 4;
+    pthread_cond_init(&job.all_done, NULL);
+    pthread_mutex_lock(&zl_pool_lock);
+    if (job.chunks > 1) {
+        while (zl_helpers < d->workers - 1 && zl_start_thread(zl_helper, NULL)) zl_helpers++;
+        job.next = zl_jobs, zl_jobs = &job;
+        pthread_cond_broadcast(&zl_pool_work);
+    }
+    for (int64_t i; (i = zl_take(&job)) >= 0;) {
+        pthread_mutex_unlock(&zl_pool_lock);
+        zl_run_job_chunk(w, &job, i);
+    }
+    while (job.finished < job.chunks) pthread_cond_wait(&job.all_done, &zl_pool_lock);
+    pthread_mutex_unlock(&zl_pool_lock);
+    pthread_cond_destroy(&job.all_done);
+    zl_release(job.ranges);
+    for (size_t done = 0; done < job.out_len;) { /* in order, before the launch completes */
+        ssize_t n = write(1, job.out + done, job.out_len - done);
+        if (n <= 0) break;
+        done += n;
+    }
+    free(job.out);
+    if (job.fault) zl_cb.fault(l->stream, d->name, job.fault, job.record); /* no record: no memory for the buffers */
+    free(job.record);
 }
 
 static void *zl_stream_worker(void *arg) {
@@ -448,7 +534,6 @@ static int zl_native_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsi
     uint64_t threads = (uint64_t)bx * by * bz;
     if (threads > d->max_threads || shared > d->max_dynamic_shared) goto python;
     if (d->reqntid[0] && (d->reqntid[0] != bx || d->reqntid[1] != by || d->reqntid[2] != bz)) goto python;
-    if (d->workers != 1 && (uint64_t)gx * gy * gz != 1) goto python; /* the pool's work: Python hands it out */
     l = malloc(sizeof *l + (d->param_size ? d->param_size : 1));
     if (!l) goto python;
     if (d->nparams) { /* the array and each parameter read with the kernel's checks: bad memory fails, never faults */
@@ -477,14 +562,7 @@ static int zl_native_launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsi
         goto python;
     }
     if (!s->started) {
-        pthread_attr_t attr;
-        pthread_t thread;
-        pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, 64 << 20); /* native recursion through .func calls, as the pool's */
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int failed = pthread_create(&thread, &attr, zl_stream_worker, s);
-        pthread_attr_destroy(&attr);
-        if (failed) {
+        if (!zl_start_thread(zl_stream_worker, s)) {
             pthread_mutex_unlock(&c->lock);
             goto python;
         }

@@ -24,12 +24,15 @@ PTX = r"""
 
 .visible .entry add(.param .u64 out, .param .u32 v)
 {
-  .reg .b32 %r<4>; .reg .b64 %rd<4>; .reg .pred %p;
+  .reg .b32 %r<6>; .reg .b64 %rd<4>; .reg .pred %p;
   ld.param.u64 %rd1, [out];
   ld.param.u32 %r1, [v];
   setp.eq.u32 %p, %r1, 0;
   @%p trap;
+  mov.u32 %r4, %ctaid.x;
+  mov.u32 %r5, %ntid.x;
   mov.u32 %r2, %tid.x;
+  mad.lo.u32 %r2, %r4, %r5, %r2;
   mul.wide.u32 %rd2, %r2, 4;
   add.u64 %rd3, %rd1, %rd2;
   ld.global.u32 %r3, [%rd3];
@@ -177,6 +180,12 @@ elif case == "sticky":
     ok(launch())
     print("synchronize", cu.cuCtxSynchronize())
     print("launch after", launch(), "synchronize", cu.cuCtxSynchronize())
+elif case == "grid":  # several blocks: chunks for the worker pool
+    for v in (2, 3):
+        value.value = v
+        ok(launch(grid=(4, 1, 1), block=(8, 1, 1)))
+    ok(launch(grid=(32, 1, 1), block=(1, 1, 1)))
+    ok(cu.cuCtxSynchronize())
 elif case == "illegal":
     ok(launch())
     nowhere = c_ulonglong(8)
@@ -219,7 +228,7 @@ def run(case: str, native: bool) -> tuple[list[str], int, str]:
     return lines[:-1], int(lines[-1].split()[1]), p.stderr.decode()
 
 
-@pytest.mark.parametrize("case", ["ordering", "errors", "capture", "sticky", "illegal", "printf"])
+@pytest.mark.parametrize("case", ["ordering", "errors", "capture", "sticky", "illegal", "printf", "grid"])
 def test_native_launches_behave_as_the_python_path(case):
     lines, taken, err = run(case, native=True)
     python_lines, python_taken, python_err = run(case, native=False)
@@ -231,7 +240,8 @@ def test_native_launches_behave_as_the_python_path(case):
 
 def test_what_each_case_shows():
     """The cases' results themselves, beyond being equal with and without the native path."""
-    lines = {case: run(case, native=True)[0] for case in ("ordering", "errors", "capture", "sticky", "illegal", "printf")}
+    lines = {case: run(case, native=True)[0]
+             for case in ("ordering", "errors", "capture", "sticky", "illegal", "printf", "grid")}
     assert lines["ordering"] == ["legacy then copy [6]", "stream, event [36] 0", "host function saw [[46]]",
                                  "behind a wait 600", "after the wait [146]", "legacy after stream [1146, 117901063]",
                                  "final [1146, 117901063]"]
@@ -242,6 +252,7 @@ def test_what_each_case_shows():
     assert lines["capture"] == ["captured 1 nodes; memory [2]", "graph and launch [12]", "final [12]"]
     assert lines["sticky"] == ["synchronize 719", "launch after 719 synchronize 719"]
     assert lines["illegal"] == ["synchronize 700"]
+    assert lines["grid"] == ["final [9]"]
     assert lines["printf"] == ["v=1", "v=1", "v=2", "v=2", "v=3", "v=3", "v=4", "v=4", "final [1]"]
 
 
