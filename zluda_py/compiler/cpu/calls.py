@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import DONE, FAULT_BRKPT, FRAME_HEADER, WARP, BarSlot, Ctx, Frame
 from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
@@ -183,6 +184,23 @@ class CallMixin:
             self.fault(CUDA_ERROR_LAUNCH_FAILED, mask, ir.Constant(I64, FAULT_BRKPT))
 
     # ------------------------------------------------------------------ barriers
+    def lockstep_barriers(self) -> bool:
+        """Every block barrier of this kernel is `bar.sync`/`barrier.sync` of one immediate id,
+        without a thread count, and no lane parks at an mbarrier wait. Such a barrier opens once
+        every warp that has not finished has reached it, so the block runner just runs each
+        unfinished warp once per round, in warp order, and keeps no barrier state
+        (`ModuleLowering._block_runner`); the general runner's schedule is the same."""
+        if getattr(self, "_lockstep", None) is None:
+            ids: set[int] = set()
+            simple = not self.has_waits
+            for inst in (i for blk in self.body.blocks for i in blk.insts if cfg.is_block_barrier(i)):
+                ops = inst.operands
+                if inst.has("arrive") or inst.has("red") or len(ops) > 1 or (ops and not isinstance(ops[0], ast.Imm)):
+                    simple = False
+                ids.update(op.value for op in ops[:1] if isinstance(op, ast.Imm))
+            self._lockstep = simple and len(ids) <= 1
+        return self._lockstep
+
     def lower_barrier(self, inst: ast.Instruction, lanes: ir.Value, next_block: int | None) -> None:
         """bar/barrier: the arriving lanes continue at the next block once the barrier opens."""
         b = self.b
@@ -197,17 +215,18 @@ class CallMixin:
         count = b.extract_element(self.read(ops[1], "u32"), ir.Constant(I32, 0)) if len(ops) > 1 else ir.Constant(I32, 0)
         self.goto(lanes, next_block)
         pcv = b.load(self.pc, typ=V.vec(I32), align=16)
-        live = V.popcount(b, V.mask_bits(b, b.icmp_unsigned("!=", pcv, V.splat_const(I32, DONE))))
-        slot = b.gep(b.inttoptr(self.ctx_i64(Ctx.BARRIERS), PTR),
-                     [b.mul(b.zext(bar_id, I64), ir.Constant(I64, 8 * 8))], source_etype=V.I8)
-        field = lambda f: b.gep(slot, [ir.Constant(I64, 8 * f)], source_etype=V.I8)  # noqa: E731
-        b.store(b.add(b.load(field(BarSlot.ARRIVED), typ=I64), b.zext(live, I64)), field(BarSlot.ARRIVED))
-        b.store(b.zext(count, I64), field(BarSlot.EXPECTED))
-        if pred is not None:
-            p = b.and_(self.read(pred, "pred"), lanes)
-            b.store(b.add(b.load(field(BarSlot.ACC), typ=I64), b.zext(V.popcount(b, V.mask_bits(b, p)), I64)),
-                    field(BarSlot.ACC))
-        self._set_frame_i32(Frame.LIVE, live)
+        if not self.lockstep_barriers():  # the general runner counts arrivals
+            live = V.popcount(b, V.mask_bits(b, b.icmp_unsigned("!=", pcv, V.splat_const(I32, DONE))))
+            slot = b.gep(b.inttoptr(self.ctx_i64(Ctx.BARRIERS), PTR),
+                         [b.mul(b.zext(bar_id, I64), ir.Constant(I64, 8 * 8))], source_etype=V.I8)
+            field = lambda f: b.gep(slot, [ir.Constant(I64, 8 * f)], source_etype=V.I8)  # noqa: E731
+            b.store(b.add(b.load(field(BarSlot.ARRIVED), typ=I64), b.zext(live, I64)), field(BarSlot.ARRIVED))
+            b.store(b.zext(count, I64), field(BarSlot.EXPECTED))
+            if pred is not None:
+                p = b.and_(self.read(pred, "pred"), lanes)
+                b.store(b.add(b.load(field(BarSlot.ACC), typ=I64), b.zext(V.popcount(b, V.mask_bits(b, p)), I64)),
+                        field(BarSlot.ACC))
+            self._set_frame_i32(Frame.LIVE, live)
         if inst.has("arrive"):  # the block runner tests the barrier a warp stops at, and these
             bit = b.shl(ir.Constant(I64, 1), b.zext(b.and_(bar_id, ir.Constant(I32, 63)), I64))
             self.set_ctx_i64(Ctx.BAR_TOUCHED, b.or_(self.ctx_i64(Ctx.BAR_TOUCHED), bit))
@@ -217,7 +236,7 @@ class CallMixin:
         self._set_frame_i32(Frame.BAR_MASK, V.mask_bits(b, lanes))
         site = len(self.resume_sites) + 1
         live = self.live[next_block] if next_block is not None else set()
-        self.resume_sites.append((site, inst, dst, live))
+        self.resume_sites.append((site, inst, dst, live, next_block))
         # A converged warp (every live lane continues at next_block) saves only what is live there.
         at_next = b.icmp_unsigned("==", pcv, V.splat_const(I32, next_block if next_block is not None else DONE))
         done = b.icmp_unsigned("==", pcv, V.splat_const(I32, DONE))
@@ -283,7 +302,7 @@ class CallMixin:
         b.position_at_end(reload_all)
         self.reload(self.carried)
         after_all = b.switch(self.resume, self.dispatch_block)
-        for site, inst, dst, live in self.resume_sites:
+        for site, inst, dst, live, next_block in self.resume_sites:
             entry = self.llfn.append_basic_block(f"resume{site}")
             some = self.llfn.append_basic_block(f"reload{site}")
             after = self.llfn.append_basic_block(f"resumed{site}")
@@ -297,7 +316,16 @@ class CallMixin:
             b.position_at_end(after)
             if dst is not None:
                 self._bar_red_result(inst, dst)
-            b.branch(self.dispatch_block)
+            self._resume_at(next_block)
+
+    def _resume_at(self, target: int | None) -> None:
+        """Continue after a barrier at `target`, the block after it: a warp whose 32 lanes all
+        wait there enters its converged clone without the dispatcher's search."""
+        if target is None:
+            self.b.branch(self.dispatch_block)
+            return
+        pcv = self.b.load(self.pc, typ=V.vec(I32), align=16)
+        self.enter_if_whole(self.b.icmp_unsigned("==", pcv, V.splat_const(I32, target)), target)
 
     def _bar_red_result(self, inst: ast.Instruction, dst: ast.Operand) -> None:
         b = self.b

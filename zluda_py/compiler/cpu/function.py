@@ -48,6 +48,7 @@ NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "app
           "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep"}
 CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
 FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp frame
+SEARCH = -1  # the dispatcher's `want`: find the lowest block a lane waits at
 # Families we refuse: the tensor cores past mma.sync, wmma and the matrix moves (cpu/mma.py).
 REFUSED = {"wgmma", "tcgen05", "tensormap"}
 
@@ -59,6 +60,14 @@ FORM_CHECKS: dict[str, Callable[[ast.Instruction], object]] = {"atom": wide_atom
                                                                 "mbarrier": mbarrier_form, "mma": mma_form,
                                                                 "ldmatrix": matrix_form, "stmatrix": matrix_form,
                                                                 "movmatrix": matrix_form, "wmma": wmma_form}
+
+
+def _successors(term: ir.Instruction | None) -> list[ir.Block]:
+    if term is None:
+        return []
+    if term.opname == "switch":
+        return [term.default, *(blk for _, blk in term.cases)]
+    return [op for op in term.operands if isinstance(op, ir.Block)]
 
 
 def check_form(inst: ast.Instruction) -> None:
@@ -103,7 +112,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self.regs: dict[str, tuple[ir.Value, int]] = {}  # name -> (alloca, bits)
         self.uniform_regs: set[str] = set()  # registers held as one scalar (_scalar_registers)
         self.symbols: dict[str, Symbol] = {}
-        self.resume_sites: list[tuple[ir.Block, ast.Instruction]] = []
+        # (id, barrier or None for a yield, bar.red destination, registers saved, block resumed at)
+        self.resume_sites: list[tuple[int, ast.Instruction | None, ast.Operand | None, set[str], int | None]] = []
         self.frame_size = 0  # local (stack) bytes of this function
         self.callees: set[str] = set()  # .funcs it calls directly (the kernel's static stack)
         self.frame_offsets: dict[str, int] = {}  # register -> its place in a warp frame
@@ -152,11 +162,13 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             self.resume_block = self.llfn.append_basic_block("resume") if has_barriers else start
             b.switch(self.resume, self.resume_block).add_case(ir.Constant(I32, 0), start)
             b.position_at_end(start)
-            b.store(b.select(self._initial_mask(), V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
+            entry_mask = self._initial_mask()
         else:
             self._check_stack(entry_mask)
-            b.store(b.select(entry_mask, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
-        b.branch(self.dispatch_block)
+        b.store(b.select(entry_mask, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
+        self._direct: dict[ir.Block, ir.Value] = {}  # block -> what it passes the dispatcher's `want`
+        self._direct_targets: set[int] = set()
+        self.enter_if_whole(entry_mask, 0)
         self._emit_dispatch()
         for blk, llb, conv in zip(self.body.blocks, self.blocks, self.converged_blocks):
             b.position_at_end(llb)
@@ -167,6 +179,22 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         if self.is_kernel:
             self._emit_resume()
         self._keep_dispatcher_loop()
+        for target in sorted(self._direct_targets):
+            self._want_switch.add_case(ir.Constant(I32, target), self.converged_blocks[target])
+        for blk in self.llfn.blocks:
+            if self.dispatch_block in _successors(blk.terminator):
+                self._want.add_incoming(self._direct.get(blk, ir.Constant(I32, SEARCH)), blk)
+
+    def enter_if_whole(self, lanes: ir.Value, target: int) -> None:
+        """Branch to the dispatcher after `lanes` were sent to `target`; when they are all 32
+        lanes and every lane is there, it enters `target`'s converged clone without searching the
+        pc vector (through the dispatcher's block, so that its loop keeps one entry)."""
+        b = self.b
+        if self.cloned and target not in self.never_converged:
+            whole = b.icmp_unsigned("==", V.mask_bits(b, lanes), ir.Constant(I32, -1))
+            self._direct[b.block] = b.select(whole, ir.Constant(I32, target), ir.Constant(I32, SEARCH))
+            self._direct_targets.add(target)
+        b.branch(self.dispatch_block)
 
     def _keep_dispatcher_loop(self) -> None:
         """Mark the dispatcher's loop (every edge back to `dispatch`) `llvm.licm.disable`. LICM
@@ -320,12 +348,16 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
     def _emit_dispatch(self) -> None:
         b = self.b
         b.position_at_end(self.dispatch_block)
+        self._want = b.phi(I32, name="want")  # a converged clone to enter, or SEARCH (enter_if_whole)
+        search = self.llfn.append_basic_block("dispatch.search")
+        self._want_switch = b.switch(self._want, search)
+        b.position_at_end(search)
         pcv = b.load(self.pc, typ=V.vec(I32), align=16)
         if self.parked is not None:  # parked lanes run only when no other lane can (see park)
             pcv = b.select(V.bits_mask(b, b.load(self.parked, typ=I32)), V.splat_const(I32, DONE), pcv)
         low = V.reduce(b, "umin", pcv)
         self.mask = b.icmp_unsigned("==", pcv, V.splat(b, low))
-        finished = self.llfn.append_basic_block("finished")
+        finished = self.finished = self.llfn.append_basic_block("finished")
         general = self.llfn.append_basic_block("dispatch.some")
         converged = self.llfn.append_basic_block("dispatch.all")
         full = b.icmp_unsigned("==", V.mask_bits(b, self.mask), ir.Constant(I32, -1))
@@ -370,7 +402,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self._set_frame_i32(Frame.YIELD, ir.Constant(I32, 1))
         self._set_frame_i32(Frame.SPILL_ALL, ir.Constant(I32, 1))
         site = len(self.resume_sites) + 1
-        self.resume_sites.append((site, None, None, self.carried))
+        self.resume_sites.append((site, None, None, self.carried, None))
         self.spill(self.carried)
         b.ret(ir.Constant(I32, site))
 
@@ -419,7 +451,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         else:
             self.lower_barrier(term, taken, blk.fallthrough)
             return
-        b.branch(self.dispatch_block)
+        # every lane of a converged warp leaving at an unguarded ret/exit: nothing left to run
+        done = converged and term.guard is None and op in ("ret", "exit")
+        b.branch(self.finished if done else self.dispatch_block)
 
     def jump(self, lanes: ir.Value, target: int | None, converged: bool) -> None:
         """All of `lanes` continue at `target`; a converged warp that stays whole skips the dispatcher."""

@@ -143,7 +143,12 @@ class ModuleLowering:
         lowering.lower()
         self.frames[f.name] = (lowering.frame_size, lowering.callees)
         runner = f"zluda_run.{f.name}"
-        self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites))
+        lockstep = bool(lowering.resume_sites) and lowering.lockstep_barriers()
+        if lockstep and lowering.cloned:
+            # one call site: inlined, each warp's run to its next barrier is a loop iteration
+            # of the runner instead of a call (small kernels; large ones keep compile time down)
+            warp.attributes.discard("noinline")
+        self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites), lockstep)
         params, param_size = kernel_params(f)
         self.kernels_meta[f.name] = {
             "runner": runner, "params": params, "param_size": param_size,
@@ -189,9 +194,9 @@ class ModuleLowering:
         return b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec)
 
     # ------------------------------------------------------------------ block runner
-    def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int, barriers: bool) -> None:
+    def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int, barriers: bool, lockstep: bool) -> None:
         """`i32 run(ptr ctx)`: run blocks FIRST..FIRST+COUNT, each warp by warp, barrier by barrier
-        (without barriers: each warp once, to completion)."""
+        (without barriers: each warp once, to completion; `lockstep`: see `lockstep_barriers`)."""
         fn = ir.Function(self.ir, ir.FunctionType(I32, [PTR]), name=name)
         ctx = fn.args[0]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -223,6 +228,8 @@ class ModuleLowering:
                         put(Ctx.FAULT_BLOCK, blk)
                         b.store(ir.Constant(I32, 1), stop)
                         b.ret(b.neg(r))
+            elif lockstep:
+                self._lockstep_rounds(b, warp, ctx, nwarps, frame_of, hdr, blk, stop, put)
             else:
                 b.call(self.libc("llvm.memset.p0.i64", ir.VoidType(), [PTR, V.I8, I64, I1]),
                        [bars, ir.Constant(V.I8, 0), ir.Constant(I64, NBARRIERS * BAR_SLOTS * 8), ir.Constant(I1, 0)])
@@ -312,6 +319,34 @@ class ModuleLowering:
                 b.branch(sched)
                 b.position_at_end(block_done)
         b.ret(ir.Constant(I32, 0))
+
+    def _lockstep_rounds(self, b: ir.IRBuilder, warp: ir.Function, ctx, nwarps, frame_of, hdr, blk, stop, put) -> None:
+        """Rounds in which every unfinished warp runs to its next barrier, in warp order, until all
+        have finished: each round ends with every unfinished warp at the kernel's one barrier."""
+        with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+            fr = frame_of(w)
+            b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
+            b.store(ir.Constant(I32, 0), hdr(fr, Frame.STATE))
+        fn = b.function
+        rounds, done = fn.append_basic_block("rounds"), fn.append_basic_block("rounds.done")
+        left = V.entry_alloca(b, I1)  # some warp stopped at the barrier this round
+        b.branch(rounds)
+        b.position_at_end(rounds)
+        b.store(ir.Constant(I1, 0), left)
+        with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+            fr = frame_of(w)
+            state = b.load(hdr(fr, Frame.STATE), typ=I32)
+            with b.if_then(b.icmp_signed(">=", state, ir.Constant(I32, 0))):
+                r = b.call(warp, [ctx, fr, state])
+                with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
+                    put(Ctx.FAULT_BLOCK, blk)
+                    b.store(ir.Constant(I32, 1), stop)
+                    b.ret(b.neg(r))
+                stopped = b.icmp_signed(">", r, ir.Constant(I32, 0))
+                b.store(b.select(stopped, r, ir.Constant(I32, -1)), hdr(fr, Frame.STATE))
+                b.store(b.or_(b.load(left, typ=I1), stopped), left)
+        b.cbranch(b.load(left, typ=I1), rounds, done)
+        b.position_at_end(done)
 
     def _next_cta(self, b: ir.IRBuilder, blk, first, gx, gy, get, put) -> None:
         """%ctaid of linear block `blk`: divide for the first block, then count (divisions are slow)."""
