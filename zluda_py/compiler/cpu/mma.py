@@ -9,7 +9,8 @@ manual's fragment layouts, compiler/matrix.py), multiplies, and packs D back int
 requires aligned (ldmatrix/stmatrix rows, wmma's rows by base and stride) fault with 716 when
 they are not, as an NVIDIA GPU's launch does.
 
-Arithmetic (PTX leaves accumulation order and intermediate rounding open for all but .f64):
+Arithmetic (PTX leaves accumulation order and intermediate rounding open for all but .f64;
+compiler/matrix_values.py, shared with the AMDGPU target):
 * .f16/.bf16/.tf32: products are exact in f32 (at most 11 x 11 significand bits); each D
   element is C (widened to f32), then + A[r][0]*B[0][c], + A[r][1]*B[1][c], ... in k order,
   each addition rounded to nearest even in f32; an .f16 D is that sum rounded once to f16.
