@@ -180,6 +180,37 @@ elif case == "sticky":
     ok(launch())
     print("synchronize", cu.cuCtxSynchronize())
     print("launch after", launch(), "synchronize", cu.cuCtxSynchronize())
+elif case == "context-wait":  # cuCtxWaitEvent: every later launch of the context waits for the event
+    ok(launch())
+    word = c_ulonglong()
+    ok(cu.cuMemAllocHost_v2(byref(word), 4))
+    ctypes.c_uint.from_address(word.value).value = 0
+    ok(cu.cuStreamWaitValue32_v2(stream, c_ulonglong(word.value), 1, 0))
+    event = c_void_p()
+    ok(cu.cuEventCreate(byref(event), 0))
+    ok(cu.cuEventRecord(event, stream))
+    ok(cu.cuCtxWaitEvent(ctx, event))
+    other = c_void_p()
+    ok(cu.cuStreamCreate(byref(other), 1))  # non-blocking: only the context's wait orders it
+    before = cu.zluda_native_launch_count()
+    value.value = 5
+    ok(launch(stream=other))
+    print("before the event", cu.cuStreamQuery(other), cu.zluda_native_launch_count() - before)
+    ctypes.c_uint.from_address(word.value).value = 1
+    ok(cu.cuCtxSynchronize())
+elif case == "per-thread":  # the per-thread default stream and streams of another context: Python's
+    before = cu.zluda_native_launch_count()
+    ok(cu.cuLaunchKernel_ptsz(add, 1, 1, 1, 32, 1, 1, 0, None, params, None))
+    ok(launch(stream=c_void_p(2)))
+    other = c_void_p()
+    ok(cu.cuCtxCreate_v2(byref(other), 0, 0))
+    ok(cu.cuCtxSetCurrent(ctx))
+    ok(cu.cuCtxSetCurrent(other))
+    print("stream of another context", launch(stream=stream))
+    ok(cu.cuCtxSetCurrent(ctx))
+    ok(cu.cuCtxSynchronize())
+    print("native", cu.zluda_native_launch_count() - before)
+    ok(launch())  # the legacy stream still goes native
 elif case == "grid":  # several blocks: chunks for the worker pool
     for v in (2, 3):
         value.value = v
@@ -228,7 +259,10 @@ def run(case: str, native: bool) -> tuple[list[str], int, str]:
     return lines[:-1], int(lines[-1].split()[1]), p.stderr.decode()
 
 
-@pytest.mark.parametrize("case", ["ordering", "errors", "capture", "sticky", "illegal", "printf", "grid"])
+CASES = ["ordering", "errors", "capture", "sticky", "illegal", "printf", "grid", "context-wait", "per-thread"]
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_native_launches_behave_as_the_python_path(case):
     lines, taken, err = run(case, native=True)
     python_lines, python_taken, python_err = run(case, native=False)
@@ -240,8 +274,7 @@ def test_native_launches_behave_as_the_python_path(case):
 
 def test_what_each_case_shows():
     """The cases' results themselves, beyond being equal with and without the native path."""
-    lines = {case: run(case, native=True)[0]
-             for case in ("ordering", "errors", "capture", "sticky", "illegal", "printf", "grid")}
+    lines = {case: run(case, native=True)[0] for case in CASES}
     assert lines["ordering"] == ["legacy then copy [6]", "stream, event [36] 0", "host function saw [[46]]",
                                  "behind a wait 600", "after the wait [146]", "legacy after stream [1146, 117901063]",
                                  "final [1146, 117901063]"]
@@ -253,6 +286,8 @@ def test_what_each_case_shows():
     assert lines["sticky"] == ["synchronize 719", "launch after 719 synchronize 719"]
     assert lines["illegal"] == ["synchronize 700"]
     assert lines["grid"] == ["final [9]"]
+    assert lines["context-wait"] == ["before the event 600 0", "final [7]"]
+    assert lines["per-thread"] == ["stream of another context 0", "native 0", "final [5]"]
     assert lines["printf"] == ["v=1", "v=1", "v=2", "v=2", "v=3", "v=3", "v=4", "v=4", "final [1]"]
 
 

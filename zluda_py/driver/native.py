@@ -19,6 +19,7 @@ Without the shim (a Python client of zluda_py.driver) every function here does n
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING
 
 from .. import backends
@@ -34,6 +35,7 @@ _callbacks: list = []  # the C callbacks, alive as long as the process
 _streams: dict[int, "Stream"] = {}  # C stream -> Stream, for faults (queued work outlives cuStreamDestroy)
 _offered: set[int] = set()  # CUfunctions with a descriptor
 _backend = None  # the backend once set up, None before; False: it has no native launches
+_setup_lock = threading.Lock()
 WAIT_SLICE_MS = 50  # a host wait returns to Python this often, so Ctrl-C reaches a Python host
 
 
@@ -44,6 +46,12 @@ def use_shim(ffi, lib) -> None:
 
 def _setup() -> bool:
     """Hands C the backend's launch record layout and the callbacks, once."""
+    global _backend
+    with _setup_lock:
+        return _setup_once()
+
+
+def _setup_once() -> bool:
     global _backend
     if _backend is None:
         backend = backends.select()
