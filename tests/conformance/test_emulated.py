@@ -73,11 +73,12 @@ def test_value_forms_on_the_emulator(arch: str, texts: list[str]) -> None:
     assert not failures, "\n".join(failures)
 
 
-def _family_chunks(opcodes: set[str]) -> list[list]:
-    """The family's instances the target translates, in modules of one header and 24 kernels."""
+def _family_chunks(opcodes: set[str], names: set[str] | None = None) -> list[list]:
+    """The family's instances the target translates (those of `names` only, if given), in
+    modules of one header and 24 kernels."""
     by_head: dict[tuple, list] = {}
     for tf, inst in all_instances():
-        if tf.opcode in opcodes and not inst.refused:
+        if tf.opcode in opcodes and not inst.refused and (names is None or inst.name in names):
             by_head.setdefault((inst.version, inst.target, inst.address_size), []).append(inst)
     return [insts[lo:lo + 24] for insts in by_head.values() for lo in range(0, len(insts), 24)]
 
@@ -100,6 +101,27 @@ def test_mbarrier_family_on_the_emulator(arch: str) -> None:
         if tf.opcode in mbarrier.OPCODES and inst.refused:
             with pytest.raises(UnsupportedError, match=inst.refused):
                 compile_module(_module_text([inst]), arch)
+    assert not failures, "\n".join(failures)
+
+
+# Forms the AMDGPU target refused until issue 17 (the CPU target's semantics): one or two of each
+SHARED_FORMS = {"ld1_0_b128", "ld5_0_acquire_cluster_b128", "st_bulk_plain", "st_bulk_shared_cta",
+                "atom8_1_acquire_gpu_add_noftz_v4_f16", "red3_0_relaxed_cta_global_add_L2_cache_hint_v2_f32",
+                "atom6_1_acquire_gpu_shared_add_noftz_bf16x2", "red4_2_sys_global_max_noftz_L2_cache_hint_v8_bf16",
+                "cvta0_param_entry", "cvta1_param", "isspacep_param", "isspacep_const", "ctl_bar1_0_cta_arrive",
+                "ctl_barrier0_1_sync", "ctl_exit0_0_plain"}
+
+
+@pytest.mark.xdist_group("emulator-conformance")
+@pytest.mark.parametrize("arch", list(FORMS_PER_OPCODE))
+def test_shared_forms_on_the_emulator(arch: str) -> None:
+    """.b128 ld/st, st.bulk, vector and bf16 atomics, cvta.param and isspacep.param/.const,
+    bar.arrive and barriers with a thread count, exit inside a .func (redux.sync on f32 is in
+    the warp collectives)."""
+    opcodes = {"ld", "st.bulk", "atom", "red", "cvta", "isspacep", "bar", "barrier", "exit"}
+    chunks = _family_chunks(opcodes, SHARED_FORMS)
+    assert {i.name for insts in chunks for i in insts} == SHARED_FORMS
+    failures = [f for insts in chunks for f in sweep_chunk(insts, arch)]
     assert not failures, "\n".join(failures)
 
 

@@ -113,14 +113,8 @@ CHUNKS = _chunks()
 # Forms the AMDGPU target refuses (the CPU target translates them), as `unsupported: ...` says:
 # (pattern of the message, why). Every refusal must be one of these, so a new one is noticed.
 AMDGPU_REFUSALS = [
-    (r"\(128-bit access\)", "ld/st .b128: no 128-bit scalar type in the lowering yet"),
-    (r"cvta(\.to)?\.param", "the .param window has no flat address on AMDGPU"),
-    (r"barrier with a thread count", "one hardware barrier per workgroup"),
-    (r"atomic on bf16|\.bf16 at", "no bf16 atomics"),
-    (r"redux\.sync\.(min|max)(\.abs)?(\.NaN)?\.f32", "redux.sync on f32 not lowered"),
-    (r"st\.bulk", "st.bulk not lowered"),
-    (r"exit inside a \.func", "exit in a function (documented in docs/amdgpu.md)"),
-    (r"(red|atom)\..*\.v[248]\.", "vector atomics not lowered"),
+    (r"\(128-bit atomic\)", "atom .b128: LLVM's AMDGPU backend has no 128-bit atomics"),
+    (r"bar(rier)?\.(cta\.)?red\..*barrier with a thread count", "bar.red with a thread count: not lowered"),
     (r"unsupported: (tex|tld4|txq|suld|sust|sured|suq|istypep)\..*textures, surfaces", "texture and surface forms past the AMDGPU slice (docs/amdgpu.md)"),
 ]
 

@@ -85,6 +85,51 @@ def atomic_update(b: ir.IRBuilder, op: str, t: str, x: ir.Value, y: ir.Value | N
     return b.bitcast(old, ity) if vty != ity else old
 
 
+def cas_loop(b: ir.IRBuilder, first: ir.Value, update: Callable[[ir.Value], ir.Value],
+             cas: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
+    """Atomically replace a cell by update(its value) with a compare-and-swap loop starting from
+    `first` (a plain read of it); `cas(expected, new)` emits the target's cmpxchg. Returns the old value."""
+    pre = b.block
+    loop = b.append_basic_block("cas")
+    done = b.append_basic_block("cas.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    cur = b.phi(first.type)
+    cur.add_incoming(first, pre)
+    pair = cas(cur, update(cur))
+    seen = b.extract_value(pair, 0)
+    cur.add_incoming(seen, loop)
+    b.cbranch(b.extract_value(pair, 1), done, loop)
+    b.position_at_end(done)
+    return seen
+
+
+def bf16_op(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, parts: int) -> ir.Value:
+    """Packed bf16 add/min/max of x and y, no flush (.noftz). Two bf16 values add exactly in f32
+    unless one is below half a bf16 ulp of the other, so rounding the f32 sum to nearest even is
+    the correctly rounded bf16 sum; a NaN sum gives the canonical 0x7FFF. min/max return the
+    other operand when one is NaN, 0x7FFF when both are."""
+    i16, i32, f32 = ir.IntType(16), ir.IntType(32), ir.FloatType()
+    out = ir.Constant(x.type, 0)
+    nan = ir.Constant(i32, 0x7FFF)
+    for k in range(parts):
+        half = lambda v: b.zext(b.trunc(b.lshr(v, ir.Constant(v.type, 16 * k)), i16), i32)  # noqa: E731
+        hx, hy = half(x), half(y)
+        fx, fy = (b.bitcast(b.shl(h, ir.Constant(i32, 16)), f32) for h in (hx, hy))
+        if op == "add":
+            total = b.fadd(fx, fy)
+            raw = b.bitcast(total, i32)
+            odd = b.and_(b.lshr(raw, ir.Constant(i32, 16)), ir.Constant(i32, 1))
+            rounded = b.lshr(b.add(raw, b.add(ir.Constant(i32, 0x7FFF), odd)), ir.Constant(i32, 16))
+            r16 = b.select(b.fcmp_unordered("uno", total, total), nan, rounded)
+        else:
+            x_nan, y_nan = b.fcmp_unordered("uno", fx, fx), b.fcmp_unordered("uno", fy, fy)
+            take_y = b.or_(b.fcmp_ordered("<" if op == "min" else ">", fy, fx), x_nan)
+            r16 = b.select(b.and_(x_nan, y_nan), nan, b.select(take_y, hy, hx))
+        out = b.or_(out, b.shl(b.zext(b.trunc(r16, i16), x.type), ir.Constant(x.type, 16 * k)))
+    return out
+
+
 def cp_async_size(inst: ast.Instruction) -> int | None:
     """Bytes one cp.async copies, or None for commit_group/wait_group/wait_all (a copy completes
     at once on our targets, so there is nothing to wait for)."""

@@ -71,3 +71,30 @@ def redux_identity(op: str, signed: bool) -> int:
 def redux_intrinsic(op: str, signed: bool) -> str:
     """The llvm.vector.reduce.<name> / integer min-max flavour of a redux op."""
     return {"min": "smin" if signed else "umin", "max": "smax" if signed else "umax"}.get(op, op)
+
+
+def redux_f32_key(lanes: Lanes, value: ir.Value, magnitude_only: bool) -> tuple[ir.Value, ir.Value]:
+    """(order key, is NaN) of redux.sync.min/max{.abs}.f32 operands (i32 patterns, any width).
+    As signed integers the patterns order like their numbers once negative ones flip their
+    magnitude bits (-0 becomes -1, below +0); the flip is its own inverse (`redux_f32_unkey`)."""
+    b = lanes.b
+    c = lambda x: lanes.like(value, x)  # noqa: E731
+    magnitude = b.and_(value, c(0x7FFFFFFF))
+    if magnitude_only:
+        value = magnitude
+    return redux_f32_unkey(lanes, value), b.icmp_unsigned(">", magnitude, c(0x7F800000))
+
+
+def redux_f32_unkey(lanes: Lanes, key: ir.Value) -> ir.Value:
+    """The f32 pattern of an order key (and the key of a pattern: the flip is an involution)."""
+    b = lanes.b
+    negative = b.icmp_signed("<", key, lanes.like(key, 0))
+    return b.select(negative, b.xor(key, lanes.like(key, 0x7FFFFFFF)), key)
+
+
+def redux_f32_fill(smaller: bool) -> int:
+    """The key non-members and NaNs contribute: the extreme i32."""
+    return 0x7FFFFFFF if smaller else -0x80000000
+
+
+REDUX_F32_NONE = 0x7FFFFFFF  # the canonical NaN: the result without numbers, or of .NaN with a NaN

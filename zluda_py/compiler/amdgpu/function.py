@@ -88,6 +88,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, Textu
         self._declare_params()
         if self.is_kernel and self.mod.has_bar_red:
             self.init_bar_red()
+        if self.is_kernel and self.mod.has_counted_barrier:
+            self.init_named_barriers()
         self.run_first = first_sides(self.body)  # mbarrier waits: which side of a branch runs first
         self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{local_name(blk.label)}" if blk.label else ""))
                        for i, blk in enumerate(self.body.blocks)]
@@ -163,13 +165,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, Textu
         if term.opcode == "brx":
             self._lower_brx(term, fall)
             return
-        if term.opcode == "exit" and not self.is_kernel:
-            raise unsupported(term, "exit inside a .func")
         if term.opcode == "bra":
             target = next(o for o in term.operands if isinstance(o, ast.Sym))
             dest = self.blocks[self.body.labels[target.name]]
         else:
-            dest = self.llfn.append_basic_block("trap" if term.opcode == "trap" else "ret")
+            dest = self.llfn.append_basic_block(term.opcode if term.opcode in ("trap", "exit") else "ret")
         if term.guard is None:
             b.branch(dest)
         else:
@@ -188,7 +188,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, Textu
                 self.call_intrinsic("llvm.trap", ir.VoidType(), [])
                 b.unreachable()
             else:
-                self._return()
+                self._return(exited=term.opcode == "exit")
 
     def _lower_brx(self, term: ast.Instruction, fall: ir.Block | None) -> None:
         """brx.idx: a switch over the `.branchtargets` list (an index past its end is undefined)."""
@@ -219,11 +219,25 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, Textu
         else:
             self.b.branch(block)
 
-    def _return(self) -> None:
+    def _return(self, exited: bool = False) -> None:
+        """Return; a .func that may exit (ModuleLowering.func_result) says whether the thread did."""
         for p, ptr in self.reg_returns:
             slot, bits = self.regs[p.name]
             self.b.store(self.b.load(slot, typ=ir.IntType(bits)), ptr)
-        self.b.ret_void()
+        if self.is_kernel or isinstance(self.mod.func_result, ir.VoidType):
+            self.b.ret_void()
+        else:
+            self.b.ret(ir.Constant(I1, exited))
+
+    def _after_call(self, result: ir.Value) -> None:
+        """A thread that exited inside the callee leaves this function too (a kernel ends it)."""
+        if isinstance(self.mod.func_result, ir.VoidType):
+            return
+        gone, back = self.llfn.append_basic_block("exited"), self.llfn.append_basic_block("returned")
+        self.b.cbranch(result, gone, back)
+        self.b.position_at_end(gone)
+        self._return(exited=True)
+        self.b.position_at_end(back)
 
     def guard_value(self, inst: ast.Instruction) -> ir.Value:
         p = self.read_reg(inst.guard.reg, 1)
@@ -305,7 +319,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, Textu
             else:
                 copy_back.append((actual, buf, formal.type))
             buffers.append(buf)
-        self.b.call(self.mod.llfns[target.name], buffers)
+        self._after_call(self.b.call(self.mod.llfns[target.name], buffers))
         for actual, buf, t in copy_back:
             self.write(actual, self.b.load(buf, typ=ir.IntType(ptx_bits(t))), t)
 
@@ -317,10 +331,10 @@ class FunctionLowering(MemoryMixin, WarpMixin, PrintfMixin, MbarrierMixin, Textu
             if sym is None or sym.kind != "pbuf":
                 raise unsupported(inst, "indirect call with register arguments")
             buffers.append(sym.ptr)
-        fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(addrspace=5)] * len(buffers))
+        fnty = ir.FunctionType(self.mod.func_result, [ir.PointerType(addrspace=5)] * len(buffers))
         # a typed function pointer is how llvmlite's call learns an indirect callee's type
         callee = self.b.inttoptr(self.read(ast.Reg(target.name, target.pos), "u64"), fnty.as_pointer())
-        self.b.call(callee, buffers)
+        self._after_call(self.b.call(callee, buffers))
 
     def syscall(self, inst: ast.Instruction, name: str, rets: list[ast.Operand], args: list[ast.Operand]) -> None:
         if name == "vprintf":

@@ -16,8 +16,8 @@ from llvmlite.ir.instructions import StoreAtomicInstr
 from zluda_py.compiler.amdgpu.ir_extras import ScopedAtomicRMW, ScopedCmpXchg, insert
 from zluda_py.compiler.errors import UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.memops import (atomic_op, atomic_update, cp_async_fill, cp_async_limit, cp_async_size,
-                                      cp_async_src_size, space_of, vector_count)
+from zluda_py.compiler.memops import (atomic_update, bf16_op, cas_loop, cp_async_fill, cp_async_limit,
+                                      cp_async_size, cp_async_src_size, space_of, vector_count, wide_atomic_op)
 from zluda_py.ptx import ast
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -104,52 +104,76 @@ class MemoryMixin:
     def _mem_type(self, inst: ast.Instruction) -> str:
         if not inst.types:
             raise unsupported(inst, "no type")
-        t = inst.types[-1]
-        if ptx_bits(t) > 64:
-            raise unsupported(inst, "128-bit access")
-        return t
+        return inst.types[-1]
 
-    def _elements(self, inst: ast.Instruction, ptr: ir.Value, t: str) -> list[ir.Value]:
+    def _elements(self, inst: ast.Instruction, ptr: ir.Value, t: str) -> list[list[ir.Value]]:
+        """Per element of the access, the pointers of its parts: one, or two 64-bit halves of a
+        .b128 element (LLVM has no 128-bit atomics here; each half keeps the ordering)."""
         size = max(ptx_bits(t) // 8, 1)
-        return [self.b.gep(ptr, [ir.Constant(I64, k * size)], source_etype=I8) for k in range(vector_count(inst))]
+        parts = range(0, size, 8) if size > 8 else [0]
+        return [[self.b.gep(ptr, [ir.Constant(I64, k * size + h)], source_etype=I8) for h in parts]
+                for k in range(vector_count(inst))]
 
     def op_ld(self, inst: ast.Instruction) -> None:
+        b = self.b
         t = self._mem_type(inst)
         dst, addr = inst.operands[0], inst.operands[1]
         bits = ptx_bits(t)
         dests = dst.elems if isinstance(dst, ast.Vec) else [dst]
         ordering = _ordering(inst, "acquire")
-        for d, p in zip(dests, self._elements(inst, self.pointer(addr, space_of(inst)), t)):
-            ty, align = ir.IntType(max(bits, 8)), max(bits // 8, 1)
-            v = self.b.load(p, typ=ty, align=align) if ordering is None else \
-                self.b.load_atomic(p, ordering, align, typ=ty)
-            self.write(d, v, t)
+        for d, ptrs in zip(dests, self._elements(inst, self.pointer(addr, space_of(inst)), t)):
+            part = min(bits, 64)
+            ty, align = ir.IntType(max(part, 8)), max(bits // 8, 1)
+            value = ir.Constant(ir.IntType(max(bits, 8)), 0)
+            for h, p in enumerate(ptrs):
+                v = b.load(p, typ=ty, align=align if h == 0 else 8) if ordering is None else \
+                    b.load_atomic(p, ordering, align if h == 0 else 8, typ=ty)
+                v = self.lanes.resize(v, value.type.width, False)
+                value = b.or_(value, b.shl(v, ir.Constant(value.type, 64 * h))) if h else v
+            self.write(d, value, t)
 
     op_ldu = op_ld
 
     def op_st(self, inst: ast.Instruction) -> None:
+        if inst.has("bulk"):
+            self._st_bulk(inst)
+            return
+        b = self.b
         t = self._mem_type(inst)
         addr, src = inst.operands[0], inst.operands[1]
         bits = ptx_bits(t)
         srcs = src.elems if isinstance(src, ast.Vec) else [src]
         ordering = _ordering(inst, "release")
-        for s, p in zip(srcs, self._elements(inst, self.pointer(addr, space_of(inst)), t)):
-            v, align = self.lanes.resize(self.read(s, t), max(bits, 8), False), max(bits // 8, 1)
-            if ordering is None:
-                self.b.store(v, p, align=align)
-            else:
-                insert(self.b, StoreAtomicInstr(self.b.block, v, p, ordering, align))  # builder needs typed ptrs
+        for s, ptrs in zip(srcs, self._elements(inst, self.pointer(addr, space_of(inst)), t)):
+            whole, align = self.lanes.resize(self.read(s, t), max(bits, 8), False), max(bits // 8, 1)
+            for h, p in enumerate(ptrs):
+                v = b.trunc(b.lshr(whole, ir.Constant(whole.type, 64 * h)), I64) if len(ptrs) > 1 else whole
+                a = align if h == 0 else 8
+                if ordering is None:
+                    b.store(v, p, align=a)
+                else:
+                    insert(b, StoreAtomicInstr(b.block, v, p, ordering, a))  # builder needs typed ptrs
+
+    def _st_bulk(self, inst: ast.Instruction) -> None:
+        """st.bulk [a], size, 0: the thread zeroes `size` bytes at a (a multiple of 8, 8-aligned)."""
+        addr, size = inst.operands[0], inst.operands[1]
+        if not isinstance(size, ast.Imm):
+            raise unsupported(inst, "non-constant size")
+        ptr = self.pointer(addr, space_of(inst))
+        space = ptr.type.addrspace
+        self.call_intrinsic(f"llvm.memset.p{space}.i64", ir.VoidType(),
+                            [ptr, ir.Constant(I8, 0), ir.Constant(I64, int(size.value)), ir.Constant(I1, 0)])
 
     def op_cvta(self, inst: ast.Instruction) -> None:
         t = inst.types[-1]
         dst, src = inst.operands
         space = space_of(inst)
-        if space == "param":
-            raise unsupported(inst)
+        if space == "param" and not self.is_kernel:  # a .func's parameters are private buffers
+            raise unsupported(inst, "cvta.param inside a .func")
         if ptx_bits(t) != 64:  # a flat address is 64 bits (shared and local ones carry the aperture above bit 32)
             raise unsupported(inst, "32-bit generic addresses")
         value = self.read(src, t)
-        space_no = ADDRESS_SPACE[space]
+        space_no = SYMBOL_SPACE["kparam"] if space == "param" else ADDRESS_SPACE[space]  # kernargs: global memory
         self.write(dst, self.from_generic(value, space_no) if inst.has("to") else self.to_generic(value, space_no), t)
 
     def op_isspacep(self, inst: ast.Instruction) -> None:
@@ -162,9 +186,27 @@ class MemoryMixin:
             result = shared
         elif space == "local":
             result = private
-        else:  # global, const and param windows are all global memory here
+        elif space == "const":  # inside one of the module's (or this function's) .const variables
+            result = ir.Constant(I1, 0)
+            for sym in {id(s): s for s in [*self.mod.symbols.values(), *self.symbols.values()]
+                        if s.kind == "const"}.values():
+                result = self.b.or_(result, self._within(ptr, sym.ptr, ir.Constant(I64, sym.size)))
+        elif space == "param":  # inside the kernel's parameters (the explicit kernargs: CUDA's parameter buffer)
+            if not self.is_kernel:
+                raise unsupported(inst, "isspacep.param inside a .func")
+            params = [self.symbols[q.name] for q in self.fn.params]
+            result = ir.Constant(I1, 0)
+            if params:
+                end = self.b.add(self.b.ptrtoint(params[-1].ptr, I64), ir.Constant(I64, params[-1].size))
+                result = self._within(ptr, params[0].ptr, self.b.sub(end, self.b.ptrtoint(params[0].ptr, I64)))
+        else:  # the const and param windows lie inside the global one, as on the CPU target
             result = self.b.not_(self.b.or_(shared, private))
         self.write(p, result, "pred")
+
+    def _within(self, ptr: ir.Value, start: ir.Value, size: ir.Value) -> ir.Value:
+        """Whether flat `ptr` lies in [start, start + size) (`start` in a 64-bit address space)."""
+        offset = self.b.sub(self.b.ptrtoint(ptr, I64), self.b.ptrtoint(start, I64))
+        return self.b.icmp_unsigned("<", offset, size)
 
     # ------------------------------------------------------------------ ordering
     def _scope(self, inst: ast.Instruction) -> str:
@@ -191,21 +233,37 @@ class MemoryMixin:
         self._atomic(inst, None, inst.operands[0], inst.operands[1:])
 
     def _atomic(self, inst: ast.Instruction, dst, addr, srcs) -> None:
+        """atom/red: a vector form is one atomic per element (PTX makes each element's access
+        atomic on its own); bf16 has no atomicrmw here, so it is a compare-and-swap loop."""
         b = self.b
         t = inst.types[-1]
-        op = atomic_op(inst)
+        op = wide_atomic_op(inst)
+        bits = ptx_bits(t)
+        if bits > 64:
+            raise unsupported(inst, "128-bit atomic")
+        ity = ir.IntType(bits)
         ptr = self.pointer(addr, space_of(inst))
-        vals = [self.read(s, t) for s in srcs]
+        elems = lambda o: o.elems if isinstance(o, ast.Vec) else [o]  # noqa: E731
+        operands = srcs[:2] if op == "cas" else srcs[:1]  # a cache-policy operand is a hint only
+        vals = [[self.read(e, t) for e in elems(s)] for s in operands]
         ordering = next((ORDERINGS[m] for m in inst.mods if m in ORDERINGS), "monotonic")
         scope = self._scope(inst)
         # a failed cmpxchg only reads: no release part
         fail = {"release": "monotonic", "monotonic": "monotonic", "seq_cst": "seq_cst"}.get(ordering, "acquire")
-        old = atomic_update(
-            b, op, t, vals[0], vals[1] if op == "cas" else None,
-            lambda name, arg: insert(b, ScopedAtomicRMW(b.block, name, ptr, arg, ordering, scope)),
-            lambda x, y: insert(b, ScopedCmpXchg(b.block, ptr, x, y, ordering, fail, scope)))
-        if dst is not None:
-            self.write(dst, old, t)
+        dests = elems(dst) if dst is not None else [None] * vector_count(inst)
+        for k, d in enumerate(dests):
+            p = b.gep(ptr, [ir.Constant(I64, k * bits // 8)], source_etype=I8) if k else ptr
+            cas = lambda x, y, p=p: insert(b, ScopedCmpXchg(b.block, p, x, y, ordering, fail, scope))  # noqa: E731
+            x = vals[0][k]
+            if t in ("bf16", "bf16x2"):
+                old = cas_loop(b, b.load(p, typ=ity, align=bits // 8),
+                               lambda cur, x=x: bf16_op(b, op, cur, x, bits // 16), cas)
+            else:
+                old = atomic_update(b, op, t, x, vals[1][k] if op == "cas" else None,
+                                    lambda name, arg, p=p: insert(b, ScopedAtomicRMW(b.block, name, p, arg, ordering,
+                                                                                      scope)), cas)
+            if d is not None:
+                self.write(d, old, t)
 
     def op_cp(self, inst: ast.Instruction) -> None:
         """cp.async: the copy completes at once (see cp_async_size); the bulk copies and

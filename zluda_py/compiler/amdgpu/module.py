@@ -13,6 +13,7 @@ variables are): the code object exports only a pointer to it under its name.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cached_property
 
 from llvmlite import ir
@@ -23,6 +24,7 @@ from zluda_py.compiler.amdgpu.function import (ENVREG_WORKSPACE, GRID_WORKSPACE_
 from zluda_py.compiler.amdgpu.ir_extras import ByRefAttributes
 from zluda_py.compiler.amdgpu.printf import BUFFER_SYMBOL
 from zluda_py.compiler.amdgpu.targets import GfxTarget
+from zluda_py.compiler.amdgpu.warp import NAMED_BARRIERS, counted_barrier
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import (RESERVED_SMEM, address_offsets, directive_dims, initial_value, kernel_params,
                                       max_threads)
@@ -33,6 +35,16 @@ from zluda_py.ptx.parser import OPAQUE_TYPES
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 SPACE_AS = {"global": 1, "const": 4, "shared": 3}
 DYN_SHARED_ALIGN = 16
+
+
+def _instructions_of(body: list) -> Iterator[ast.Instruction]:
+    stack = list(body)
+    while stack:
+        s = stack.pop()
+        if isinstance(s, ast.Block):
+            stack.extend(s.body)
+        elif isinstance(s, ast.Instruction):
+            yield s
 
 
 def _refuse_reference(v: ast.Variable) -> None:
@@ -198,19 +210,39 @@ class ModuleLowering:
             g.align = 4
         return g
 
+    def named_barriers(self) -> ir.GlobalVariable:
+        """The 16 named barriers' words in LDS (warp.py: arrivals in the low half, the phase above)."""
+        name = "zluda.named_barriers"
+        g = self.ir.globals.get(name)
+        if g is None:
+            g = ir.GlobalVariable(self.ir, ir.ArrayType(I32, NAMED_BARRIERS), name=name, addrspace=3)
+            g.type = ir.PointerType(addrspace=3)
+            g.linkage = "internal"
+            g.initializer = ir.Constant(g.value_type, ir.Undefined)
+            g.align = 4
+        return g
+
+    @cached_property
+    def has_counted_barrier(self) -> bool:
+        """Whether any function has bar.arrive or a barrier with a thread count (the LDS counters,
+        which every kernel zeroes first)."""
+        return any(counted_barrier(i) for i in self._instructions())
+
     def _instructions(self):
-        stack = [s for f in self.ast.functions() for s in (f.body or [])]
-        while stack:
-            s = stack.pop()
-            if isinstance(s, ast.Block):
-                stack.extend(s.body)
-            elif isinstance(s, ast.Instruction):
-                yield s
+        return _instructions_of([s for f in self.ast.functions() for s in (f.body or [])])
 
     @cached_property
     def has_bar_red(self) -> bool:
         """Whether any function uses bar.red (then every kernel zeroes its LDS counter)."""
         return any(i.opcode in ("bar", "barrier") and i.has("red") for i in self._instructions())
+
+    @cached_property
+    def func_result(self) -> ir.Type:
+        """What every .func returns: void, or with an `exit` inside any .func, whether the thread
+        exited (callers return at once, up to the kernel: a lane cannot end inside a call)."""
+        exits = any(i.opcode == "exit" for f in self.ast.functions() if f.kind != "entry"
+                    for i in _instructions_of(f.body or []))
+        return ir.IntType(1) if exits else ir.VoidType()
 
     @cached_property
     def has_grid_workspace(self) -> bool:
@@ -244,7 +276,7 @@ class ModuleLowering:
             self.kernel_attrs[f.name] = max_threads(f)
         else:
             params = [ir.PointerType(addrspace=5)] * (len(f.returns) + len(f.params))
-            llfn = ir.Function(self.ir, ir.FunctionType(ir.VoidType(), params), name=f.name)
+            llfn = ir.Function(self.ir, ir.FunctionType(self.func_result, params), name=f.name)
             llfn.linkage = "internal"
             self.symbols[f.name] = Symbol("func", llfn)
         self.llfns[f.name] = llfn

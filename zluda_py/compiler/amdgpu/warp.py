@@ -10,17 +10,29 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from zluda_py.compiler.amdgpu.ir_extras import ScopedCmpXchg, insert
 from zluda_py.compiler.errors import unsupported
-from zluda_py.compiler.warp_rules import SHFL_MODES, redux_form, redux_identity, redux_intrinsic, shfl_source_lanes
+from zluda_py.compiler.memops import cas_loop
+from zluda_py.compiler.warp_rules import (REDUX_F32_NONE, SHFL_MODES, redux_f32_fill, redux_f32_key, redux_f32_unkey,
+                                          redux_form, redux_identity, redux_intrinsic, shfl_source_lanes)
 from zluda_py.ptx import ast
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 WARP = 32
 LDS = 3
+NAMED_BARRIERS = 16  # PTX barriers 0-15 per CTA
+PHASE = 1 << 16  # a named barrier's word: arrivals below, the phase count above
 
 
 def _c(v: int) -> ir.Constant:
     return ir.Constant(I32, v & 0xFFFFFFFF)
+
+
+def counted_barrier(inst: ast.Instruction) -> bool:
+    """bar.arrive, or bar.sync/barrier.sync with a thread count (bar.red's are refused): the
+    barriers lowered as LDS counters; the others are the hardware barrier."""
+    return inst.opcode in ("bar", "barrier") and not inst.has("red") and not inst.has("warp") and \
+        (inst.has("arrive") or len(inst.operands) > 1)
 
 
 class WarpMixin:
@@ -162,9 +174,12 @@ class WarpMixin:
     def op_redux(self, inst: ast.Instruction) -> None:
         b = self.b
         t = inst.types[-1]
-        op, signed = redux_form(inst)
         dst, a, m = inst.operands[:3]
         member = self.member_mask(m)
+        if t == "f32":
+            self.write(dst, self._redux_f32(inst, self.read(a, "b32"), member), "b32")
+            return
+        op, signed = redux_form(inst)
         value = self.read(a, t)
         identity = _c(redux_identity(op, signed))
 
@@ -177,6 +192,24 @@ class WarpMixin:
             v = b.select(self._bit(member, j), self.fetch(j, value), identity)
             return combine(acc, v)
         self.write(dst, self._over_lanes(identity, step), t)
+
+    def _redux_f32(self, inst: ast.Instruction, value: ir.Value, member: ir.Value) -> ir.Value:
+        """redux.sync.min/max{.abs}{.NaN}.f32 on bit patterns: NaNs are left out (with .NaN any NaN
+        gives the canonical NaN, as do no numbers at all) and +0 > -0 (warp_rules' order keys)."""
+        b = self.b
+        key, nan = redux_f32_key(self.lanes, value, inst.has("abs"))
+        smaller = inst.has("min")
+        fill = ir.Constant(I32, redux_f32_fill(smaller))
+        key = b.select(nan, fill, key)
+        name = f"llvm.{'smin' if smaller else 'smax'}.i32"
+
+        def step(acc, j):
+            return self.call_intrinsic(name, I32, [acc, b.select(self._bit(member, j), self.fetch(j, key), fill)])
+        best = redux_f32_unkey(self.lanes, self._over_lanes(fill, step))
+        none = b.icmp_unsigned("==", b.and_(self.ballot(b.not_(nan)), member), _c(0))
+        if inst.has("NaN"):
+            none = b.or_(none, b.icmp_unsigned("!=", b.and_(self.ballot(nan), member), _c(0)))
+        return b.select(none, _c(REDUX_F32_NONE), best)
 
     def op_bar(self, inst: ast.Instruction) -> None:
         """Only bar.warp.sync reaches here (block barriers end a basic block)."""
@@ -191,20 +224,61 @@ class WarpMixin:
         self.b.fence("acquire", "workgroup")
 
     def lower_barrier(self, inst: ast.Instruction) -> None:
-        """bar.sync / barrier.sync / bar.red: the workgroup's one hardware barrier (also valid
-        inside a .func: every thread of the workgroup reaches it through its own call)."""
-        if inst.has("arrive"):
-            raise unsupported(inst, "bar.arrive has no AMDGPU equivalent")
+        """bar.sync / barrier.sync / bar.arrive / bar.red: the workgroup's one hardware barrier (also
+        valid inside a .func: every thread of the workgroup reaches it through its own call);
+        bar.arrive and barriers with a thread count are the named barriers' LDS counters."""
         ops = list(inst.operands)
         red = inst.has("red")
         dst = ops.pop(0) if red else None
         pred = ops.pop() if red else None
-        if len(ops) > 1:
+        if red and len(ops) > 1:
             raise unsupported(inst, "barrier with a thread count")
-        if not red:
+        if red:
+            self._bar_red(inst, dst, pred)
+        elif counted_barrier(inst):
+            self._named_barrier(inst, ops)
+        else:
             self.s_barrier()
+
+    def init_named_barriers(self) -> None:
+        """Zero the named barriers' words once per block; the hardware barrier orders it before any use."""
+        b = self.b
+        with b.if_then(b.icmp_unsigned("==", self.flat_tid(), _c(0))):
+            for k in range(NAMED_BARRIERS):
+                b.store(_c(0), b.gep(self.mod.named_barriers(), [_c(k)], source_etype=I32))
+        self.s_barrier()
+
+    def _named_barrier(self, inst: ast.Instruction, ops: list[ast.Operand]) -> None:
+        """Barrier `ops[0]` expecting `ops[1]` threads: each thread adds one arrival with a
+        compare-and-swap; the arrival that completes the count zeroes it and advances the phase in
+        the same swap. bar.arrive leaves; the others wait (polling, with s_sleep so the waves still
+        to arrive get the SIMD) until the phase moves on. Lanes of a wave share a program counter:
+        a lane waiting for an arrival its own wave makes later on another path waits for ever."""
+        if len(ops) < 2:
+            raise unsupported(inst, "bar.arrive without a thread count")
+        b = self.b
+        word = b.gep(self.mod.named_barriers(), [b.and_(self.read(ops[0], "u32"), _c(NAMED_BARRIERS - 1))],
+                     source_etype=I32)
+        count = self.read(ops[1], "u32")
+
+        def arrive(cur: ir.Value) -> ir.Value:
+            last = b.icmp_unsigned("==", b.add(b.and_(cur, _c(PHASE - 1)), _c(1)), count)
+            return b.select(last, b.add(b.and_(cur, _c(-PHASE)), _c(PHASE)), b.add(cur, _c(1)))
+
+        def cas(expected: ir.Value, new: ir.Value) -> ir.Value:
+            return insert(b, ScopedCmpXchg(b.block, word, expected, new, "release", "monotonic", "workgroup"))
+        old = cas_loop(b, b.load_atomic(word, "monotonic", 4, typ=I32), arrive, cas)
+        if inst.has("arrive"):
             return
-        self._bar_red(inst, dst, pred)
+        phase = b.and_(old, _c(-PHASE))
+        poll, done = b.append_basic_block("bar.wait"), b.append_basic_block("bar.done")
+        b.cbranch(b.icmp_unsigned("==", b.and_(arrive(old), _c(-PHASE)), phase), poll, done)
+        b.position_at_end(poll)
+        self.call_intrinsic("llvm.amdgcn.s.sleep", ir.VoidType(), [_c(1)])
+        now = b.and_(b.load_atomic(word, "monotonic", 4, typ=I32), _c(-PHASE))
+        b.cbranch(b.icmp_unsigned("==", now, phase), poll, done)
+        b.position_at_end(done)
+        b.fence("acquire", "workgroup")
 
     def init_bar_red(self) -> None:
         """Zero the bar.red counter once per block, before the first barrier orders it."""

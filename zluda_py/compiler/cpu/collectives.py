@@ -14,8 +14,8 @@ from llvmlite import ir
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import WARP
 from zluda_py.compiler.errors import unsupported
-from zluda_py.compiler.warp_rules import (SHFL_MODES, redux_form, redux_identity, redux_intrinsic, shfl_source,
-                                         shfl_source_lanes)
+from zluda_py.compiler.warp_rules import (REDUX_F32_NONE, SHFL_MODES, redux_f32_fill, redux_f32_key, redux_f32_unkey,
+                                          redux_form, redux_identity, redux_intrinsic, shfl_source, shfl_source_lanes)
 from zluda_py.ptx import ast
 
 I1, I32, I64 = V.I1, V.I32, V.I64
@@ -182,24 +182,15 @@ class WarpMixin:
         """redux.sync.min/max{.abs}{.NaN}.f32 on bit patterns: NaNs are left out (with .NaN any NaN
         gives the canonical NaN, as do no numbers at all) and +0 > -0."""
         b = self.b
-        c = lambda x: V.splat_const(I32, x)  # noqa: E731
-        magnitude = b.and_(value, c(0x7FFFFFFF))
-        if inst.has("abs"):
-            value = magnitude
-        nan = b.icmp_unsigned(">", magnitude, c(0x7F800000))
+        key, nan = redux_f32_key(self.lanes, value, inst.has("abs"))
         numbers = b.and_(member, b.not_(nan))
-        # as signed integers the patterns order like their numbers once negative ones flip their
-        # magnitude bits (-0 becomes -1, below +0); the flip is its own inverse
-        flip = lambda x, neg: b.select(neg, b.xor(x, ir.Constant(x.type, 0x7FFFFFFF)), x)  # noqa: E731
-        key = flip(value, b.icmp_signed("<", value, c(0)))
         smaller = inst.has("min")
-        fill = c(0x7FFFFFFF if smaller else -0x80000000)
-        best = V.reduce(b, "smin" if smaller else "smax", b.select(numbers, key, fill))
-        best = flip(best, b.icmp_signed("<", best, ir.Constant(I32, 0)))
+        fill = V.splat_const(I32, redux_f32_fill(smaller))
+        best = redux_f32_unkey(self.lanes, V.reduce(b, "smin" if smaller else "smax", b.select(numbers, key, fill)))
         none = b.not_(V.any_lane(b, numbers))
         if inst.has("NaN"):
             none = b.or_(none, V.any_lane(b, b.and_(member, nan)))
-        return V.splat(b, b.select(none, ir.Constant(I32, 0x7FFFFFFF), best))
+        return V.splat(b, b.select(none, ir.Constant(I32, REDUX_F32_NONE), best))
 
     def op_bar(self, inst: ast.Instruction, mask: ir.Value) -> None:
         """Only bar.warp.sync reaches here (block barriers end a basic block): a warp is in lockstep."""

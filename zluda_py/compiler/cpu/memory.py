@@ -22,8 +22,8 @@ from zluda_py.compiler.cpu.abi import ABORTED, BOUNDS_CACHE_ENTRIES, WARP, Ctx
 from zluda_py.compiler.errors import (CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_MISALIGNED_ADDRESS, UnsupportedError,
                                       unsupported)
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.memops import (atomic_update, cp_async_fill, cp_async_limit, cp_async_size, cp_async_src_size,
-                                      space_of, vector_count, wide_atomic_op)
+from zluda_py.compiler.memops import (atomic_update, bf16_op, cas_loop, cp_async_fill, cp_async_limit, cp_async_size,
+                                      cp_async_src_size, space_of, vector_count, wide_atomic_op)
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
@@ -717,7 +717,8 @@ class MemoryMixin:
             p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
             x = b.extract_element(args[0], idx)
             if t in ("bf16", "bf16x2"):  # no native bf16 arithmetic: a compare-and-swap loop
-                old = _cas_loop(b, p, ity, lambda cur: _bf16_op(b, op, cur, x, bits // 16))
+                old = cas_loop(b, b.load(p, typ=ity), lambda cur: bf16_op(b, op, cur, x, bits // 16),
+                               lambda e, y: b.cmpxchg(p, e, y, "seq_cst", "seq_cst"))
             else:
                 old = atomic_update(b, op, t, x, b.extract_element(args[1], idx) if op == "cas" else None,
                                     lambda name, arg: b.atomic_rmw(name, p, arg, "seq_cst"),
@@ -1015,50 +1016,6 @@ def _helper(mod, name: str, ret: ir.Type, args: list[ir.Type], cold: bool = Fals
 
 def _defined_here(mod, name: str) -> bool:
     return mod.helpers_here or name not in SHARED_HELPERS
-
-
-def _cas_loop(b: ir.IRBuilder, p: ir.Value, ity: ir.Type, update) -> ir.Value:
-    """Atomically replace *p by update(*p) with a compare-and-swap loop; returns the old value."""
-    pre = b.block
-    first = b.load(p, typ=ity)
-    loop = b.append_basic_block("cas")
-    done = b.append_basic_block("cas.done")
-    b.branch(loop)
-    b.position_at_end(loop)
-    cur = b.phi(ity)
-    cur.add_incoming(first, pre)
-    pair = b.cmpxchg(p, cur, update(cur), "seq_cst", "seq_cst")
-    seen = b.extract_value(pair, 0)
-    cur.add_incoming(seen, loop)
-    b.cbranch(b.extract_value(pair, 1), done, loop)
-    b.position_at_end(done)
-    return seen
-
-
-def _bf16_op(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, parts: int) -> ir.Value:
-    """Packed bf16 add/min/max of x and y, no flush (.noftz). Two bf16 values add exactly in f32
-    unless one is below half a bf16 ulp of the other, so rounding the f32 sum to nearest even is
-    the correctly rounded bf16 sum; a NaN sum gives the canonical 0x7FFF. min/max return the
-    other operand when one is NaN, 0x7FFF when both are."""
-    out = ir.Constant(x.type, 0)
-    f32 = ir.FloatType()
-    nan = ir.Constant(I32, 0x7FFF)
-    for k in range(parts):
-        half = lambda v: b.zext(b.trunc(b.lshr(v, ir.Constant(v.type, 16 * k)), V.I16), I32)  # noqa: E731
-        hx, hy = half(x), half(y)
-        fx, fy = (b.bitcast(b.shl(h, ir.Constant(I32, 16)), f32) for h in (hx, hy))
-        if op == "add":
-            total = b.fadd(fx, fy)
-            raw = b.bitcast(total, I32)
-            rounded = b.lshr(b.add(raw, b.add(ir.Constant(I32, 0x7FFF), b.and_(b.lshr(raw, ir.Constant(I32, 16)),
-                                                                              ir.Constant(I32, 1)))), ir.Constant(I32, 16))
-            r16 = b.select(b.fcmp_unordered("uno", total, total), nan, rounded)
-        else:
-            x_nan, y_nan = b.fcmp_unordered("uno", fx, fx), b.fcmp_unordered("uno", fy, fy)
-            take_y = b.or_(b.fcmp_ordered("<" if op == "min" else ">", fy, fx), x_nan)
-            r16 = b.select(b.and_(x_nan, y_nan), nan, b.select(take_y, hy, hx))
-        out = b.or_(out, b.shl(b.zext(b.trunc(r16, V.I16), x.type), ir.Constant(x.type, 16 * k)))
-    return out
 
 
 def _concat(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
