@@ -69,7 +69,8 @@ void zluda_native_output(int64_t *record, const char *text, size_t len);
 uint64_t zluda_native_launch_count(void);
 """
 # entry points that try native_launch.c's fast path first (its last argument: a _ptsz variant), then Python
-NATIVE_FIRST = {"cuLaunchKernel": "zl_native_launch({args}, 0)", "cuLaunchKernel_ptsz": "zl_native_launch({args}, 1)"}
+NATIVE_FIRST = {"cuLaunchKernel": "zl_native_launch({args}, 0)", "cuLaunchKernel_ptsz": "zl_native_launch({args}, 1)",
+                "cuLaunchKernelEx": "zl_native_launch_ex({args}, 0)", "cuLaunchKernelEx_ptsz": "zl_native_launch_ex({args}, 1)"}
 
 
 def declarations() -> tuple[str, dict[str, str]]:

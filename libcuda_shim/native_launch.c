@@ -1,6 +1,6 @@
-/* The launch fast path (docs/driver.md, "The native launch path"): cuLaunchKernel of a kernel
+/* The launch fast path (docs/driver.md, "The native launch path"): cuLaunchKernel(Ex) of a kernel
  * the Python driver has launched before, packed, checked and queued here without the
- * interpreter, then run by a C worker thread of its stream.
+ * interpreter, then run by a C worker thread of its stream and the pool's helpers.
  *
  * Python registers, per CUfunction, what a launch of it needs (zluda_native_register: the
  * block runner, parameter layout, limits) once its first launch went through the Python path,
@@ -10,7 +10,7 @@
  * stream's native launches is pending in the context (their order is then this queue's), and
  * Python ops wait for the native launches before them (zluda_native_last/_wait). Anything
  * else (an error to report, a capture, a sticky error, other pending work, cooperative
- * launches, `extra`) returns 0 and the Python driver handles the call as before. */
+ * launches, `extra`, launch attributes) returns 0 and the Python driver handles the call as before. */
 #include <sched.h>
 #include <stddef.h>
 #include <sys/uio.h>
@@ -583,3 +583,21 @@ python:
     return 0;
 }
 
+
+/* cuLaunchKernelEx(_ptsz): the same path for a config without attributes (cuda.h's CUlaunchConfig,
+ * read with the kernel's checks: an unreadable one goes to Python, which reports it) */
+typedef struct {
+    unsigned grid[3], block[3], shared;
+    void *stream, *attrs;
+    unsigned nattrs;
+} zl_launch_config;
+
+static int zl_native_launch_ex(const void *config, void *f, void **kernel_params, void **extra, int per_thread) {
+    zl_launch_config c;
+    struct iovec local = {&c, sizeof c}, remote = {(void *)config, sizeof c};
+    if (!config || !__atomic_load_n(&zl_native_on, __ATOMIC_ACQUIRE) ||
+        process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof c || c.nattrs)
+        return 0;
+    return zl_native_launch(f, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared, c.stream,
+                            kernel_params, extra, per_thread);
+}

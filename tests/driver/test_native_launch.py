@@ -211,6 +211,20 @@ elif case == "per-thread":  # the per-thread default stream and streams of anoth
     ok(cu.cuCtxSynchronize())
     print("native", cu.zluda_native_launch_count() - before)
     ok(launch())  # the legacy stream still goes native
+elif case == "launch-ex":  # cuLaunchKernelEx without attributes goes native as cuLaunchKernel does
+    class Attribute(ctypes.Structure):
+        _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_char * 64)]
+    class Config(ctypes.Structure):
+        _fields_ = [("dims", c_uint * 7), ("stream", c_void_p), ("attrs", ctypes.POINTER(Attribute)), ("count", c_uint)]
+    config = Config((c_uint * 7)(1, 1, 1, 32, 1, 1, 0), stream, None, 0)
+    ex = lambda cfg: cu.cuLaunchKernelEx(byref(cfg), add, params, None)
+    for _ in range(3):  # the only launches that may go native in this case
+        ok(ex(config))
+    print("block 2048", ex(Config((c_uint * 7)(1, 1, 1, 2048, 1, 1, 0), stream, None, 0)))
+    print("unreadable config", cu.cuLaunchKernelEx(c_void_p(4096), add, params, None))
+    attribute = Attribute(7)  # CU_LAUNCH_ATTRIBUTE_PRIORITY: Python's
+    print("with an attribute", ex(Config((c_uint * 7)(1, 1, 1, 32, 1, 1, 0), stream, ctypes.pointer(attribute), 1)))
+    ok(cu.cuStreamSynchronize(stream))
 elif case == "grid":  # several blocks: chunks for the worker pool
     for v in (2, 3):
         value.value = v
@@ -259,7 +273,8 @@ def run(case: str, native: bool) -> tuple[list[str], int, str]:
     return lines[:-1], int(lines[-1].split()[1]), p.stderr.decode()
 
 
-CASES = ["ordering", "errors", "capture", "sticky", "illegal", "printf", "grid", "context-wait", "per-thread"]
+CASES = ["ordering", "errors", "capture", "sticky", "illegal", "printf", "grid", "context-wait", "per-thread",
+         "launch-ex"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -288,6 +303,7 @@ def test_what_each_case_shows():
     assert lines["grid"] == ["final [9]"]
     assert lines["context-wait"] == ["before the event 600 0", "final [7]"]
     assert lines["per-thread"] == ["stream of another context 0", "native 0", "final [5]"]
+    assert lines["launch-ex"] == ["block 2048 1", "unreadable config 1", "with an attribute 0", "final [5]"]
     assert lines["printf"] == ["v=1", "v=1", "v=2", "v=2", "v=3", "v=3", "v=4", "v=4", "final [1]"]
 
 
