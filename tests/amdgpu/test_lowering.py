@@ -44,19 +44,28 @@ TEXREF_READ = ("ld.param.u64 %rd1, [out];\ntex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4
                "st.global.f32 [%rd1], %f1;")
 
 
-@pytest.mark.parametrize("text, declaration", [  # each declared on line 4, after the three header lines
-    (HEADER + ".global .texref t;\n" + kernel(TEXREF_READ)[len(HEADER):], ".global .texref t"),
-    (HEADER + ".global .surfref s;\n" + kernel("ret;")[len(HEADER):], ".global .surfref s"),
-    (HEADER + ".global .samplerref m;\n" + kernel("ret;")[len(HEADER):], ".global .samplerref m"),
-    (kernel("ret;").replace("(.param .u64 out)", "(.param .u64 out, .param .texref p)"), ".param .texref p"),
+def test_texture_and_surface_references_are_exported_words():
+    """A .texref/.surfref is a global u64 the driver finds by name (hipModuleGetGlobal) and
+    fills with the bound object's descriptor address (driver/texrefs.py); tex reads it."""
+    text = HEADER + ".global .texref t;\n.global .surfref s;\n" + kernel(TEXREF_READ)[len(HEADER):]
+    ir_text, meta = lower(parse(text, "refs.ptx"), "gfx1100")
+    assert meta["globals"]["t"] == {"symbol": "t", "size": 8, "space": "texref"}
+    assert meta["globals"]["s"] == {"symbol": "s", "size": 8, "space": "surfref"}
+    assert re.search(r'@"t" = .*addrspace\(1\) global i64 0, align 8', ir_text), ir_text
+    assert re.search(r'load i64, ptr addrspace\(1\) @"t"', ir_text)
+
+
+@pytest.mark.parametrize("line, what", [  # a texture instruction naming a surface reference and the other way round
+    ("tex.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [s, {%f1, %f2}];", "tex.2d.v4.f32.f32 (s is not a .texref)"),
+    ("suld.b.1d.v4.b32.trap {%r1, %r2, %r3, %r4}, [t, {%r1}];", "suld.b.1d.v4.b32.trap (t is not a .surfref)"),
 ])
-def test_texture_references_are_refused_by_declaration(text, declaration):
-    """Legacy references (docs/amdgpu.md: refused) name their declaration and its line, with
-    CUDA_ERROR_INVALID_PTX as other PTX the target does not translate."""
+def test_a_reference_of_the_wrong_kind_is_refused_with_position(line, what):
+    """As on the CPU target (tests/compiler/test_ptx_forms.py), CUDA_ERROR_INVALID_PTX."""
+    text = HEADER + ".global .texref t;\n.global .surfref s;\n" + kernel(line)[len(HEADER):]
     with pytest.raises(UnsupportedError) as err:
         lower(parse(text, "refs.ptx"), "gfx1100")
-    assert str(err.value).startswith(f"unsupported: {declaration} ")
-    assert str(err.value).endswith("at refs.ptx:4")
+    line_no = text.splitlines().index(line) + 1
+    assert str(err.value) == f"unsupported: {what} at refs.ptx:{line_no}"
     assert err.value.cu_result == 218
 
 

@@ -4,7 +4,8 @@ cuModuleGetSurfRef/cuSurfRefSetArray (ctypes on libcuda.so.1). Expected values c
 the programming guide's texture-fetching rules written out here: point sampling reads texel
 floor(x) (normalized coordinates scaled by the size first), clamp and wrap act on indices,
 tex1Dfetch of linear memory reads element i of the bound range (0 outside), linear filtering
-blends the 2x2 texels around x - 0.5 (coordinates chosen so the weights are exact)."""
+blends the 2x2 texels around x - 0.5 (coordinates chosen so the weights are exact), sRGB reads convert
+red, green and blue with the sRGB transfer function."""
 
 from __future__ import annotations
 
@@ -305,3 +306,55 @@ def test_reference_bound_to_a_mipmapped_array(drv):
     assert (out[:, 1].view(np.uint32) == 3).all()
     cu.ok(cu.cuModuleUnload(module))
     cu.ok(cu.cuMipmappedArrayDestroy(mip))
+
+
+SRGB_PTX = """
+.version 6.0
+.target sm_80
+.address_size 64
+.global .texref colours;
+
+.visible .entry fetch(.param .u64 outp)
+{
+  .reg .b32 %r<2>; .reg .f32 %f<6>; .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [outp];
+  mov.u32 %r1, %tid.x;
+  cvt.rn.f32.u32 %f1, %r1;
+  add.f32 %f1, %f1, 0f3F000000;
+  tex.1d.v4.f32.f32 {%f2, %f3, %f4, %f5}, [colours, {%f1}];
+  mul.wide.u32 %rd2, %r1, 16;
+  add.u64 %rd3, %rd1, %rd2;
+  st.global.v4.f32 [%rd3], {%f2, %f3, %f4, %f5};
+  ret;
+}
+"""
+CU_AD_FORMAT_UNSIGNED_INT8, CU_TRSF_SRGB = 0x01, 0x10
+
+
+def _srgb_to_linear(c: float) -> float:
+    """The sRGB transfer function (IEC 61966-2-1), applied to a normalized channel."""
+    return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+
+def test_srgb_reference_converts_colour_channels(drv):
+    """CU_TRSF_SRGB on 8-bit unorm texels: red, green and blue read as the linear value of t / 255,
+    alpha as t / 255 (the programming guide: sRGB-to-linear conversion during the fetch); every
+    byte value, point sampled."""
+    cu = drv
+    module = load(cu, SRGB_PTX)
+    ref = _ref(cu, module, "colours")
+    t = np.arange(256)
+    texels = np.stack([t, 255 - t, t * 7 % 256, (t + 100) % 256], axis=1).astype(np.uint8)
+    array = c_void_p()
+    cu.ok(cu.cuArray3DCreate_v2(byref(array), byref(ARRAY3D_DESCRIPTOR(256, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0))))
+    to_array(cu, array, texels)
+    cu.ok(cu.cuTexRefSetArray(ref, array, 1))
+    cu.ok(cu.cuTexRefSetFlags(ref, CU_TRSF_SRGB))
+    out = np.zeros((256, 4), np.float32)
+    d_out = device_buffer(cu, out)
+    launch(cu, module, "fetch", 256, d_out)
+    out = from_device(cu, d_out, out)
+    expected = [[_srgb_to_linear(v / 255) for v in row[:3]] + [row[3] / 255] for row in texels.astype(float)]
+    np.testing.assert_allclose(out, np.array(expected, np.float32), rtol=1e-6, atol=0)
+    cu.ok(cu.cuModuleUnload(module))
+    cu.ok(cu.cuArrayDestroy(array))

@@ -154,25 +154,34 @@ def test_fetches_match_the_cpu_target(modules: dict, arch: str, geom: str) -> No
             normalized = k != 1
             sampler = cpu_textures.Sampler((mode, (mode + k) % 4, (mode + 2) % 4), linear, normalized, read_integer,
                                            border=(0.25, -0.5, 1.0, 2.0) if floats else (7.0, -3.0, 2.0, 100000.0))
-            desc = np.frombuffer(texdesc.pack(image, sampler), np.uint8).copy()
             for ctype in ("f32",) if image.cubemap else ("f32", "s32"):
-                coords = _coords(rng, geom, image, normalized, ctype == "s32")
-                kernel = f"tex_{geom}_{ctype}"
-                handle = cpu_textures.register(image, sampler)
-                try:
-                    want = _fetch(modules["cpu"], kernel, handle, coords, [])
-                finally:
-                    cpu_textures.release(handle)
-                got = _fetch(modules[arch], kernel, desc.ctypes.data, coords, [desc, data])
                 checked += 1
-                bad = np.nonzero((got != want).any(axis=1))[0]
-                if len(bad):
-                    lane = bad[0]
+                bad = _compare(modules, arch, geom, ctype, rng, data, image, sampler)
+                if bad:
                     failures.append(f"format {fmt:#x} x{channels} integer={read_integer} mode {mode} linear={linear} "
-                                    f"normalized={normalized} {ctype}: {len(bad)} lanes, lane {lane} coords "
-                                    f"{coords[lane]} got {got[lane]} want {want[lane]}")
+                                    f"normalized={normalized} {ctype}: {bad}")
     assert checked > 40
     assert not failures, "\n".join(failures[:20])
+
+
+def _compare(modules: dict, arch: str, geom: str, ctype: str, rng: np.random.Generator, data: np.ndarray,
+             image: cpu_textures.Image, sampler: cpu_textures.Sampler) -> str:
+    """One kernel's fetches at coordinates past every edge on the CPU target (the object
+    registered there) and on `arch` (its descriptor block): the first differing lane, or ""."""
+    desc = np.frombuffer(texdesc.pack(image, sampler), np.uint8).copy()
+    coords = _coords(rng, geom, image, sampler.normalized, ctype == "s32")
+    kernel = f"tex_{geom}_{ctype}"
+    handle = cpu_textures.register(image, sampler)
+    try:
+        want = _fetch(modules["cpu"], kernel, handle, coords, [])
+    finally:
+        cpu_textures.release(handle)
+    got = _fetch(modules[arch], kernel, desc.ctypes.data, coords, [desc, data])
+    bad = np.nonzero((got != want).any(axis=1))[0]
+    if not len(bad):
+        return ""
+    lane = bad[0]
+    return f"{len(bad)} lanes, lane {lane} coords {coords[lane]} got {got[lane]} want {want[lane]}"
 
 
 @pytest.mark.parametrize("form", ["tex.2d.v4.f32.f32 {%r5, %r6, %r7, %r8}, [%rd1, %rd1, {%f1, %f2}]"])
@@ -185,19 +194,26 @@ def test_forms_outside_the_slice_are_refused_by_name(form: str) -> None:
         EmulatedModule.from_ptx(ptx, "gfx1100")
 
 
-@pytest.mark.parametrize("image,sampler,what", [
-    (cpu_textures.Image(0, 0x01, 4, 4, 4), cpu_textures.Sampler(srgb=True), "sRGB"),
-])
-def test_hip_backend_refuses_objects_it_cannot_sample(image, sampler, what: str) -> None:
-    """Refused when the object is created (CUDA_ERROR_NOT_SUPPORTED), before any device memory
-    is touched."""
-    from zluda_py.backends import hip_textures
-    from zluda_py.curesult import CUDA_ERROR_NOT_SUPPORTED, CudaError
-
-    with pytest.raises(CudaError, match=what) as err:
-        hip_textures.register(image, sampler)
-    assert err.value.code == CUDA_ERROR_NOT_SUPPORTED
-    assert err.value.code == CUDA_ERROR_NOT_SUPPORTED
+@pytest.mark.parametrize("arch", ARCHS)
+def test_srgb_fetches_match_the_cpu_target(modules: dict, arch: str) -> None:
+    """sRGB textures (compiler/srgb.py): 8-bit unorm red, green and blue converted before point
+    and linear filtering, alpha as is; 8-bit integer reads and other formats unconverted; 2-D
+    and 3-D (eight-corner) filtering, bit for bit against the CPU target."""
+    rng = np.random.default_rng(15)
+    failures, checked = [], 0
+    for geom in ("2d", "3d"):
+        for fmt, channels, read_integer in ((0x01, 1, False), (0x01, 2, False), (0x01, 4, False), (0x01, 4, True),
+                                            (0x02, 4, False), (0x08, 2, False)):
+            data, image = _image(rng, geom, fmt, channels)
+            for linear in (False, True) if not read_integer else (False,):
+                sampler = cpu_textures.Sampler((texdesc.CLAMP, texdesc.WRAP, texdesc.BORDER_MODE), linear, True,
+                                               read_integer, srgb=True, border=(0.25, 0.5, 0.75, 0.125))
+                checked += 1
+                bad = _compare(modules, arch, geom, "f32", rng, data, image, sampler)
+                if bad:
+                    failures.append(f"{geom} format {fmt:#x} x{channels} integer={read_integer} linear={linear}: {bad}")
+    assert checked == 22
+    assert not failures, "\n".join(failures)
 
 
 # ---------------------------------------------------------------- mipmapped textures

@@ -4,9 +4,7 @@ compiled by the AMDGPU target read and sample in software (compiler/amdgpu/textu
 
 The images, mipmaps and samplers are the CPU target's records (cpu/texture.py, cpu/mipmap.py:
 the same driver code fills them); a mipmapped texture's levels are CUDA arrays in device memory
-like any other (driver/mipmaps.py), and its descriptor is one block per level. What the AMDGPU
-lowering does not implement yet is refused here, when the object is created, with
-CUDA_ERROR_NOT_SUPPORTED: sRGB reads.
+like any other (driver/mipmaps.py), and its descriptor is one block per level.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from ..cdata import ffi
 from ..compiler import texdesc
 from ..compiler.cpu import mipmap
 from ..compiler.cpu.texture import Image, Sampler
-from ..curesult import CUDA_ERROR_NOT_SUPPORTED, CudaError
 from .hip_runtime import Hip
 
 __all__ = ["Image", "Sampler", "float_result", "register", "release", "mipmap"]
@@ -40,8 +37,6 @@ def _write(block_address: int, block: bytes) -> None:
 
 def register(image: Image | mipmap.Mipmap, sampler: Sampler | None) -> int:
     """Write the object's descriptor to device memory; the handle is its address."""
-    if sampler is not None and sampler.srgb:
-        raise CudaError(CUDA_ERROR_NOT_SUPPORTED, "sRGB textures are not supported on the HIP backend yet")
     block = texdesc.pack(image, sampler)
     with _lock:
         free = _released.get(len(block))

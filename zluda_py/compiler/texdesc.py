@@ -41,6 +41,7 @@ SIZE = 184
 LINEAR_FILTER, NORMALIZED_COORDS, FLOAT_RESULT, LINEAR_MEMORY, SIGNED, FLOAT_FORMAT, PITCH_LINEAR = 1, 2, 4, 8, 16, 32, 64
 CUBEMAP = 128  # LAYERS counts 2-D faces, 6 per cube
 MIP_LINEAR = 256  # mipmapFilterMode linear (of a texture returning floats): blend two levels
+SRGB = 512  # the first channels of 8-bit unorm texels read as floats go through compiler/srgb.py's table
 TEXTURE_MAGIC, SURFACE_MAGIC = 0x54584F42, 0x53555246  # which kind of object the block describes
 WRAP, CLAMP, MIRROR, BORDER_MODE = 0, 1, 2, 3  # CUaddress_mode
 
@@ -75,6 +76,7 @@ class SamplerLike(Protocol):
     linear: bool
     normalized: bool
     read_integer: bool
+    srgb: bool
     border: tuple[float, float, float, float]
 
 
@@ -132,6 +134,7 @@ def _pack_level(image: ImageLike, sampler: SamplerLike | None, mip: bytes, mip_f
         given, integer_type = tuple(sampler.address), not floats
         if floats and not is_float:
             scale = float((1 << (8 * item - signed)) - 1)
+        flags |= SRGB if sampler.srgb and floats and image.format == 0x01 else 0
     block = struct.pack("<4Q8I3II4dd2I3B5x", image.base, row, slice_, layer_stride, image.width, image.height,
                         image.depth, image.layers, element, image.channels, item, flags, *modes,
                         TEXTURE_MAGIC if sampler is not None else SURFACE_MAGIC, *border, scale,

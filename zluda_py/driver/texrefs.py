@@ -1,15 +1,17 @@
 """Entry points: legacy texture and surface references (cuModuleGetTexRef, cuTexRef*,
 cuModuleGetSurfRef, cuSurfRef*), what binaries built before CUDA 12 use.
 
-A `.texref`/`.surfref` of a module is a word of the module's memory (compiler/cpu/module.py)
-that tex/txq/suld/sust/suq naming the reference read as their object handle. A reference
-here keeps its binding (an array, a mipmapped array, linear or pitch-linear memory) and its
-sampling state; whenever the state changes and the reference is bound, the driver makes the
-texture object that binding describes (through the same checks as cuTexObjectCreate:
-`textures._image`, `_sampler`), waits for the context's queued work (kernels read the word
-when they run, as NVIDIA's kernels read the binding made before their launch) and stores the
-new handle in the word. Until bound (and, for linear memory, given a format) the word holds
-0, which a fetch reports as CUDA_ERROR_ILLEGAL_ADDRESS. cuTexRefCreate's references belong
+A `.texref`/`.surfref` of a module is a word of the module's memory (compiler/cpu/module.py,
+amdgpu/module.py: a module global of the code object, found through hipModuleGetGlobal) that
+tex/txq/suld/sust/suq naming the reference read as their object handle (on the HIP backend the
+address of the object's descriptor, backends/hip_textures.py). A reference here keeps its
+binding (an array, a mipmapped array, linear or pitch-linear memory) and its sampling state;
+whenever the state changes and the reference is bound, the driver makes the texture object that
+binding describes (through the same checks as cuTexObjectCreate: `textures._image`,
+`_sampler`), waits for the context's queued work (kernels read the word when they run, as
+NVIDIA's kernels read the binding made before their launch) and stores the new handle in the
+word (through the backend's memory copy). Until bound (and, for linear memory, given a format)
+the word holds 0, which a fetch reports as CUDA_ERROR_ILLEGAL_ADDRESS. cuTexRefCreate's references belong
 to no module: they keep state that no kernel reads."""
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import context as ctxs, mipmaps, textures
+from .. import backends
 from .api import entry
 from .init_device import require
 from .module import modules
@@ -103,7 +106,8 @@ def _publish(ref: Reference) -> None:
         return
     handle = runtime.register(image, sampler)
     ctxs.current().synchronize()  # queued kernels read the word when they run
-    ffi.cast("unsigned long long *", ref.word)[0] = handle
+    word = ffi.new("unsigned long long *", handle)
+    backends.select().memory.copy(ref.word, addr(word), 8)  # device memory on the HIP backend
     old, ref.bound_handle = ref.bound_handle, handle
     if old:
         runtime.release(old)

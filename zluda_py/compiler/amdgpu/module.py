@@ -30,7 +30,6 @@ from zluda_py.compiler.layout import (RESERVED_SMEM, address_offsets, directive_
                                       max_threads)
 from zluda_py.compiler.ptxtypes import global_align, var_align, var_size
 from zluda_py.ptx import ast
-from zluda_py.ptx.parser import OPAQUE_TYPES
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 SPACE_AS = {"global": 1, "const": 4, "shared": 3}
@@ -45,14 +44,6 @@ def _instructions_of(body: list) -> Iterator[ast.Instruction]:
             stack.extend(s.body)
         elif isinstance(s, ast.Instruction):
             yield s
-
-
-def _refuse_reference(v: ast.Variable) -> None:
-    """Texture, sampler and surface references (`.global .texref t`, a `.param .texref`) are
-    refused by name: this target reads textures through objects only (docs/amdgpu.md)."""
-    if v.type in OPAQUE_TYPES:
-        raise UnsupportedError(f".{v.space} .{v.type} {v.name} (a texture, sampler or surface reference: the "
-                               "AMDGPU target takes texture and surface objects)", v.pos)
 
 
 class ModuleLowering:
@@ -107,7 +98,10 @@ class ModuleLowering:
         return self._variable(v, f"{fn.name}.{v.name}")
 
     def _variable(self, v: ast.Variable, name: str) -> Symbol:
-        _refuse_reference(v)
+        if v.type in ("texref", "surfref"):
+            return self._reference_word(v, name)
+        if v.type == "samplerref":  # no storage: only istypep and the refused independent-sampler forms name it
+            return Symbol("samplerref", ir.Constant(ir.PointerType(addrspace=1), None))
         if v.space not in SPACE_AS:
             raise UnsupportedError(f"module variable in .{v.space}", v.pos)
         space = SPACE_AS[v.space]
@@ -141,6 +135,18 @@ class ModuleLowering:
             self.string_globals[v.name] = bytes(init.constant).split(b"\0", 1)[0]
         self.globals_meta[v.name] = {"symbol": name, "size": size, "space": v.space}
         return Symbol(v.space, g, size)
+
+    def _reference_word(self, v: ast.Variable, name: str) -> Symbol:
+        """A texture or surface reference: a global word holding the handle (the descriptor's
+        address, compiler/texdesc.py) of the object bound to it, which the driver writes before
+        launches (driver/texrefs.py, as for the CPU target); 0 while unbound, which faults."""
+        g = ir.GlobalVariable(self.ir, I64, name=name, addrspace=1)
+        g.type = ir.PointerType(addrspace=1)
+        g.initializer = ir.Constant(I64, 0)
+        g.align = 8
+        g.visibility = "protected"  # hipModuleGetGlobal finds it
+        self.globals_meta[v.name] = {"symbol": name, "size": 8, "space": v.type}
+        return Symbol(v.type, g, 8)
 
     def _managed(self, v: ast.Variable, name: str, size: int) -> Symbol:
         """A `.attribute(.managed)` variable: a u64 cell `name` that the backend points at the
@@ -257,8 +263,6 @@ class ModuleLowering:
     # ------------------------------------------------------------------ functions
     def _declare(self, f: ast.Function) -> None:
         self.functions[f.name] = f
-        for p in f.params:
-            _refuse_reference(p)
         if f.body is None:
             if f.name in SYSCALLS:
                 return

@@ -10,19 +10,25 @@ max(t / max, -1)), the result rounded once to f32 or truncated to a 32-bit integ
 
 Implemented: tex (.1d/.2d/.3d/.a1d/.a2d/.2dms/.a2dms/.cube/.acube, .base/.level/.grad, f32 or s32 coordinates,
 f32/s32/u32/f16/f16x2 results, point and linear filtering; on mipmapped textures the CPU model's level
-selection and blend, cpu/mipmap.py), tld4 (.2d/.a2d/.cube/.acube), every txq/suq query,
-suld.b/sust.b/sust.p/sured (.trap/.clamp/.zero), istypep (false). Every other form is refused by name; the HIP backend refuses
-objects this lowering cannot sample (docs/amdgpu.md). An object of the wrong kind (its magic word) or a .trap access outside a surface faults with a
+selection and blend, cpu/mipmap.py; sRGB reads through compiler/srgb.py's table), tld4 (.2d/.a2d/.cube/.acube),
+every txq/suq query, suld.b/sust.b/sust.p/sured (.trap/.clamp/.zero), istypep (false). Every other form is refused
+by name (docs/amdgpu.md). An object of the wrong kind (its magic word) or a .trap access outside a surface faults with a
 load from address 0 (CUDA reports 700 for both; a trap would be 719).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llvmlite import ir
 
-from zluda_py.compiler import miplod, texdesc as D
+from zluda_py.compiler import miplod, srgb, texdesc as D
 from zluda_py.compiler.errors import unsupported
 from zluda_py.ptx import ast
+from zluda_py.ptx.parser import OPAQUE_TYPES
+
+if TYPE_CHECKING:
+    from zluda_py.compiler.amdgpu.function import Symbol
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -35,6 +41,7 @@ COORD_SCALE = float(1 << 24)  # cpu/texture.py COORD_BITS
 HALF_ALIGN_BITS = 14  # cpu/texture.py: half texels aligned to 2^(E - 14) before they blend
 UNSUPPORTED = "textures, surfaces: this form is not supported on AMDGPU yet"
 LOG2_SYMBOL = "__zluda_mip_log2"  # the module's copy of miplod.LOG2_TABLE
+SRGB_SYMBOL = "__zluda_srgb_to_linear"  # the module's copy of srgb.TO_LINEAR
 
 
 def _elems(op: ast.Operand) -> list[ast.Operand]:
@@ -53,11 +60,32 @@ class TextureMixin:
     # ------------------------------------------------------------------ descriptor
     def _desc(self, inst: ast.Instruction, handle: ast.Operand, magic: int) -> ir.Value:
         """The descriptor pointer of the instruction's object, checked to be of the right kind."""
-        if not isinstance(handle, ast.Reg):
-            raise unsupported(inst, f"{UNSUPPORTED} (texture and surface references)")
-        desc = self.b.inttoptr(self.read(handle, "u64"), GLOBAL)
+        desc = self.b.inttoptr(self._handle(inst, handle), GLOBAL)
         self._fault_unless(self.b.icmp_unsigned("==", self._field(desc, D.MAGIC, I32), ir.Constant(I32, magic)))
         return desc
+
+    def _handle(self, inst: ast.Instruction, handle: ast.Operand) -> ir.Value:
+        """The object's handle: the operand; for a texture or surface reference the handle the
+        driver keeps in the reference's global word (driver/texrefs.py); for a kernel parameter
+        of such a type the handle it was passed (PTX "texture parameters"), as cpu/texops.py."""
+        if isinstance(handle, ast.Reg):
+            return self.read(handle, "u64")
+        if not isinstance(handle, ast.Sym):
+            raise unsupported(inst, f"{UNSUPPORTED} (the object operand)")
+        want = "surfref" if inst.opcode.startswith("su") else "texref"
+        sym, kind = self._reference(inst, handle)
+        if kind != want:  # cpu/texops.py's wording
+            what = f"parameter {handle.name} is a .{kind}," if sym.kind == "kparam" else f"{handle.name} is"
+            raise unsupported(inst, f"{what} not a .{want}")
+        return self.b.load(sym.ptr, typ=I64, align=8)
+
+    def _reference(self, inst: ast.Instruction, name: ast.Sym) -> tuple[Symbol, str]:
+        """The symbol a name refers to and its type: a module variable's, or a kernel parameter's
+        as declared."""
+        sym = self.symbol(name.name, inst.pos)
+        if sym.kind == "kparam":
+            return sym, next(p.type for p in self.fn.params if p.name == name.name)
+        return sym, sym.kind
 
     def _field(self, desc: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
         return self.b.load(self.b.gep(desc, [_i64(offset)], source_etype=I8), typ=ty, align=4)
@@ -78,8 +106,21 @@ class TextureMixin:
         return self.b.icmp_unsigned("!=", self.b.and_(flags, ir.Constant(I32, bit)), ir.Constant(I32, 0))
 
     # ------------------------------------------------------------------ texels
-    def _channel(self, addr: ir.Value, item: ir.Value, flags: ir.Value, scale: ir.Value) -> ir.Value:
-        """One channel at byte address `addr` as f64 (the CPU model's value)."""
+    def _table(self, symbol: str, ty: ir.Type, values: tuple) -> ir.GlobalVariable:
+        """The module's constant copy of a shared table (created at its first use)."""
+        table = self.mod.ir.globals.get(symbol)
+        if table is None:
+            array = ir.ArrayType(ty, len(values))
+            table = ir.GlobalVariable(self.mod.ir, array, name=symbol, addrspace=4)
+            table.type = ir.PointerType(addrspace=4)
+            table.linkage, table.global_constant = "private", True
+            table.initializer = ir.Constant(array, bytearray(values) if ty == I8 else list(values))
+        return table
+
+    def _channel(self, addr: ir.Value, item: ir.Value, flags: ir.Value, scale: ir.Value,
+                 colour: bool) -> ir.Value:
+        """One channel at byte address `addr` as f64 (the CPU model's value); a `colour` channel
+        (red, green, blue) of an sRGB texture through compiler/srgb.py's table."""
         b = self.b
         signed = self._has(flags, D.SIGNED)
         is_float = self._has(flags, D.FLOAT_FORMAT)
@@ -103,7 +144,19 @@ class TextureMixin:
             phi.add_incoming(value, block)
         normalized = b.fdiv(phi, scale)
         normalized = b.select(b.fcmp_ordered(">", normalized, _f64(-1.0)), normalized, _f64(-1.0))
-        return b.select(b.fcmp_ordered("!=", scale, _f64(0.0)), normalized, phi)
+        value = b.select(b.fcmp_ordered("!=", scale, _f64(0.0)), normalized, phi)
+        if not colour:
+            return value
+        head = b.block
+        with b.if_then(self._has(flags, D.SRGB)):  # set only on 8-bit unorm: phi is the byte
+            table = self._table(SRGB_SYMBOL, F64, srgb.TO_LINEAR)
+            index = b.and_(b.fptoui(phi, I64), _i64(0xFF))
+            linear = b.load(b.gep(table, [_i64(0), index], source_etype=table.value_type), typ=F64)
+            converted = b.block
+        out = b.phi(F64)
+        out.add_incoming(linear, converted)
+        out.add_incoming(value, head)
+        return out
 
     def _address(self, i: ir.Value, n: ir.Value, mode: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(index in [0, n), inside) of texel index i under a runtime address mode."""
@@ -146,7 +199,8 @@ class TextureMixin:
             present = b.and_(inside, b.icmp_unsigned(">", channels, ir.Constant(I32, c)))
             head = b.block
             with b.if_then(present):
-                value = self._channel(b.add(addr, b.mul(b.zext(item, I64), _i64(c))), item, flags, scale)
+                value = self._channel(b.add(addr, b.mul(b.zext(item, I64), _i64(c))), item, flags, scale,
+                                      c < srgb.CHANNELS)
                 got = b.block
             phi = b.phi(F64)
             phi.add_incoming(value, got)
@@ -531,13 +585,7 @@ class TextureMixin:
         b = self.b
         bits = b.bitcast(x, I64)
         exponent = b.sitofp(b.sub(b.and_(b.lshr(bits, _i64(52)), _i64(0x7FF)), _i64(1023)), F64)
-        table = self.mod.ir.globals.get(LOG2_SYMBOL)
-        if table is None:
-            ty = ir.ArrayType(I8, len(miplod.LOG2_TABLE))
-            table = ir.GlobalVariable(self.mod.ir, ty, name=LOG2_SYMBOL, addrspace=4)
-            table.type = ir.PointerType(addrspace=4)
-            table.linkage, table.global_constant = "private", True
-            table.initializer = ir.Constant(ty, bytearray(miplod.LOG2_TABLE))
+        table = self._table(LOG2_SYMBOL, I8, miplod.LOG2_TABLE)
         index = b.and_(b.lshr(bits, _i64(44)), _i64(0xFF))
         entry = b.load(b.gep(table, [_i64(0), index], source_etype=table.value_type), typ=I8)
         value = b.fadd(exponent, b.fdiv(b.uitofp(entry, F64), _f64(miplod.LOD_STEPS)))
@@ -582,7 +630,7 @@ class TextureMixin:
         """txq/suq, as the CPU model answers (cpu/texture.py _query): sizes (a level's: the size
         shifted right by the clamped level, at least 1 where the size is not 0), layers, the
         sampler's settings, the layout, the channel order and type (of level 0: the handle's block);
-        one level (the linker leaves out kernels with .num_mipmap_levels, as NVIDIA's driver does), one sample."""
+        the level count (1 without levels), one sample."""
         d, a, *lod = inst.operands
         what = inst.mods[-2] if len(inst.mods) >= 2 else None
         if not isinstance(a, ast.Addr) or a.extra or len(lod) != inst.has("level"):
@@ -602,7 +650,9 @@ class TextureMixin:
                 value = b.select(b.icmp_unsigned("<", shifted, least), least, shifted)
         elif lod:
             raise unsupported(inst, UNSUPPORTED)
-        elif what in ("num_mipmap_levels", "num_samples"):
+        elif what == "num_mipmap_levels":  # reached through a reference (the linker leaves out handles' queries)
+            value = self._field(desc, D.LEVELS_COUNT, I32)
+        elif what == "num_samples":
             value = ir.Constant(I32, 1)
         elif what == "force_unnormalized_coords":
             value = ir.Constant(I32, 0)
@@ -624,10 +674,11 @@ class TextureMixin:
 
     def op_istypep(self, inst: ast.Instruction) -> None:
         """False whatever the handle: an NVIDIA H100 answers false for texture and surface object
-        handles of every kind (docs/semantics.md)."""
+        handles of every kind, and a reference answers as the object it holds (docs/semantics.md).
+        A name must still be a reference (module variable or parameter)."""
         d, a = inst.operands
-        if not isinstance(a, ast.Reg):
-            raise unsupported(inst, f"{UNSUPPORTED} (texture and surface references)")
+        if isinstance(a, ast.Sym) and self._reference(inst, a)[1] not in OPAQUE_TYPES:
+            raise unsupported(inst, f"{a.name} is not a texture, sampler or surface reference")
         self.write(d, ir.Constant(I1, 0), "pred")
 
     # ------------------------------------------------------------------ surfaces

@@ -26,6 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from zluda_py.compiler import srgb
 from zluda_py.compiler.cpu import mipmap
 from zluda_py.compiler.errors import CUDA_ERROR_ILLEGAL_ADDRESS
 
@@ -35,6 +36,7 @@ RESULT_SLOTS = 4
 REQUEST_WORDS = WARP * (1 + ARG_SLOTS + RESULT_SLOTS)  # i64 words: handles, arguments, results
 
 WRAP, CLAMP, MIRROR, BORDER = 0, 1, 2, 3  # CUaddress_mode
+SRGB_TO_LINEAR = np.array(srgb.TO_LINEAR)
 # CUarray_format -> numpy element type; 8/16-bit integers read as normalized floats unless
 # the texture reads integers (32-bit integers always do)
 FORMATS = {0x01: np.uint8, 0x02: np.uint16, 0x03: np.uint32, 0x08: np.int8, 0x09: np.int16, 0x0A: np.int32,
@@ -140,10 +142,6 @@ def _address(i: np.ndarray, n: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(i, 0, n - 1), inside if mode == BORDER else np.ones(i.shape, bool)
 
 
-def _srgb_to_linear(v: np.ndarray) -> np.ndarray:
-    return np.where(v <= 0.04045, v / 12.92, ((v + 0.055) / 1.055) ** 2.4)
-
-
 def _texels(image: Image, sampler: Sampler, idx: list[np.ndarray], layer: np.ndarray, modes: list[int]) -> np.ndarray:
     """(lanes, 4) channel values of the texels at integer indices `idx` (x[, y[, z]]) of `layer`:
     float64 for float results, int64 for integer ones; absent channels 0, alpha 1."""
@@ -161,8 +159,8 @@ def _texels(image: Image, sampler: Sampler, idx: list[np.ndarray], layer: np.nda
     if is_float and raw.dtype.kind in "iu":
         top = float(np.iinfo(raw.dtype).max)
         values = np.maximum(raw.astype(np.float64) / top, -1.0)
-        if sampler.srgb and raw.dtype == np.uint8:
-            values[:, :3] = _srgb_to_linear(values[:, :3])
+        if sampler.srgb and raw.dtype == np.uint8:  # compiler/srgb.py: before filtering, alpha as is
+            values[:, :srgb.CHANNELS] = SRGB_TO_LINEAR[raw[:, :srgb.CHANNELS]]
     else:
         values = raw.astype(np.float64 if is_float else np.int64)
     out = np.zeros((len(layer), 4), values.dtype)
