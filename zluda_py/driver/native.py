@@ -173,11 +173,6 @@ def forget() -> None:
         _offered.clear()
 
 
-def launches() -> int:
-    """Launches queued by the native path so far (tests: the path was taken)."""
-    return int(_lib.zluda_native_launch_count()) if _lib else 0
-
-
 # ---- called by the C workers (cffi takes the GIL) ----
 def _fault(native, kernel, status: int, record) -> None:
     s = _streams[int(_ffi.cast("uintptr_t", native))]

@@ -128,7 +128,8 @@ class Stream:
             print(f"zluda: {e}", file=sys.stderr)
 
     def idle(self) -> bool:
-        return self.last is None or self.last.done.is_set()
+        last = self.last
+        return last is None or last.done.is_set()
 
     def synchronize(self) -> None:
         last = self.last
