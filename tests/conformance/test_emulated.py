@@ -109,15 +109,15 @@ SHARED_FORMS = {"ld1_0_b128", "ld5_0_acquire_cluster_b128", "st_bulk_plain", "st
                 "atom8_1_acquire_gpu_add_noftz_v4_f16", "red3_0_relaxed_cta_global_add_L2_cache_hint_v2_f32",
                 "atom6_1_acquire_gpu_shared_add_noftz_bf16x2", "red4_2_sys_global_max_noftz_L2_cache_hint_v8_bf16",
                 "cvta0_param_entry", "cvta1_param", "isspacep_param", "isspacep_const", "ctl_bar1_0_cta_arrive",
-                "ctl_barrier0_1_sync", "ctl_exit0_0_plain"}
+                "ctl_barrier0_1_sync", "ctl_bar3_0_cta_red_and_pred", "ctl_exit0_0_plain"}
 
 
 @pytest.mark.xdist_group("emulator-conformance")
 @pytest.mark.parametrize("arch", list(FORMS_PER_OPCODE))
 def test_shared_forms_on_the_emulator(arch: str) -> None:
     """.b128 ld/st, st.bulk, vector and bf16 atomics, cvta.param and isspacep.param/.const,
-    bar.arrive and barriers with a thread count, exit inside a .func (redux.sync on f32 is in
-    the warp collectives)."""
+    bar.arrive and barriers (bar.red too) with a thread count, exit inside a .func (redux.sync on
+    f32 is in the warp collectives)."""
     opcodes = {"ld", "st.bulk", "atom", "red", "cvta", "isspacep", "bar", "barrier", "exit"}
     chunks = _family_chunks(opcodes, SHARED_FORMS)
     assert {i.name for insts in chunks for i in insts} == SHARED_FORMS

@@ -24,7 +24,7 @@ from zluda_py.compiler.amdgpu.function import (ENVREG_WORKSPACE, GRID_WORKSPACE_
 from zluda_py.compiler.amdgpu.ir_extras import ByRefAttributes
 from zluda_py.compiler.amdgpu.printf import BUFFER_SYMBOL
 from zluda_py.compiler.amdgpu.targets import GfxTarget
-from zluda_py.compiler.amdgpu.warp import NAMED_BARRIERS, counted_barrier
+from zluda_py.compiler.amdgpu.warp import NAMED_BARRIER_WORDS, NAMED_BARRIERS, counted_barrier
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import (RESERVED_SMEM, address_offsets, directive_dims, initial_value, kernel_params,
                                       max_threads)
@@ -217,11 +217,12 @@ class ModuleLowering:
         return g
 
     def named_barriers(self) -> ir.GlobalVariable:
-        """The 16 named barriers' words in LDS (warp.py: arrivals in the low half, the phase above)."""
+        """The 16 named barriers' words in LDS (warp.py `_named_barrier`)."""
         name = "zluda.named_barriers"
         g = self.ir.globals.get(name)
         if g is None:
-            g = ir.GlobalVariable(self.ir, ir.ArrayType(I32, NAMED_BARRIERS), name=name, addrspace=3)
+            g = ir.GlobalVariable(self.ir, ir.ArrayType(I32, NAMED_BARRIERS * NAMED_BARRIER_WORDS), name=name,
+                                  addrspace=3)
             g.type = ir.PointerType(addrspace=3)
             g.linkage = "internal"
             g.initializer = ir.Constant(g.value_type, ir.Undefined)

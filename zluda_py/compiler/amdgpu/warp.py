@@ -9,6 +9,7 @@ the 64-bit ballot that holds the lane's warp. On wave32 (RDNA) a wave is a warp.
 from __future__ import annotations
 
 from llvmlite import ir
+from llvmlite.ir.instructions import StoreAtomicInstr
 
 from zluda_py.compiler.amdgpu.ir_extras import ScopedCmpXchg, insert
 from zluda_py.compiler.errors import unsupported
@@ -21,6 +22,7 @@ I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 WARP = 32
 LDS = 3
 NAMED_BARRIERS = 16  # PTX barriers 0-15 per CTA
+NAMED_BARRIER_WORDS = 4  # per named barrier: its word, then bar.red's count per phase mod 3
 PHASE = 1 << 16  # a named barrier's word: arrivals below, the phase count above
 
 
@@ -29,10 +31,10 @@ def _c(v: int) -> ir.Constant:
 
 
 def counted_barrier(inst: ast.Instruction) -> bool:
-    """bar.arrive, or bar.sync/barrier.sync with a thread count (bar.red's are refused): the
-    barriers lowered as LDS counters; the others are the hardware barrier."""
-    return inst.opcode in ("bar", "barrier") and not inst.has("red") and not inst.has("warp") and \
-        (inst.has("arrive") or len(inst.operands) > 1)
+    """bar.arrive, or bar.sync/barrier.sync/bar.red with a thread count: the barriers lowered as
+    LDS words; the others are the hardware barrier."""
+    return inst.opcode in ("bar", "barrier") and not inst.has("warp") and \
+        (inst.has("arrive") or len(inst.operands) > (3 if inst.has("red") else 1))
 
 
 class WarpMixin:
@@ -226,17 +228,15 @@ class WarpMixin:
     def lower_barrier(self, inst: ast.Instruction) -> None:
         """bar.sync / barrier.sync / bar.arrive / bar.red: the workgroup's one hardware barrier (also
         valid inside a .func: every thread of the workgroup reaches it through its own call);
-        bar.arrive and barriers with a thread count are the named barriers' LDS counters."""
+        bar.arrive and barriers with a thread count are the named barriers' LDS words."""
         ops = list(inst.operands)
         red = inst.has("red")
         dst = ops.pop(0) if red else None
         pred = ops.pop() if red else None
-        if red and len(ops) > 1:
-            raise unsupported(inst, "barrier with a thread count")
-        if red:
+        if counted_barrier(inst):
+            self._named_barrier(inst, ops, dst, pred)
+        elif red:
             self._bar_red(inst, dst, pred)
-        elif counted_barrier(inst):
-            self._named_barrier(inst, ops)
         else:
             self.s_barrier()
 
@@ -244,30 +244,45 @@ class WarpMixin:
         """Zero the named barriers' words once per block; the hardware barrier orders it before any use."""
         b = self.b
         with b.if_then(b.icmp_unsigned("==", self.flat_tid(), _c(0))):
-            for k in range(NAMED_BARRIERS):
-                b.store(_c(0), b.gep(self.mod.named_barriers(), [_c(k)], source_etype=I32))
+            self.call_intrinsic("llvm.memset.p3.i64", ir.VoidType(),
+                                [self.mod.named_barriers(), ir.Constant(ir.IntType(8), 0),
+                                 ir.Constant(I64, 4 * NAMED_BARRIER_WORDS * NAMED_BARRIERS), ir.Constant(I1, 0)])
         self.s_barrier()
 
-    def _named_barrier(self, inst: ast.Instruction, ops: list[ast.Operand]) -> None:
-        """Barrier `ops[0]` expecting `ops[1]` threads: each thread adds one arrival with a
-        compare-and-swap; the arrival that completes the count zeroes it and advances the phase in
-        the same swap. bar.arrive leaves; the others wait (polling, with s_sleep so the waves still
-        to arrive get the SIMD) until the phase moves on. Lanes of a wave share a program counter:
-        a lane waiting for an arrival its own wave makes later on another path waits for ever."""
+    def _named_barrier(self, inst: ast.Instruction, ops: list[ast.Operand], dst: ast.Operand | None,
+                       pred: ast.Operand | None) -> None:
+        """Barrier `ops[0]` expecting `ops[1]` threads, words [id*4, id*4+4) of the LDS array: the
+        barrier word, then bar.red's counts of phases 0, 1 and 2 (the phase runs mod 3). Each
+        thread adds one arrival with a compare-and-swap; the arrival that completes the count zeroes
+        it and advances the phase in the same swap. bar.arrive leaves; the others wait (polling,
+        with s_sleep so the waves still to arrive get the SIMD) until the phase moves on. Lanes of
+        a wave share a program counter: a lane waiting for an arrival its own wave makes later on
+        another path waits for ever."""
         if len(ops) < 2:
             raise unsupported(inst, "bar.arrive without a thread count")
         b = self.b
-        word = b.gep(self.mod.named_barriers(), [b.and_(self.read(ops[0], "u32"), _c(NAMED_BARRIERS - 1))],
-                     source_etype=I32)
+        base = b.mul(b.and_(self.read(ops[0], "u32"), _c(NAMED_BARRIERS - 1)), _c(NAMED_BARRIER_WORDS))
+        cell = lambda k: b.gep(self.mod.named_barriers(), [b.add(base, k)], source_etype=I32)  # noqa: E731
+        word = cell(_c(0))
         count = self.read(ops[1], "u32")
+        first = b.load_atomic(word, "monotonic", 4, typ=I32)
+        if pred is not None:
+            # the phase cannot move on before this thread arrives: count phase P in word 1 + P, and
+            # zero the next phase's count, whose last readers arrived at the previous phase
+            phase = b.lshr(first, _c(16))
+            following = cell(b.add(_c(1), b.urem(b.add(phase, _c(1)), _c(3))))
+            insert(b, StoreAtomicInstr(b.block, _c(0), following, "monotonic", 4))  # builder needs typed ptrs
+            total = cell(b.add(_c(1), phase))
+            b.atomic_rmw("add", total, b.zext(self.read(pred, "pred"), I32), "monotonic")
 
         def arrive(cur: ir.Value) -> ir.Value:
             last = b.icmp_unsigned("==", b.add(b.and_(cur, _c(PHASE - 1)), _c(1)), count)
-            return b.select(last, b.add(b.and_(cur, _c(-PHASE)), _c(PHASE)), b.add(cur, _c(1)))
+            nxt = b.add(b.and_(cur, _c(-PHASE)), _c(PHASE))
+            return b.select(last, b.select(b.icmp_unsigned("==", nxt, _c(3 * PHASE)), _c(0), nxt), b.add(cur, _c(1)))
 
         def cas(expected: ir.Value, new: ir.Value) -> ir.Value:
             return insert(b, ScopedCmpXchg(b.block, word, expected, new, "release", "monotonic", "workgroup"))
-        old = cas_loop(b, b.load_atomic(word, "monotonic", 4, typ=I32), arrive, cas)
+        old = cas_loop(b, first, arrive, cas)
         if inst.has("arrive"):
             return
         phase = b.and_(old, _c(-PHASE))
@@ -279,6 +294,8 @@ class WarpMixin:
         b.cbranch(b.icmp_unsigned("==", now, phase), poll, done)
         b.position_at_end(done)
         b.fence("acquire", "workgroup")
+        if pred is not None:
+            self._bar_red_result(inst, dst, b.load(total, typ=I32), count)
 
     def init_bar_red(self) -> None:
         """Zero the bar.red counter once per block, before the first barrier orders it."""
@@ -299,10 +316,14 @@ class WarpMixin:
         self.s_barrier()
         with b.if_then(b.icmp_unsigned("==", self.flat_tid(), _c(0))):
             b.store(_c(0), counter)
+        self._bar_red_result(inst, dst, popc, b.mul(b.mul(self.ntid(0), self.ntid(1)), self.ntid(2)))
+
+    def _bar_red_result(self, inst: ast.Instruction, dst: ast.Operand, popc: ir.Value, threads: ir.Value) -> None:
+        """bar.red's result from the count of true predicates among the barrier's `threads`."""
+        b = self.b
         if inst.has("popc"):
             self.write(dst, popc, "u32")
             return
-        threads = b.mul(b.mul(self.ntid(0), self.ntid(1)), self.ntid(2))
         r = b.icmp_unsigned("==", popc, threads) if inst.has("and") else b.icmp_unsigned("!=", popc, _c(0))
         self.write(dst, r, "pred")
 
