@@ -41,6 +41,11 @@ PTX = r"""
   ret;
 }
 
+.visible .entry wide() .maxntid 1073741824, 1073741824, 1073741824
+{
+  ret;
+}
+
 .visible .entry say(.param .u32 v)
 {
   .reg .u32 %r<2>; .reg .u64 %rd<4>;
@@ -225,6 +230,11 @@ elif case == "launch-ex":  # cuLaunchKernelEx without attributes goes native as 
     attribute = Attribute(7)  # CU_LAUNCH_ATTRIBUTE_PRIORITY: Python's
     print("with an attribute", ex(Config((c_uint * 7)(1, 1, 1, 32, 1, 1, 0), stream, ctypes.pointer(attribute), 1)))
     ok(cu.cuStreamSynchronize(stream))
+elif case == "maxntid":  # a .maxntid beyond what a descriptor holds (or a block ever has)
+    wide = c_void_p()
+    ok(cu.cuModuleGetFunction(byref(wide), mod, b"wide"))
+    print("launches", [launch(fn=wide, block=(1024, 1, 1), kernel_params=None) for _ in range(3)])
+    ok(cu.cuCtxSynchronize())
 elif case == "grid":  # several blocks: chunks for the worker pool
     for v in (2, 3):
         value.value = v
@@ -274,7 +284,7 @@ def run(case: str, native: bool) -> tuple[list[str], int, str]:
 
 
 CASES = ["ordering", "errors", "capture", "sticky", "illegal", "printf", "grid", "context-wait", "per-thread",
-         "launch-ex"]
+         "launch-ex", "maxntid"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -303,6 +313,7 @@ def test_what_each_case_shows():
     assert lines["grid"] == ["final [9]"]
     assert lines["context-wait"] == ["before the event 600 0", "final [7]"]
     assert lines["per-thread"] == ["stream of another context 0", "native 0", "final [5]"]
+    assert lines["maxntid"] == ["launches [0, 0, 0]", "final [1]"]
     assert lines["launch-ex"] == ["block 2048 1", "unreadable config 1", "with an attribute 0", "final [5]"]
     assert lines["printf"] == ["v=1", "v=1", "v=2", "v=2", "v=3", "v=3", "v=4", "v=4", "final [1]"]
 

@@ -160,7 +160,8 @@ def offer(handle: int, work: "KernelLaunch", with_extra: bool) -> None:
     if _lib.zluda_native_register(
             ffi.cast("void *", handle), ffi.cast("void *", ctx.handle), ctx.native, ffi.cast("void *", k.runner),
             function.name.encode(), len(k.params), ffi.new("uint32_t[]", [o for o, _ in k.params] or [0]),
-            ffi.new("uint32_t[]", [s for _, s in k.params] or [0]), k.param_size, k.max_threads,
+            ffi.new("uint32_t[]", [s for _, s in k.params] or [0]), k.param_size,
+            min(k.max_threads, 0xFFFFFFFF),  # .maxntid may say more than a u32 (and a block ever has)
             ffi.new("uint32_t[3]", list(k.reqntid or (0, 0, 0))), function.max_dynamic_shared, k.static_shared,
             k.frame_bytes, k.stack_size, int(k.reserved_smem), k.workers):
         _offered.add(handle)
