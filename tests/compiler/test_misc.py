@@ -96,6 +96,46 @@ def test_linking_resolves_extern_functions_and_variables():
     np.testing.assert_array_equal(out, np.arange(50) + 80)
 
 
+COMMON_HEAD = ".version 7.0\n.target sm_80\n.address_size 64\n"
+COMMON_KERNEL = COMMON_HEAD + """.common .global .align 4 .u32 c[1];
+.extern .func (.param .b32 r) f();
+.visible .entry k(.param .u64 out)
+{
+  .reg .b32 %r<3>;
+  .reg .b64 %rd<2>;
+  ld.global.u32 %r1, [c+12];
+  { .param .b32 r; call (r), f, (); ld.param.b32 %r2, [r]; }
+  add.u32 %r1, %r1, %r2;
+  ld.param.u64 %rd1, [out];
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
+"""
+COMMON_LIB = COMMON_HEAD + """.common .global .align 4 .u32 c[4] = {1, 2, 3, 40};
+.weak .func (.param .b32 r) f()
+{
+  .reg .b32 %r<2>;
+  ld.global.u32 %r1, [c];
+  st.param.b32 [r], %r1;
+  ret;
+}
+"""
+
+
+def test_linking_merges_common_variables():
+    """Modules may each define a `.common` variable (numba's NumbaEnv per device function, so a
+    function linked twice defines it twice); the link keeps one, the largest, the initialised one."""
+    out = np.zeros(1, np.uint32)
+    compile([COMMON_KERNEL, COMMON_LIB, COMMON_LIB.replace("= {1, 2, 3, 40}", "")]).launch("k", (1,), (1,), [out])
+    assert out[0] == 41
+
+
+def test_linking_refuses_common_variables_initialised_twice():
+    from zluda_py.ptx import PtxError
+
+    with pytest.raises(PtxError, match="initialised in more than one module"):
+        compile([COMMON_KERNEL, COMMON_LIB, COMMON_LIB])
+
 WARP_SZ_PTX = """.version 8.0
 .target sm_80
 .address_size 64

@@ -7,7 +7,9 @@ from __future__ import annotations
 from zluda_py.compiler import device_runtime
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.parts import _reached, _statements
+from zluda_py.compiler.ptxtypes import var_size
 from zluda_py.ptx import ast
+from zluda_py.ptx.errors import PtxError
 from zluda_py.ptx.checks import NVIDIA_ABSENT_TXQ
 
 
@@ -42,6 +44,19 @@ def link(modules: list[ast.Module]) -> ast.Module:
     return ast.Module(module.version, module.target, module.address_size, items, module.filename)
 
 
+def _common(a: ast.Variable, b: ast.Variable) -> ast.Variable:
+    """The definition that two modules' `.common` variables of one name resolve to: the larger
+    (PTX ISA, linking directives); only one may be initialised, and it must be the largest."""
+    if a.init is not None and b.init is not None:
+        raise PtxError(f"common variable {b.name} is initialised in more than one module", b.pos.file, b.pos.line,
+                       b.pos.col)
+    big, small = (a, b) if var_size(a) > var_size(b) or (var_size(a) == var_size(b) and a.init is not None) else (b, a)
+    if small.init is not None:
+        raise PtxError(f"common variable {small.name} is initialised in a module that does not give its largest size",
+                       small.pos.file, small.pos.line, small.pos.col)
+    return big
+
+
 def _link(modules: list[ast.Module]) -> ast.Module:
     modules = [*modules, *device_runtime.needed_by(modules)]
     if len(modules) == 1:
@@ -51,7 +66,10 @@ def _link(modules: list[ast.Module]) -> ast.Module:
     for m in modules:
         for item in m.items:
             if isinstance(item, (ast.Function, ast.Variable)) and _is_definition(item):
-                if item.name in defined and item.linkage != "weak":
+                old = defined.get(item.name)
+                if old is not None and item.linkage == old.linkage == "common":
+                    defined[item.name] = _common(old, item)
+                elif old is not None and item.linkage != "weak":
                     raise UnsupportedError(f"{item.name} is defined in more than one module", item.pos)
                 defined.setdefault(item.name, item)
     seen: set[str] = set()
