@@ -19,7 +19,8 @@
 /* launch record slots, in the order zluda_native_setup receives them (Python's abi.Ctx) */
 enum { S_PARAMS, S_GRID_X, S_BLOCK_X, S_SHARED, S_DYN_SMEM, S_STACK, S_STACK_SIZE, S_FRAMES, S_STOP, S_FIRST,
        S_COUNT, S_SMID, S_NSMID, S_STATUS, S_BARRIERS, S_TOTAL_SMEM, S_RANGES, S_NRANGES, S_PARAM_SIZE,
-       S_GRID_WORKSPACE, S_SHARED_WINDOW, S_SLOTS, S_BAR_BYTES, S_RESERVED_SMEM, S_ABORTED, S_KEPT, S_WARP, S_N };
+       S_GRID_WORKSPACE, S_SHARED_WINDOW, S_SLOTS, S_BAR_BYTES, S_RESERVED_SMEM, S_ABORTED, S_KEPT, S_WARP,
+       S_BASE_ALIGN, S_N };
 static int64_t zl_abi[S_N];
 
 #define ZL_MAX_PARAMS 64
@@ -326,24 +327,27 @@ static int32_t zl_run_chunk(zl_worker *w, zl_nlaunch *l, zl_ranges *r, int64_t f
     int64_t total = d->static_shared + l->shared;
     int64_t window = d->reserved_smem ? (total + 15) / 16 * 16 + zl_abi[S_RESERVED_SMEM] : total;
     int64_t stack = d->stack_size;
-    if (!zl_grow(&w->arena, &w->arena_size, (window > 16 ? window : 16) + 64) ||
-        !zl_grow(&w->stacks, &w->stacks_size, threads * stack > 16 ? threads * stack : 16) ||
+    int64_t align = zl_abi[S_BASE_ALIGN]; /* of the arena's and the stacks' bases: .align of .shared/.local */
+    if (!zl_grow(&w->arena, &w->arena_size, (window > 16 ? window : 16) + align) ||
+        !zl_grow(&w->stacks, &w->stacks_size, (threads * stack > 16 ? threads * stack : 16) + align) ||
         !zl_grow(&w->frames, &w->frames_size, nwarps * d->frame_bytes > 64 ? nwarps * d->frame_bytes : 64))
         return -1; /* no memory for the buffers */
     int64_t *x = w->record;
     memset(x, 0, zl_abi[S_SLOTS] * sizeof *x);
-    memset(w->arena, 0, window + 64);
+    int64_t arena = ((int64_t)(uintptr_t)w->arena + align - 1) / align * align;
+    int64_t stacks = ((int64_t)(uintptr_t)w->stacks + align - 1) / align * align;
+    memset((void *)(uintptr_t)arena, 0, window);
     memset(w->bars, 0, zl_abi[S_BAR_BYTES]);
     x[zl_abi[S_PARAMS]] = (int64_t)(uintptr_t)l->params;
     for (int k = 0; k < 3; k++) {
         x[zl_abi[S_GRID_X] + k] = l->grid[k];
         x[zl_abi[S_BLOCK_X] + k] = l->block[k];
     }
-    x[zl_abi[S_SHARED]] = ((int64_t)(uintptr_t)w->arena + 63) / 64 * 64;
+    x[zl_abi[S_SHARED]] = arena;
     x[zl_abi[S_DYN_SMEM]] = l->shared;
     x[zl_abi[S_TOTAL_SMEM]] = total;
     x[zl_abi[S_SHARED_WINDOW]] = window;
-    x[zl_abi[S_STACK]] = (int64_t)(uintptr_t)w->stacks;
+    x[zl_abi[S_STACK]] = stacks;
     x[zl_abi[S_STACK_SIZE]] = stack;
     x[zl_abi[S_FRAMES]] = (int64_t)(uintptr_t)w->frames;
     x[zl_abi[S_STOP]] = (int64_t)(uintptr_t)stop;

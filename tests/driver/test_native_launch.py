@@ -46,6 +46,32 @@ PTX = r"""
   ret;
 }
 
+.shared .align 1024 .b8 s_big[8];
+// out[tid] = the low bits of .shared .align 1024 and .local .align 256 addresses: 0 when aligned
+.visible .entry aligned(.param .u64 out)
+{
+  .local .align 4 .b8 l_small[4];
+  .local .align 256 .b8 l_big[8];
+  .reg .b32 %r<3>; .reg .b64 %rd<5>;
+  st.local.u32 [l_small], 1;
+  st.local.u8 [l_big], 1;
+  st.shared.u8 [s_big], 1;
+  mov.u64 %rd1, s_big;
+  cvta.shared.u64 %rd1, %rd1;
+  and.b64 %rd1, %rd1, 1023;
+  mov.u64 %rd2, l_big;
+  cvta.local.u64 %rd2, %rd2;
+  and.b64 %rd2, %rd2, 255;
+  or.b64 %rd1, %rd1, %rd2;
+  cvt.u32.u64 %r1, %rd1;
+  ld.param.u64 %rd3, [out];
+  mov.u32 %r2, %tid.x;
+  mul.wide.u32 %rd4, %r2, 4;
+  add.u64 %rd3, %rd3, %rd4;
+  st.global.u32 [%rd3], %r1;
+  ret;
+}
+
 .visible .entry say(.param .u32 v)
 {
   .reg .u32 %r<2>; .reg .u64 %rd<4>;
@@ -235,6 +261,13 @@ elif case == "maxntid":  # a .maxntid beyond what a descriptor holds (or a block
     ok(cu.cuModuleGetFunction(byref(wide), mod, b"wide"))
     print("launches", [launch(fn=wide, block=(1024, 1, 1), kernel_params=None) for _ in range(3)])
     ok(cu.cuCtxSynchronize())
+elif case == "align":  # the launch aligns the shared arena and the stack windows (BASE_ALIGN)
+    aligned = c_void_p()
+    ok(cu.cuModuleGetFunction(byref(aligned), mod, b"aligned"))
+    for _ in range(3):
+        ok(cu.cuMemsetD8_v2(out, 0xff, 128))
+        ok(launch(fn=aligned))
+        print("low bits", values())
 elif case == "grid":  # several blocks: chunks for the worker pool
     for v in (2, 3):
         value.value = v
@@ -284,7 +317,7 @@ def run(case: str, native: bool) -> tuple[list[str], int, str]:
 
 
 CASES = ["ordering", "errors", "capture", "sticky", "illegal", "printf", "grid", "context-wait", "per-thread",
-         "launch-ex", "maxntid"]
+         "launch-ex", "maxntid", "align"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -314,6 +347,7 @@ def test_what_each_case_shows():
     assert lines["context-wait"] == ["before the event 600 0", "final [7]"]
     assert lines["per-thread"] == ["stream of another context 0", "native 0", "final [5]"]
     assert lines["maxntid"] == ["launches [0, 0, 0]", "final [1]"]
+    assert lines["align"] == ["low bits [0]"] * 3 + ["final [0]"]
     assert lines["launch-ex"] == ["block 2048 1", "unreadable config 1", "with an attribute 0", "final [5]"]
     assert lines["printf"] == ["v=1", "v=1", "v=2", "v=2", "v=3", "v=3", "v=4", "v=4", "final [1]"]
 

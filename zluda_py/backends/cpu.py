@@ -11,7 +11,7 @@ import numpy as np
 
 from ..compiler.cpu import texture as textures  # noqa: F401  (the driver's texture and surface objects)
 from ..compiler.cpu import runtime
-from ..compiler.cpu.abi import ABORTED, BAR_SLOTS, NBARRIERS, RESERVED_SMEM, WARP, Ctx
+from ..compiler.cpu.abi import ABORTED, BAR_SLOTS, BASE_ALIGN, NBARRIERS, RESERVED_SMEM, WARP, Ctx
 from ..compiler.cpu.bounds import RANGES, register_memory, unregister_memory
 from ..compiler.cpu.hostcalls import SINKS
 from ..cdata import ffi, memmove, memset
@@ -125,7 +125,7 @@ def launch(module, kernel: str, grid: tuple[int, int, int], block: tuple[int, in
 NATIVE_ABI = [Ctx.PARAMS, Ctx.GRID_X, Ctx.BLOCK_X, Ctx.SHARED, Ctx.DYN_SMEM, Ctx.STACK, Ctx.STACK_SIZE, Ctx.FRAMES,
               Ctx.STOP, Ctx.FIRST, Ctx.COUNT, Ctx.SMID, Ctx.NSMID, Ctx.STATUS, Ctx.BARRIERS, Ctx.TOTAL_SMEM,
               Ctx.RANGES, Ctx.NRANGES, Ctx.PARAM_SIZE, Ctx.GRID_WORKSPACE, Ctx.SHARED_WINDOW, Ctx.SLOTS,
-              NBARRIERS * BAR_SLOTS * 8, RESERVED_SMEM, ABORTED, runtime.SCRATCH_KEPT, WARP]
+              NBARRIERS * BAR_SLOTS * 8, RESERVED_SMEM, ABORTED, runtime.SCRATCH_KEPT, WARP, BASE_ALIGN]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,10 @@ NBARRIERS = 16
 BAR_SLOTS = 8  # i64 slots per hardware barrier (see BarSlot)
 FRAME_HEADER = 64  # bytes at the start of each warp frame
 STACK_ALIGN = 16
+# Launches place the shared arena and the stacks at addresses aligned to this, so that a .shared
+# or .local variable's generic address has the alignment it declares (up to this: larger ones
+# are refused when compiling).
+BASE_ALIGN = 4096
 BOUNDS_CACHE_ENTRIES = 8
 # Status of a block that left a wait because another block of the launch faulted (not a
 # CUresult: the launch reports the other block's fault).

@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu import affine, values as V
-from zluda_py.compiler.cpu.abi import DONE, FAULT_STACK, FRAME_HEADER, RESERVED_SMEM, STACK_ALIGN, WARP, Ctx, Frame
+from zluda_py.compiler.cpu.abi import DONE, FAULT_STACK, FRAME_HEADER, RESERVED_SMEM, WARP, Ctx, Frame
 from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
 from zluda_py.compiler.cpu.mbarrier import MbarrierMixin
@@ -291,7 +291,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
                 self.symbols[v.name] = self.mod.function_variable(self.fn, v)
             else:
                 raise UnsupportedError(f".{v.space} variable {v.name}", v.pos)
-        self.frame_size = align_up(self.frame_size, STACK_ALIGN)
+        # every frame a multiple of the module's largest .local alignment: a callee's frame starts
+        # where its caller's ends, so each stays aligned in a window aligned to it
+        self.frame_size = align_up(self.frame_size, self.mod.local_align)
         self._new_reg("%cc", 1)
 
     def _slot(self, name: str, bits: int) -> ir.Value:

@@ -12,15 +12,15 @@ from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.calls import SYSCALLS
-from zluda_py.compiler.cpu.abi import (BAR_SLOTS, FAULT_DEADLOCK, NBARRIERS, STALLED_ROUNDS, WARP, BarSlot, Ctx,
-                                       Frame)
+from zluda_py.compiler.cpu.abi import (BAR_SLOTS, BASE_ALIGN, FAULT_DEADLOCK, NBARRIERS, STACK_ALIGN, STALLED_ROUNDS,
+                                       WARP, BarSlot, Ctx, Frame)
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
 from zluda_py.compiler.cpu.memory import define_shared_helpers
 from zluda_py.compiler.cpu.shared import is_dynamic, layout_shared
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import (address_offsets, directive_dims, init_type, initial_value, kernel_params,
                                      max_threads)
-from zluda_py.compiler.ptxtypes import global_align, var_size
+from zluda_py.compiler.ptxtypes import global_align, var_align, var_size
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
@@ -37,6 +37,8 @@ class ModuleLowering:
         self.llfns: dict[str, ir.Function] = {}
         self.defined: set[str] = set()
         self.shared = layout_shared(module)
+        self.local_align = window_align(module, "local", STACK_ALIGN)
+        window_align(module, "shared", 1)
         self._shared_symbols: dict[str, Symbol] = {}  # module .shared variables as the function being lowered sees them
         self._lowering: ast.Function | None = None
         self.globals_meta: dict[str, dict] = {}
@@ -152,7 +154,7 @@ class ModuleLowering:
         params, param_size = kernel_params(f)
         self.kernels_meta[f.name] = {
             "runner": runner, "params": params, "param_size": param_size,
-            "local_size": lowering.frame_size, "frame_bytes": lowering.frame_bytes,
+            "local_size": lowering.frame_size, "frame_bytes": lowering.frame_bytes, "local_align": self.local_align,
             "static_shared": self.shared.static[f.name],
             "max_threads": max_threads(f), "reqntid": directive_dims(f, "reqntid"),
         }
@@ -407,3 +409,19 @@ def _for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value):
     i.add_incoming(nxt, b.block)
     b.branch(head)
     b.position_at_end(end)
+
+
+def window_align(module: ast.Module, space: str, least: int) -> int:
+    """The largest alignment a .shared or .local variable of the module declares (at least
+    `least`). The launch aligns the windows' bases to BASE_ALIGN (runtime.py, native_launch.c);
+    a variable asking for more is refused rather than misplaced."""
+    def aligns(stmts: list) -> list[int]:
+        return [a for s in stmts for a in (aligns(s.body) if isinstance(s, ast.Block) else
+                                          [var_align(s)] if isinstance(s, ast.Variable) and s.space == space else [])]
+
+    found = [var_align(v) for v in module.variables() if v.space == space]
+    found += [a for f in module.functions() for a in aligns(f.body or [])]
+    align = max([least, *found])
+    if align > BASE_ALIGN:
+        raise UnsupportedError(f".{space} variable with .align {align} (at most {BASE_ALIGN})")
+    return align

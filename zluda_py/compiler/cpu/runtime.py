@@ -19,13 +19,14 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from zluda_py.compiler.cpu import bounds as address_ranges
-from zluda_py.compiler.cpu.abi import (ABORTED, BAR_SLOTS, FAULT_BRKPT, FAULT_DEADLOCK, FAULT_STACK, NBARRIERS,
-                                       RESERVED_SMEM, WARP, Ctx)
+from zluda_py.compiler.cpu.abi import (ABORTED, BAR_SLOTS, BASE_ALIGN, FAULT_BRKPT, FAULT_DEADLOCK, FAULT_STACK,
+                                       NBARRIERS, RESERVED_SMEM, STACK_ALIGN, WARP, Ctx)
 from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
 from zluda_py.compiler.errors import (CUDA_ERROR_ASSERT, CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, CUDA_ERROR_ILLEGAL_ADDRESS,
                                       CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_MISALIGNED_ADDRESS,
                                       LaunchError, ModuleMemoryError)
 from zluda_py.compiler.kernels import GlobalInfo, KernelInfo
+from zluda_py.compiler.ptxtypes import align_up
 
 DEFAULT_STACK_SIZE = 1024  # bytes per thread, NVIDIA's default cudaLimitStackSize
 WORKER_THREAD_STACK = 64 << 20  # native recursion through .func calls runs on the worker's stack
@@ -41,6 +42,7 @@ class CpuKernelInfo(KernelInfo):
     runner: int = field(repr=False, default=0)
     reserved_smem: bool = field(repr=False, default=False)  # reads %reserved_smem_offset_*
     stack_size: int = 0  # per-thread stack its frame and deepest non-recursive call chain need
+    local_align: int = STACK_ALIGN  # its module's frame alignment: each thread's stack window is aligned to it
 
 
 _jit_lock = threading.Lock()
@@ -223,7 +225,8 @@ class CompiledModule:
             self.kernels[kname] = CpuKernelInfo.declared(kname, k, k["static_shared"], k["local_size"],
                                                          frame_bytes=k["frame_bytes"], runner=library[k["runner"]],
                                                          reserved_smem=reserved_smem,
-                                                         stack_size=k.get("stack_size", k["local_size"]))
+                                                         stack_size=k.get("stack_size", k["local_size"]),
+                                                         local_align=k["local_align"])
         return library
 
     # ------------------------------------------------------------------ launch
@@ -261,19 +264,21 @@ class CompiledModule:
 
         def run(i: int) -> tuple[int, list[int] | None]:
             first, count = bounds[i], bounds[i + 1] - bounds[i]
-            s = _scratch(max(smem_window, 16) + 64, max(threads * stack_size, 16), nwarps * info.frame_bytes)
+            s = _scratch(max(smem_window, 16) + BASE_ALIGN, max(threads * stack_size, 16) + BASE_ALIGN,
+                         nwarps * info.frame_bytes)
             ctx = s.ctx
             ctx.fill(0)
-            s.arena[:smem_window + 64] = 0  # the reserved region starts cleared
+            arena, stacks = align_up(s.at["arena"], BASE_ALIGN), align_up(s.at["stacks"], BASE_ALIGN)
+            s.arena[arena - s.at["arena"]:][:smem_window] = 0  # the reserved region starts cleared
             s.bars.fill(0)
             ctx[Ctx.PARAMS] = params_at
             ctx[Ctx.GRID_X:Ctx.GRID_Z + 1] = grid
             ctx[Ctx.BLOCK_X:Ctx.BLOCK_Z + 1] = block
-            ctx[Ctx.SHARED] = (s.at["arena"] + 63) // 64 * 64
+            ctx[Ctx.SHARED] = arena
             ctx[Ctx.DYN_SMEM] = shared_mem
             ctx[Ctx.TOTAL_SMEM] = smem_total
             ctx[Ctx.SHARED_WINDOW] = smem_window
-            ctx[Ctx.STACK] = s.at["stacks"]
+            ctx[Ctx.STACK] = stacks
             ctx[Ctx.STACK_SIZE] = stack_size
             ctx[Ctx.FRAMES] = s.at["frames"]
             ctx[Ctx.STOP] = stop_at
@@ -353,7 +358,7 @@ def launch_stack(info: CpuKernelInfo, stack_size: int) -> int:
     the kernel's frame and its deepest non-recursive call chain whatever the limit (the driver
     grows it for the launch); recursion beyond that faults with 719 once a frame would overflow
     the limit."""
-    return (max(stack_size, info.local_size, info.stack_size) + 15) // 16 * 16
+    return align_up(max(stack_size, info.local_size, info.stack_size), info.local_align)
 
 
 def fault(kernel: str, status: int, record: list[int]) -> LaunchError:
