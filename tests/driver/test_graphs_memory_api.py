@@ -113,10 +113,11 @@ def test_graph_structure_and_update_errors(cu):
 
 def test_device_reports_pools_vmm_and_fd_handles(cu):
     """What is implemented is reported (cuda-samples' vectorAddMMAP, memMapIPCDrv,
-    streamOrderedAllocation and graphMemoryNodes check these first and were waived)."""
+    streamOrderedAllocation and graphMemoryNodes check these first and were waived); pools
+    cannot be shared between processes, so streamOrderedAllocationIPC is waived."""
     # VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, MEMORY_POOLS_SUPPORTED,
-    # MEMPOOL_SUPPORTED_HANDLE_TYPES (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-    for attribute, expected in ((102, 1), (103, 1), (115, 1), (119, 1)):
+    # MEMPOOL_SUPPORTED_HANDLE_TYPES (none: cuMemPoolExportToShareableHandle is NOT_SUPPORTED)
+    for attribute, expected in ((102, 1), (103, 1), (115, 1), (119, 0)):
         v = c_int(-1)
         cu.ok(cu.cuDeviceGetAttribute(byref(v), attribute, 0))
         assert v.value == expected, attribute
