@@ -2,7 +2,7 @@
 // kernels, copies, a memset, a host function, stream-ordered allocation) and a hand-built one
 // (every node kind cudart offers), both launched repeatedly and updated in place; plus the
 // errors of calls that are illegal during capture. Checked against host-computed results.
-// Sections: capture, manual, errors.
+// Sections: capture, manual, errors, memory.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -304,12 +304,76 @@ static void errors_section() {
     printf("errors: PASSED\n");
 }
 
+// graphMemoryNodes' pattern: a graph allocates and never frees; the program frees the memory
+// outside the graph, and each launch makes it again at the node's address (programming guide,
+// "Graph memory nodes"); a launch while it is still allocated is cudaErrorInvalidValue
+// (cuGraphLaunch) unless the exec frees it on launch (cudaGraphInstantiateFlagAutoFreeOnLaunch)
+static void memory_section() {
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int dev;
+    CHECK(cudaGetDevice(&dev));
+    float *out;
+    CHECK(cudaMalloc(&out, N * sizeof(float)));
+    cudaGraph_t g;
+    CHECK(cudaGraphCreate(&g, 0));
+    cudaMemAllocNodeParams ap = {};
+    ap.poolProps.allocType = cudaMemAllocationTypePinned;
+    ap.poolProps.location.type = cudaMemLocationTypeDevice;
+    ap.poolProps.location.id = dev;
+    ap.bytesize = N * sizeof(float);
+    cudaGraphNode_t alloc, fill, sum;
+    CHECK(cudaGraphAddMemAllocNode(&alloc, g, nullptr, 0, &ap));
+    float *p = (float *)ap.dptr, base = 0.0f;
+    int n = N;
+    void *fill_args[] = {&p, &base, &n}, *sum_args[] = {&out, &p, &p, &n};
+    cudaKernelNodeParams fp = {}, sp = {};
+    fp.func = (void *)fill_index; fp.gridDim = dim3(B); fp.blockDim = dim3(T); fp.kernelParams = fill_args;
+    sp = fp; sp.func = (void *)add; sp.kernelParams = sum_args;
+    CHECK(cudaGraphAddKernelNode(&fill, g, &alloc, 1, &fp));
+    CHECK(cudaGraphAddKernelNode(&sum, g, &fill, 1, &sp));
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    std::vector<float> h(N);
+    for (int launch = 0; launch < 4; launch++) {
+        base = (float)launch;  // each launch writes other values through the same address
+        CHECK(cudaGraphExecKernelNodeSetParams(exec, fill, &fp));
+        CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaMemcpyAsync(h.data(), out, N * sizeof(float), cudaMemcpyDeviceToHost, s));
+        CHECK(cudaStreamSynchronize(s));
+        for (int i = 0; i < N; i++) EXPECT(h[i] == 2.0f * (launch + i));
+        cudaMemAllocNodeParams got;
+        CHECK(cudaGraphMemAllocNodeGetParams(alloc, &got));
+        EXPECT(got.dptr == p);
+        if (launch == 1) {  // still allocated: the launch is refused
+            EXPECT(cudaGraphLaunch(exec, s) == cudaErrorInvalidValue);
+            cudaGetLastError();
+        }
+        if (launch % 2) CHECK(cudaFree(p));
+        else CHECK(cudaFreeAsync(p, s));
+    }
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphInstantiate(&exec, g, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+    for (int launch = 0; launch < 2; launch++) CHECK(cudaGraphLaunch(exec, s));  // no free between them
+    CHECK(cudaMemcpyAsync(h.data(), out, N * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CHECK(cudaFreeAsync(p, s));
+    CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < N; i++) EXPECT(h[i] == 2.0f * i);  // the graph's own parameters: base 0
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaFree(out));
+    CHECK(cudaStreamDestroy(s));
+    printf("memory: PASSED\n");
+}
+
 int main(int argc, char **argv) {
     const char *section = argc > 1 ? argv[1] : "all";
     bool all = !strcmp(section, "all");
     if (all || !strcmp(section, "capture")) capture_section();
     if (all || !strcmp(section, "manual")) manual_section();
     if (all || !strcmp(section, "errors")) errors_section();
+    if (all || !strcmp(section, "memory")) memory_section();
     printf("graphs %s: PASSED\n", section);
     return 0;
 }

@@ -33,6 +33,7 @@ PROGRAMS = {
     "graphs-captured": (["e2e_graphs.cu"], [], ["capture"], ()),
     "graphs-hand-built": (["e2e_graphs.cu"], [], ["manual"], ()),
     "graphs-capture-errors": (["e2e_graphs.cu"], [], ["errors"], ()),
+    "graphs-memory-freed-outside": (["e2e_graphs.cu"], [], ["memory"], ()),
     "memory-pools": (["e2e_memory_api.cu"], [], ["pool"], ()),
     "vmm-growing-buffer": (["e2e_memory_api.cu"], [], ["vmm"], ()),
     "ipc-two-processes": (["e2e_memory_api.cu"], [], ["ipc"], ()),

@@ -107,15 +107,18 @@ class EventWait:
 
 
 class MemAlloc:
-    """Graph memory: its address is fixed when the node is made (as NVIDIA's), so the memory
-    exists from then on and a launch has nothing to do; it goes when the last graph holding the
-    node goes, unless the program freed it first (cuMemFree, cuMemFreeAsync)."""
+    """Graph memory: its address is fixed when the node is made (as NVIDIA's: the same for every
+    launch of the graph), so the memory exists from then on and a launch has nothing to do. A
+    launch allocates it (`outstanding`) until a free node, cuMemFree(Async) or the next launch of
+    an AUTO_FREE_ON_LAUNCH exec frees it; it goes when the last graph holding the node goes and
+    it is not outstanding, or at the free after that."""
     node_type = MEM_ALLOC
 
     def __init__(self, size: int, props: bytes) -> None:
         if size == 0:
             raise CudaError(CUDA_ERROR_INVALID_VALUE, "graph allocation of 0 bytes")
         self.size, self.props, self.refs = size, props, 0
+        self.outstanding = False
         self.allocation = _memory().allocate(size, "device", 0, ctxs.current())
         _graph_memory.add(self)
 
@@ -127,21 +130,43 @@ class MemAlloc:
 
     def release(self) -> None:
         self.refs -= 1
+        if self.refs == 0 and not self.outstanding:
+            self._drop()
+
+    def free(self) -> None:
+        """Freed by the program or a free node: the next launch makes it again at its address."""
+        self.outstanding = False
         if self.refs == 0:
-            _graph_memory.discard(self)
-            if _memory().find(self.allocation.base) is self.allocation:
-                _memory().release(self.allocation.base)
+            self._drop()
+
+    def _drop(self) -> None:
+        _graph_memory.discard(self)
+        if _memory().find(self.allocation.base) is self.allocation:
+            _memory().release(self.allocation.base)
 
 
 _graph_memory: set[MemAlloc] = set()
 _graph_memory_high = [0]
 
 
+def free_graph_memory(dptr: int) -> bool:
+    """cuMemFree(Async) of graph memory: False when `dptr` is not graph memory. Freeing it when
+    no launch has allocated it (never launched, or freed already) is CUDA_ERROR_INVALID_VALUE."""
+    m = next((m for m in _graph_memory if m.allocation.base == dptr), None)
+    if m is None:
+        return False
+    if not m.outstanding:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"graph memory {dptr:#x} is not allocated: its graph did not launch since it was freed")
+    m.free()
+    return True
+
+
 class MemFree:
     node_type = MEM_FREE
 
     def __init__(self, dptr: int) -> None:
-        if not any(m.allocation.base == dptr for m in _graph_memory):
+        self.alloc = next((m for m in _graph_memory if m.allocation.base == dptr), None)
+        if self.alloc is None:
             raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{dptr:#x} is not memory a graph allocated")
         self.dptr = dptr
 
@@ -300,6 +325,15 @@ class GraphExec:
     def launch(self, stream: Stream) -> None:
         with self.lock:
             plan = self.graph.plan()
+            outstanding = any(w.node_type == MEM_ALLOC and w.outstanding for w in plan)
+            if outstanding and not self.flags & INSTANTIATE_AUTO_FREE_ON_LAUNCH:
+                raise CudaError(CUDA_ERROR_INVALID_VALUE, "the graph's memory from its previous launch is not freed")
+            # the allocations a launch makes and frees, in the program's order (the address stays)
+            for w in plan:
+                if w.node_type == MEM_ALLOC:
+                    w.outstanding = True
+                elif w.node_type == MEM_FREE:
+                    w.alloc.free()
             run = GraphRun(self.graph, plan)
             waits = [w.event.op for w in plan if w.node_type == WAIT_EVENT and w.event.op is not None]
             # launches of one exec are ordered among themselves, whatever their streams

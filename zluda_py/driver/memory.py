@@ -112,7 +112,9 @@ def cuMemFree(ptr):
         return
     capture.check_unsafe("cuMemFree")
     ctxs.current().synchronize()  # cuMemFree synchronizes: kernels may still use the memory
-    _free_device(ptr)
+    from .graphs import free_graph_memory  # graphs imports this module
+    if not free_graph_memory(ptr):
+        _free_device(ptr)
 
 
 @entry("cuMemGetInfo_v2")

@@ -15,7 +15,7 @@ from . import capture, context as ctxs, device as devices
 from .api import entry
 from ..cdata import addr, ffi, read_bytes, store, store_ptr
 from ..curesult import (CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_OUT_OF_MEMORY, CudaError)
-from .graphs import MemAlloc, MemFree, _graph_memory
+from .graphs import MemAlloc, MemFree, free_graph_memory
 from .handles import HandleTable
 from .init_device import require
 from .memory import _free_device, _memory
@@ -155,12 +155,11 @@ def cuMemAllocFromPoolAsync(dptr, size, hpool, stream):
 @entry("cuMemFreeAsync")
 def cuMemFreeAsync(ptr, stream):
     s = ctxs.resolve_stream(addr(stream))
-    graph_memory = next((m for m in _graph_memory if m.allocation.base == ptr), None)
     if s.capture is not None:
         capture.record_node(s, MemFree(ptr))
         return
-    if graph_memory is not None:
-        return  # a graph's memory lives as long as the graph (graphs.MemAlloc)
+    if free_graph_memory(ptr):
+        return  # its address stays the graph's, for the next launch (graphs.MemAlloc)
     pool = next((p for p in pools.values() if p.owns(ptr)), None)
     if pool is not None:
         s.ctx.submit(s, lambda: pool.give_back(ptr))
