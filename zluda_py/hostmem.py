@@ -193,6 +193,18 @@ def valid(address: int, size: int, writable: bool = False) -> bool:
     return _mapped(address, last, writable)
 
 
+def writable(address: int, size: int) -> bool:
+    """Whether [address, address+size) is mapped readable and writable throughout, without
+    writing a byte (valid()'s process_vm_writev probe writes back what it read, which could undo
+    a concurrent store): MADV_POPULATE_WRITE, else /proc/self/maps."""
+    if size <= 0 or address <= 0 or address + size > _TOP:
+        return False
+    start = address - address % mmap.PAGESIZE
+    if _can_populate():
+        return _populated(start, address + size - start, True)
+    return _mapped(address, address + size - 1, True)
+
+
 def residency(address: int, size: int) -> bytes | None:
     """For each page of [address, address+size), from the one holding `address`: whether it is
     resident in memory (bit 0 of its byte), without touching any; None when a page is not

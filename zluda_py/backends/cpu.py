@@ -117,7 +117,8 @@ def launch(module, kernel: str, grid: tuple[int, int, int], block: tuple[int, in
            shared_mem: int, grid_workspace: int = 0, stack_size: int = 1024) -> None:
     """`stack_size`: the context's CU_LIMIT_STACK_SIZE (per thread)."""
     memory.forget_unmapped()
-    module.launch_raw(kernel, grid, block, params, shared_mem, stack_size=stack_size, grid_workspace=grid_workspace)
+    module.launch_raw(kernel, grid, block, params, shared_mem, stack_size=stack_size, grid_workspace=grid_workspace,
+                      pageable=True)
 
 
 # ---- what the native launch path (libcuda_shim/native_launch.c, driver/native.py) needs ----

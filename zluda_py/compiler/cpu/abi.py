@@ -79,7 +79,10 @@ class Ctx(IntEnum):
     SHARED_WINDOW = GRID_WORKSPACE + 1  # valid bytes of the arena: TOTAL_SMEM, then the reserved region
     MBAR_EPOCH = SHARED_WINDOW + 1  # count of mbarrier updates (the block runner's test for a stalled block)
     BAR_TOUCHED = MBAR_EPOCH + 1  # bit i: a bar.arrive at barrier i since the block runner last looked
-    SLOTS = BAR_TOUCHED + 1
+    # 1: a bounds-check miss is a fault even in host memory the process maps (launches outside the
+    # driver); 0 (the driver's launches, native ones too): the device has PAGEABLE_MEMORY_ACCESS
+    TABLE_ONLY = BAR_TOUCHED + 1
+    SLOTS = TABLE_ONLY + 1
 
 
 class Frame(IntEnum):

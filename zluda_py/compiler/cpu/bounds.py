@@ -15,6 +15,7 @@ launch (device-side malloc) is found through the host callback.
   cudaMalloc'ed array works, as it does on NVIDIA hardware (Rodinia srad_v2).
 * `exact`: the allocations only, like compute-sanitizer's memcheck.
 * `0`: one range covering everything (no checks).
+In `mapped` mode a driver launch's miss may still be pageable host memory (hostcalls.py).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import ctypes
 import sys
 import threading
 
+from zluda_py import hostmem
 from zluda_py.compiler.cpu import texture
 from zluda_py.compiler.cpu.abi import Ctx
 from zluda_py.compiler.cpu.bounds import RANGES
@@ -50,6 +51,15 @@ def _thread_coords(ctx: int, thread: int) -> tuple[tuple[int, ...], tuple[int, .
     return block, (thread % bx, thread // bx % by, thread // (bx * by))
 
 
+def _pageable(ctx: int, lo: int, hi: int) -> bool:
+    """A driver launch (the device reports PAGEABLE_MEMORY_ACCESS, as with HMM): any host memory
+    of the process is the kernel's too, in the GPU-like mode (`exact` checks allocations only).
+    Writable is asked, as the check knows no load from a store and a site's cached range serves
+    both: a load from read-only memory still faults."""
+    return (RANGES.mode == "mapped" and not ctypes.c_int64.from_address(ctx + 8 * Ctx.TABLE_ONLY).value
+            and hostmem.writable(lo, hi - lo))
+
+
 def _host(kind: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int:
     try:
         if kind == HOST_VPRINTF:
@@ -68,8 +78,9 @@ def _host(kind: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int:
             return 0
         if kind == HOST_TEXTURE:  # a warp's texture or surface request at a; its form's text at c
             return texture.run(c_string(c), a, b)
-        if kind == HOST_BOUNDS:  # [a, b) registered since the launch took its snapshot?
-            return int(RANGES.contains(a & 0xFFFFFFFFFFFFFFFF, b & 0xFFFFFFFFFFFFFFFF))
+        if kind == HOST_BOUNDS:  # [a, b) registered since the launch took its snapshot, or pageable?
+            lo, hi = a & 0xFFFFFFFFFFFFFFFF, b & 0xFFFFFFFFFFFFFFFF
+            return int(RANGES.contains(lo, hi) or _pageable(ctx, lo, hi))
         if kind == HOST_ASSERT:
             block, thread = _thread_coords(ctx, e)
             msg = (f"{c_string(b).decode(errors='replace')}:{c & 0xFFFFFFFF}: {c_string(d).decode(errors='replace')}: "

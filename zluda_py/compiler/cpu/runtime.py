@@ -231,10 +231,13 @@ class CompiledModule:
 
     # ------------------------------------------------------------------ launch
     def launch_raw(self, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int], params: bytes,
-                   shared_mem: int = 0, stack_size: int = DEFAULT_STACK_SIZE, grid_workspace: int = 0) -> None:
+                   shared_mem: int = 0, stack_size: int = DEFAULT_STACK_SIZE, grid_workspace: int = 0,
+                   pageable: bool = False) -> None:
         """Run the grid to completion. A nonzero `grid_workspace` makes it a cooperative launch:
         %envreg1:%envreg2 read that address (nvcc's grid.sync() counts arrivals there) and every
-        block runs on a thread of its own, since blocks may wait for each other."""
+        block runs on a thread of its own, since blocks may wait for each other. `pageable`: an
+        access outside the range table may still go to writable host memory of the process (the
+        driver's device reports PAGEABLE_MEMORY_ACCESS)."""
         info = self.kernels[kernel]
         gx, gy, gz = grid
         bx, by, bz = block
@@ -286,6 +289,7 @@ class CompiledModule:
             ctx[Ctx.SMID], ctx[Ctx.NSMID] = i % workers, workers
             ctx[Ctx.BARRIERS] = s.at["bars"]
             ctx[Ctx.GRID_WORKSPACE] = grid_workspace
+            ctx[Ctx.TABLE_ONLY] = not pageable
             ctx[Ctx.RANGES], ctx[Ctx.NRANGES], ctx[Ctx.PARAM_SIZE] = ranges_at, len(ranges), len(params)
             SINKS.attach(s.at["ctx"], output)
             try:
