@@ -14,7 +14,6 @@ instructions (test_mma.py; all of them: `python -m pytest -q tests/conformance/t
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from conformance.forms import supported_forms
@@ -125,63 +124,12 @@ def test_shared_forms_on_the_emulator(arch: str) -> None:
     assert not failures, "\n".join(failures)
 
 
-class _Descriptors:
-    """targets/texture.py's `runtime` on the emulator: an object is a descriptor block
-    (compiler/texdesc.py, as the HIP backend writes it; a mipmapped texture's, one per level), its handle the block's address;
-    the blocks and the texels they point at are device memory for the launches. A released
-    block stays, zeroed, as the HIP backend keeps it."""
-
-    def __init__(self) -> None:
-        from zluda_py.compiler.cpu import texture as cpu_texture
-
-        self.Image, self.Sampler = cpu_texture.Image, cpu_texture.Sampler
-        self.live: dict[int, tuple[np.ndarray, object]] = {}
-        self.released: list[np.ndarray] = []
-
-    def register(self, image, sampler) -> int:
-        from zluda_py.compiler import texdesc
-
-        block = np.frombuffer(texdesc.pack(image, sampler), np.uint8).copy()
-        self.live[block.ctypes.data] = (block, image)
-        return block.ctypes.data
-
-    def release(self, handle: int) -> None:
-        block, _ = self.live.pop(handle)
-        block[:] = 0
-        self.released.append(block)
-
-    def spans(self) -> list[tuple[int, int]]:
-        return [span for block, image in self.live.values()
-                for span in ((block.ctypes.data, block.nbytes),
-                             *((level.base, level.size) for level in getattr(image, "levels", (image,))))] + \
-            [(block.ctypes.data, block.nbytes) for block in self.released]
-
-
 @pytest.mark.xdist_group("emulator-conformance")
 @pytest.mark.parametrize("arch", list(FORMS_PER_OPCODE))
-def test_texture_family_on_the_emulator(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_texture_family_on_the_emulator(arch: str) -> None:
     """targets/texture.py's instances that the AMDGPU target implements (every one but the
     separate-sampler forms: tex, tld4 on every geometry, cubemaps too, suld/sust/sured, every
     query, istypep) against its model; those it refuses refuse by name."""
-    from zluda_py.emulator.module import EmulatedModule
-
-    objects = _Descriptors()
-    monkeypatch.setattr(texture, "runtime", objects)
-    launch = EmulatedModule.launch
-
-    def with_objects(module, *args, **kwargs):
-        spans: dict[int, int] = {}  # objects may share texels
-        for base, size in objects.spans():
-            spans[base & ~3] = max(spans.get(base & ~3, 0), (base + size + 3 & ~3) - (base & ~3))
-        for base, size in spans.items():
-            module.memory.add(base, size)
-        try:
-            return launch(module, *args, **kwargs)
-        finally:
-            for base in spans:
-                module.memory.remove(base)
-
-    monkeypatch.setattr(EmulatedModule, "launch", with_objects)
     failures = [f for insts in _family_chunks(texture.OPCODES) for f in sweep_chunk(insts, arch)]
     assert not failures, "\n".join(failures)
 

@@ -114,7 +114,6 @@ CHUNKS = _chunks()
 # (pattern of the message, why). Every refusal must be one of these, so a new one is noticed.
 AMDGPU_REFUSALS = [
     (r"\(128-bit atomic\)", "atom .b128: LLVM's AMDGPU backend has no 128-bit atomics"),
-    (r"unsupported: (tex|tld4|txq|suld|sust|sured|suq|istypep)\..*textures, surfaces", "texture and surface forms past the AMDGPU slice (docs/amdgpu.md)"),
 ]
 
 

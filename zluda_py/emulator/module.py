@@ -11,7 +11,7 @@ import numpy as np
 
 from zluda_py.compiler.errors import LaunchError
 from zluda_py.compiler.kernels import KernelInfo
-from zluda_py.emulator import loader
+from zluda_py.emulator import loader, textures
 from zluda_py.emulator.errors import MemoryFault, StackOverflow, Trapped
 from zluda_py.emulator.launch import launch
 from zluda_py.emulator.memory import Memory
@@ -20,6 +20,8 @@ LAUNCH_FAILED, ILLEGAL_ADDRESS = 719, 700
 
 
 class EmulatedModule:
+    textures = textures  # where to create the texture and surface objects its kernels read (emulator/textures.py)
+
     def __init__(self, code_object: bytes, metadata: dict, arch: str) -> None:
         self.arch, self.metadata = arch, metadata
         self.memory = Memory()
@@ -36,12 +38,14 @@ class EmulatedModule:
 
     def launch(self, kernel: str, grid: "int | Sequence[int]", block: "int | Sequence[int]", args: Sequence,
                shared_mem: int = 0) -> None:
-        """Run `kernel`; arrays in `args` are device memory for the launch (passed by address),
-        other arguments are scalars. A memory fault raises LaunchError 700, `trap` and a stack overflow 719; an
-        instruction the emulator lacks raises its EmulatorError."""
+        """Run `kernel`; arrays in `args` are device memory for the launch (passed by address), as
+        are the descriptor blocks and texels of the objects `textures.register` made; other
+        arguments are scalars. A memory fault raises LaunchError 700, `trap`
+        and a stack overflow 719; an instruction the emulator lacks raises its EmulatorError."""
         info = self.metadata["kernels"][kernel]
         blob = KernelInfo.declared(kernel, info).param_buffer(args)
-        blocks = _blocks(a for a in args if isinstance(a, np.ndarray) and a.nbytes)
+        arrays = [(a.ctypes.data, a.nbytes) for a in args if isinstance(a, np.ndarray) and a.nbytes]
+        blocks = _blocks(arrays + textures.spans())
         for base, size in blocks:
             self.memory.add(base, size)
         try:
@@ -58,12 +62,13 @@ class EmulatedModule:
                 self.memory.remove(base)
 
 
-def _blocks(arrays: Iterable[np.ndarray]) -> list[tuple[int, int]]:
-    """(base, size) memory blocks holding the arrays: whole aligned dwords, as a GPU allocation
-    would (LLVM reads the containing dword for 8- and 16-bit atomics), overlapping ones merged."""
-    spans = sorted((a.ctypes.data & ~3, (a.ctypes.data + a.nbytes + 3) & ~3) for a in arrays)
+def _blocks(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(base, size) memory blocks holding the (address, bytes) spans: whole aligned dwords, as a
+    GPU allocation would (LLVM reads the containing dword for 8- and 16-bit atomics), overlapping
+    ones merged."""
+    dwords = sorted((base & ~3, (base + size + 3) & ~3) for base, size in spans)
     merged: list[list[int]] = []
-    for lo, hi in spans:
+    for lo, hi in dwords:
         if merged and lo <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], hi)
         else:

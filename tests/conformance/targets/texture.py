@@ -1,7 +1,8 @@
 """Textures and surfaces: tex (every geometry, .base/.level/.grad), tld4, txq, suld.b, sust.b and
-suq on texture and surface objects registered with the CPU target's runtime, checked lane by
-lane against models/texture.py (the programming guide's texture-fetching rules, exact
-fractions). Each lane reads its coordinates (and data) from a 64-byte row of `inp` and writes
+suq on texture and surface objects registered with the CPU target's runtime (for an emulated
+AMDGPU target, as descriptor blocks: emulator/textures.py, `_objects`), checked lane by lane
+against models/texture.py (the programming guide's texture-fetching rules, exact fractions).
+Each lane reads its coordinates (and data) from a 64-byte row of `inp` and writes
 its results, zero-extended to 64 bits, to a 32-byte row of `out`.
 
 Textures without mipmap levels sample level 0 for .level and .grad; the f32 forms of tex on
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import zlib
+from types import ModuleType
 
 import numpy as np
 
@@ -68,6 +70,12 @@ def _entry(name: str, inst: str, dests: list[str]) -> str:
             + "\n  ".join(body) + "\n  ret;\n}\n")
 
 
+def _objects(module: object) -> ModuleType:
+    """Where `module`'s kernels find texture and surface objects: an EmulatedModule's descriptor
+    blocks (emulator/textures.py), the CPU target's runtime otherwise (one API)."""
+    return getattr(module, "textures", runtime)
+
+
 def _launch(module, name: str, handle: int, inp: np.ndarray) -> np.ndarray:
     out = np.zeros((WARP, 4), np.uint64)
     module.launch(name, 1, WARP, [np.uint64(handle), inp, out])
@@ -101,17 +109,17 @@ def _level(geom: str, size: tuple[int, int, int], integer: bool, rng: np.random.
     return image, sampler, tex, data
 
 
-def _texture(geom: str, integer: bool, rng: np.random.Generator, mode: str, linear: bool, normalized: bool):
+def _texture(objects: ModuleType, geom: str, integer: bool, rng: np.random.Generator, mode: str, linear: bool, normalized: bool):
     """(runtime handle, model texture, backing array)."""
     image, sampler, tex, data = _level(geom, SHAPES[geom][:3], integer, rng, mode, linear, normalized)
-    return runtime.register(image, sampler), tex, data
+    return objects.register(image, sampler), tex, data
 
 
 # a mipmapped texture's mipmap fields: (linear mip filtering, mipmapLevelBias, min and max level clamps)
 MIP_SETTINGS = ((True, 0.0, 0.0, 8.0), (False, -0.375, 0.5, 2.0), (True, 0.75, 1.0, 1.75))
 
 
-def _mip_texture(geom: str, rng: np.random.Generator, mode: str, linear: bool, normalized: bool,
+def _mip_texture(objects: ModuleType, geom: str, rng: np.random.Generator, mode: str, linear: bool, normalized: bool,
                  settings: tuple[bool, float, float, float]):
     """(runtime handle, model textures per level, backing arrays): float32 RGBA levels halving
     per axis down to 1 from the geometry's shape."""
@@ -123,7 +131,7 @@ def _mip_texture(geom: str, rng: np.random.Generator, mode: str, linear: bool, n
         images.append(image)
         texs.append(tex)
         keep.append(data)
-    return runtime.register(Mipmap(tuple(images), *settings), sampler), texs, keep
+    return objects.register(Mipmap(tuple(images), *settings), sampler), texs, keep
 
 
 def _lanes(geom: str, integer_coords: bool, normalized: bool, rng: np.random.Generator) -> np.ndarray:
@@ -168,12 +176,13 @@ def _check_fetch(geom: str, integer: bool, integer_coords: bool, mode: str, line
                  comp: int | None = None, dtype: str = "f32"):
     def check(module, name: str) -> None:
         rng = _rng(name)
-        handle, tex, keep = _texture(geom, integer, rng, mode, linear, normalized)
+        objects = _objects(module)
+        handle, tex, keep = _texture(objects, geom, integer, rng, mode, linear, normalized)
         try:
             inp = _lanes(geom, integer_coords, normalized, rng)
             out = _launch(module, name, handle, inp)
         finally:
-            runtime.release(handle)
+            objects.release(handle)
         for lane in range(WARP):
             want = _expect_fetch(tex, geom, inp[lane], integer_coords, comp)
             got = out[lane]
@@ -200,14 +209,15 @@ def _check_mip(geom: str, variant: str | None, mode: str, linear: bool, normaliz
 
     def check(module, name: str) -> None:
         rng = _rng(name)
-        handle, texs, keep = _mip_texture(geom, rng, mode, linear, normalized, settings)
+        objects = _objects(module)
+        handle, texs, keep = _mip_texture(objects, geom, rng, mode, linear, normalized, settings)
         try:
             inp = _lanes(geom, False, normalized, rng)
             word = rng.uniform(-1.5, len(texs) + 1, WARP) if variant == "level" else 2.0 ** rng.uniform(-6, 1.5, WARP)
             inp[:, 3] = word.astype(np.float32).view(np.uint32)
             out = _launch(module, name, handle, inp)
         finally:
-            runtime.release(handle)
+            objects.release(handle)
         dims = len([n for n in SHAPES[geom][:3] if n])
         for lane in range(WARP):
             g = float(inp[lane, 3:4].view(np.float32)[0])
@@ -288,18 +298,19 @@ def _tld4_instances(tf: TargetForm) -> list[Instance]:
 def _query_check(opcode: str, what: str, level: bool):
     def check(module, name: str) -> None:
         rng = _rng(name)
+        objects = _objects(module)
         data = np.zeros((3, 2, 4, 5, 4), np.float32)  # 3 layers of 5 x 4 x 2
         # txq: 8-bit unsigned RGBA read as normalized floats; suq: 16-bit signed pairs
         fmt, channels = (0x01, 4) if opcode == "txq" else (0x09, 2)
         image = runtime.Image(data.ctypes.data, fmt, channels, 5, 4, 2, 3)
         sampler = runtime.Sampler((0, 3, 2), True, True) if opcode == "txq" else None
-        handle = runtime.register(image, sampler)
+        handle = objects.register(image, sampler)
         inp = np.zeros((WARP, 16), np.uint32)
         inp[:, 3] = rng.integers(0, 4, WARP)  # the level of txq.level
         try:
             out = _launch(module, name, handle, inp)
         finally:
-            runtime.release(handle)
+            objects.release(handle)
         sizes = {"width": 5, "height": 4, "depth": 2}
         for lane in range(WARP):
             if what in sizes:
@@ -339,6 +350,7 @@ def _surface_check(opcode: str, geom: str, count: int, bits: int, mode: str):
 
     def check(module, name: str) -> None:
         rng = _rng(name)
+        objects = _objects(module)
         w, h, d, layers = SURFACE[geom]
         row, slice_ = w * ELEMENT, w * ELEMENT * max(h, 1)
         memory = rng.integers(0, 256, slice_ * max(d, 1) * max(layers, 1), dtype=np.uint8)
@@ -362,7 +374,7 @@ def _surface_check(opcode: str, geom: str, count: int, bits: int, mode: str):
         inp[:, 4:12] = data.view(np.uint32).reshape(WARP, 8)  # the 64-bit components
         inp[:, 12:16] = (data & 0xFFFFFFFF).astype(np.uint32)  # the narrower ones (and their low halves)
         before = bytearray(memory.tobytes())
-        handle = runtime.register(image, None)
+        handle = objects.register(image, None)
         try:
             out = _launch(module, name, handle, inp)
             if mode == "trap":
@@ -375,7 +387,7 @@ def _surface_check(opcode: str, geom: str, count: int, bits: int, mode: str):
                 else:
                     raise AssertionError("a .trap access outside the surface did not fault")
         finally:
-            runtime.release(handle)
+            objects.release(handle)
         expect = bytearray(before)
         mask = (1 << bits) - 1
         for lane in range(WARP):
@@ -448,6 +460,7 @@ def _surface_launch(module, name: str, image, geom: str, coords: np.ndarray, dat
                     row: int) -> None:
     """Run the kernel on the surface with per-lane coordinates and 64-bit data words; with .trap
     also check that a lane past the row faults with 700, as on the H200."""
+    objects = _objects(module)
     first = 1 if SURFACE[geom][3] else 0
     inp = np.zeros((WARP, 16), np.uint32)
     if first:
@@ -456,7 +469,7 @@ def _surface_launch(module, name: str, image, geom: str, coords: np.ndarray, dat
         inp[:, first + axis] = coords[:, axis].astype(np.int32).view(np.uint32)
     inp[:, 4:12] = data.view(np.uint32).reshape(WARP, 8)
     inp[:, 12:16] = (data & 0xFFFFFFFF).astype(np.uint32)
-    handle = runtime.register(image, None)
+    handle = objects.register(image, None)
     try:
         _launch(module, name, handle, inp)
         if trap:
@@ -472,7 +485,7 @@ def _surface_launch(module, name: str, image, geom: str, coords: np.ndarray, dat
             after = bytes(np.ctypeslib.as_array((ctypes.c_uint8 * image.size).from_address(image.base)))
             assert after == saved, "a faulting warp changed the surface"
     finally:
-        runtime.release(handle)
+        objects.release(handle)
 
 
 def _formatted_check(geom: str, count: int, mode: str, fmt: int):
@@ -576,19 +589,20 @@ def _sured_instances(tf: TargetForm) -> list[Instance]:
 def _istypep_check(kind: str):
     def check(module, name: str) -> None:
         rng = _rng(name)
+        objects = _objects(module)
         data = np.zeros(64, np.float32)
-        texture = runtime.register(runtime.Image(data.ctypes.data, 0x20, 4, 4), runtime.Sampler())
-        surface = runtime.register(runtime.Image(data.ctypes.data, 0x20, 4, 4), None)
-        gone = runtime.register(runtime.Image(data.ctypes.data, 0x20, 4, 4), None)
-        runtime.release(gone)
+        texture = objects.register(runtime.Image(data.ctypes.data, 0x20, 4, 4), runtime.Sampler())
+        surface = objects.register(runtime.Image(data.ctypes.data, 0x20, 4, 4), None)
+        gone = objects.register(runtime.Image(data.ctypes.data, 0x20, 4, 4), None)
+        objects.release(gone)
         handles = rng.choice([texture, surface, gone, 0, 2**63 + texture], WARP).astype(np.uint64)
         inp = np.zeros((WARP, 16), np.uint32)
         inp[:, 4:6] = handles.view(np.uint32).reshape(WARP, 2)
         try:
             out = _launch(module, name, texture, inp)
         finally:
-            runtime.release(texture)
-            runtime.release(surface)
+            objects.release(texture)
+            objects.release(surface)
         # false for objects of every kind, live or destroyed, and any other value: what an NVIDIA
         # H100 answers (golden/programs.txt, texture_forms)
         for lane in range(WARP):
