@@ -312,3 +312,35 @@ def test_reserved_shared_memory(arch: str) -> None:
     assert (end - begin, half - begin, cap) == (1024, 512, 1024)
     assert own + 256 <= begin or end <= own
     assert back == 85  # the store into the region, not overwritten by the one into `own`
+
+
+# VOP3A encodings (gfx950, gfx942 and gfx90a share them and tinygrad's cdna tables): llvm-mc 19
+# -mcpu=gfx942, except op_sel on v_mad_legacy_u16, which it does not accept: bit 3 of the op_sel
+# field (bits 11-14) set by hand, as the manual's pseudocode for the instruction reads it.
+MAD_16 = {
+    "v_mad_legacy_u16 v3, v0, v1, v2": ("0300ebd1 00030a04", 0),
+    "v_mad_legacy_u16 v3, v0, v1, v2 op_sel:[0,0,0,1]": ("0340ebd1 00030a04", 8),
+    "v_mad_u16 v3, v0, v1, v2 op_sel:[1,0,1,1]": ("036804d2 00030a04", 13),
+}
+
+
+@pytest.mark.parametrize("asm", MAD_16)
+def test_mad_u16_op_sel(asm: str) -> None:
+    """GFX9 VOP3 op_sel: bits 0-2 read the high half of src0-2, bit 3 puts the 16-bit result in
+    the high half of vdst and keeps the low half; without it the result is zero-extended.
+    V_MAD_LEGACY_U16's pseudocode reads OPSEL itself (the emulator once could not bind it)."""
+    from zluda_py.emulator.execute import Program, Wave, step
+    from zluda_py.emulator.launch import Workgroup
+
+    encoding, opsel = MAD_16[asm]
+    code = bytes.fromhex(encoding.replace(" ", "") + "000081bf")  # then s_endpgm
+    w = Wave(Program(code, 0x1000, "cdna"), 64, Workgroup(Memory(), 0), 0, 0)
+    w.pc = 0x1000
+    regs = np.random.default_rng(7).integers(0, 1 << 32, (4, 64), dtype=np.uint64)
+    w.vgpr[:4] = regs.astype(np.uint32)
+    w.set_mask(126, (1 << 64) - 1)
+    step(w)
+    a, b, c = ((regs[i] >> np.uint64(16 * (opsel >> i & 1))) & np.uint64(0xFFFF) for i in range(3))
+    result = (a * b + c) & np.uint64(0xFFFF)
+    want = result << np.uint64(16) | regs[3] & np.uint64(0xFFFF) if opsel & 8 else result
+    np.testing.assert_array_equal(w.vgpr[3], want.astype(np.uint32))

@@ -56,7 +56,7 @@ class Decoded:
         self.inst, self.size, self.literal = inst, size, literal
         self.fn: Callable | None = None
         self.ctx_args: tuple | None = None
-        self.halves = (0, False)  # RDNA 16-bit operands: (high-half bits as opsel lays them out, 16-bit vdst)
+        self.halves = (0, False)  # 16-bit operands: (high-half bits as opsel lays them out, result into a half)
         self.run: Callable | None = None  # the handler `step` calls (`_handler`)
         self.mods: tuple | None = None  # Ctx's view of the source modifiers (`_source_modifiers`)
 
@@ -314,6 +314,8 @@ class Ctx:
             return reinterpret(np.array([w.pc], np.int64), ("i", 64), t)
         if name == "SIMM16":
             return reinterpret(np.array([self.d.inst.simm16], np.uint16), ("u", 16), t)
+        if name == "OPSEL":  # the instruction's op_sel bits (CDNA's 16-bit legacy ops place their result by bit 3)
+            return reinterpret(np.array([getattr(self.d.inst, "opsel", 0)], np.uint32), ("u", 32), t)
         if name == "SIMM32" and self.d.literal is not None:
             return reinterpret(np.array([self.d.literal], np.uint32), ("u", 32), t)
         raise PcodeUnsupported(f"operand {name} of {self.d.fmt}")
@@ -355,7 +357,7 @@ class Ctx:
                     raw = raw & np.uint64((1 << t[1]) - 1)
                 if self.sdwa:
                     raw = _sdwa_place(raw, w.vgpr[self.dst].astype(np.uint64), self.d.inst.dst_sel, self.d.inst.dst_unused)
-                if self.d.halves[1]:  # RDNA: a 16-bit result goes to its half, the other half is kept
+                if self.d.halves[1]:  # a 16-bit result goes to its half, the other half is kept
                     shift = np.uint64(16 if self.d.halves[0] & 8 else 0)
                     old = w.vgpr[self.dst].astype(np.uint64) & ~(np.uint64(0xFFFF) << shift)
                     raw = old | (raw & np.uint64(0xFFFF)) << shift
@@ -384,7 +386,7 @@ class Ctx:
 
 def _alu_ctx(w: Wave, d: Decoded) -> Ctx:
     if d.ctx_args is None:
-        d.ctx_args = _true16(d, _ctx_args(d, w.rdna)) if w.rdna else _ctx_args(d, w.rdna)
+        d.ctx_args = _true16(d, _ctx_args(d)) if w.rdna else _gfx9_halves(d, _ctx_args(d))
     return Ctx(w, d, *d.ctx_args)
 
 
@@ -421,7 +423,19 @@ def _true16(d: Decoded, args: tuple) -> tuple:
     return (srcs, dst, *args[2:])
 
 
-def _ctx_args(d: Decoded, rdna: bool) -> tuple:
+def _gfx9_halves(d: Decoded, args: tuple) -> tuple:
+    """CDNA's VOP3 op_sel (GFX9 VOP3A, checked by _ctx_args to name 16-bit operands only): bits 0-2
+    read the high half of src0-2, bit 3 writes the result to the high half and keeps the low one.
+    Where the pseudocode reads OPSEL itself (V_MAD_LEGACY_U16: `if OPSEL.u4[3] then D0 = { tmp.u16,
+    D0[15 : 0] }`), the text places the result. Sets `d.halves`; returns the Ctx arguments."""
+    opsel = getattr(d.inst, "opsel", 0) if d.fmt.startswith("VOP3") else 0
+    if opsel & 8 and "OPSEL" in getattr(d.fn, "operands", ()):
+        opsel &= 7
+    d.halves = (opsel, bool(opsel & 8))
+    return args
+
+
+def _ctx_args(d: Decoded) -> tuple:
     """Ctx's arguments after the wave and the instruction: sources, destination, VALU or not,
     and the carry-in, carry-out and compare-mask registers of the encodings that have them."""
     inst, fmt = d.inst, d.fmt
@@ -448,7 +462,7 @@ def _ctx_args(d: Decoded, rdna: bool) -> tuple:
     if fmt.startswith("VOP3"):
         if getattr(inst, "omod", 0):
             raise PcodeUnsupported("the omod modifier")
-        if getattr(inst, "opsel", 0) and not (rdna and _opsel_on_halves(d)):
+        if getattr(inst, "opsel", 0) and not _opsel_on_halves(d):
             raise PcodeUnsupported("opsel on an operand wider than 16 bits")
         if getattr(inst, "clmp", 0):
             raise PcodeUnsupported("clamp on this instruction")

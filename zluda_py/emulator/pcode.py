@@ -204,7 +204,7 @@ def _lex(text: str) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------- parser/codegen
 
 # Registers the context resolves; everything else is a local or a loop variable.
-_OPERANDS = {"S0", "S1", "S2", "D0", "D1", "SCC", "VCC", "EXEC", "M0", "PC", "SIMM16", "SIMM32",
+_OPERANDS = {"S0", "S1", "S2", "D0", "D1", "SCC", "VCC", "EXEC", "M0", "PC", "SIMM16", "SIMM32", "OPSEL",
              "SDATA", "VDATA", "DATA", "RETURN_DATA", "ADDR", "OFFSET"}
 _KINDS = {"U": "u", "I": "i", "F": "f", "B": "u"}
 _BINARY = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!=", "<>"), ("<", ">", "<=", ">="),
@@ -250,6 +250,7 @@ class _Compiler:
         self.macros: dict[str, tuple[list[str], list[tuple[str, str]]]] = {}  # lambdas: parameters, body
         self.bound: dict[str, Expr] = {}  # a lambda's parameters while its body is expanded
         self.tmp = 0
+        self.operands: set[str] = set()  # the registers and fields the text reads
 
     # token helpers
     def peek(self, k: int = 0) -> tuple[str, str]:
@@ -401,7 +402,7 @@ class _Compiler:
             self.emit(depth, f"ctx.wrbit({name!r}, {_conv(value, BOOL)})")
         elif name in _OPERANDS:
             t = ltype or (BOOL if name == "SCC" else ("i", 64) if name == "PC" else ("u", 64) if name in ("VCC", "EXEC")
-                          else None)
+                          else value.type if value.type[0] != "f" and not value.weak else None)  # D0 = { hi, lo }: its width
             if t is None:
                 raise PcodeUnsupported(f"untyped write of {name}")
             self.emit(depth, f"ctx.wr({name!r}, {t[0]!r}, {t[1]}, {_conv(value, t)})")
@@ -436,6 +437,7 @@ class _Compiler:
             e = self.bound[name]
             return Expr(f"_reinterpret({e.code}, {e.type}, {t})", t) if t and t != e.type else e
         if name in _OPERANDS:
+            self.operands.add(name)
             if t is None:
                 if name == "SCC":
                     return Expr("ctx.rd('SCC', 'u', 1)", BOOL)
@@ -611,13 +613,13 @@ class _Compiler:
                 parts.append(self.resolve(self.expr()))
             self.take("}")
             width = sum(p.type[1] for p in parts)
-            if width > 64 or any(p.type[0] == "f" for p in parts):
+            if width > 64:
                 raise PcodeUnsupported(f"a {width}-bit concatenation")
             code, shift = [], 0
             for p in reversed(parts):
                 code.append(f"(_reinterpret({p.code}, {p.type}, ('u', {p.type[1]})).astype(np.uint64) << np.uint64({shift}))")
                 shift += p.type[1]
-            return Expr("(" + " | ".join(code) + ")", ("u", 64))
+            return Expr(f"_reinterpret({' | '.join(code)}, ('u', 64), ('u', {width}))", ("u", width))  # floats by their bits
         if kind == "name":
             self.take()
             if self.at("(") and text not in _OPERANDS:
@@ -792,5 +794,6 @@ def compile_pcode(text: str) -> Callable:
     exec(compile(source, "<pcode>", "exec"), scope)
     fn = scope["_op"]
     fn.source = source  # type: ignore[attr-defined]
+    fn.operands = frozenset(c.operands)  # type: ignore[attr-defined]
     _cache[text] = fn
     return fn
