@@ -259,7 +259,10 @@ elif case == "launch-ex":  # cuLaunchKernelEx without attributes goes native as 
 elif case == "maxntid":  # a .maxntid beyond what a descriptor holds (or a block ever has)
     wide = c_void_p()
     ok(cu.cuModuleGetFunction(byref(wide), mod, b"wide"))
-    print("launches", [launch(fn=wide, block=(1024, 1, 1), kernel_params=None) for _ in range(3)])
+    rcs = [launch(fn=wide, block=(1024, 1, 1), kernel_params=None)]
+    ok(cu.cuCtxSynchronize())  # the first goes through Python; the next go native once nothing is pending
+    rcs += [launch(fn=wide, block=(1024, 1, 1), kernel_params=None) for _ in range(2)]
+    print("launches", rcs)
     ok(cu.cuCtxSynchronize())
 elif case == "align":  # the launch aligns the shared arena and the stack windows (BASE_ALIGN)
     aligned = c_void_p()
