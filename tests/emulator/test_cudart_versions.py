@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.driver import test_cudart_versions as versions
+from tests.emulator.cached_objects import assert_amdgpu_only
 from tests.driver.test_cudart_versions import probe  # noqa: F401  (the probe's build, a fixture)
 
 pytest.importorskip("tinygrad", reason="the emulator decodes with tinygrad (pip install '.[test]')")
@@ -23,3 +24,4 @@ def test_runtime_probe_on_the_emulator(release: str, arch: str, probe, nvcc, tmp
                         ("CUDA_CACHE_PATH", str(tmp_path / "cache"))):
         monkeypatch.setenv(name, value)
     versions.test_runtime_probe(release, probe, nvcc, tmp_path)
+    assert_amdgpu_only(tmp_path / "cache")  # its kernel ran as an AMDGPU code object

@@ -9,6 +9,7 @@ import pytest
 
 from tests.e2e import test_toolchains as toolchains
 from tests.e2e.conftest import zluda_run
+from tests.emulator.cached_objects import assert_amdgpu_only
 
 pytest.importorskip("tinygrad", reason="the emulator decodes with tinygrad (pip install '.[test]')")
 pytestmark = pytest.mark.usefixtures("lld")  # AMDGPU code objects need ld.lld (tests/conftest.py)
@@ -25,11 +26,14 @@ def emulated(request, monkeypatch, tmp_path) -> str:
 
 def test_nvrtc_cubin_written_read_back_and_launched(emulated, nvcc, tmp_path) -> None:
     toolchains.test_nvrtc_sm_86_cubin_written_read_back_and_launched(nvcc, zluda_run, tmp_path)
+    assert_amdgpu_only(tmp_path / "cache")
 
 
 def test_nvjitlink_cubin_loaded_in_another_process(emulated, tmp_path) -> None:
     toolchains.test_nvjitlink_cubin_copied_and_loaded_in_another_process(zluda_run, tmp_path)
+    assert_amdgpu_only(tmp_path / "cache")
 
 
 def test_nvjitlink_lto_of_nvrtc_ltoir(emulated, tmp_path) -> None:
     toolchains.test_nvjitlink_lto_of_nvrtc_ltoir(tmp_path)
+    assert_amdgpu_only(tmp_path / "cache")
