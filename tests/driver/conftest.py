@@ -11,6 +11,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# The start of a ctypes child script (argv: the shim, the case; stdin: the PTX): a context and
+# the module, with `ok` for results that must be CUDA_SUCCESS.
+CHILD_SETUP = r"""def ok(rc):
+    assert rc == 0, rc
+ok(cu.cuInit(0))
+ctx = c_void_p()
+ok(cu.cuCtxCreate_v2(byref(ctx), 0, 0))
+mod = c_void_p()
+ok(cu.cuModuleLoadData(byref(mod), sys.stdin.buffer.read() + b"\0"))
+"""
+
 
 def shim_path(tmp_factory=None) -> Path:
     """The installed shim (pip install -e .), else one built for the test session."""

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.driver.conftest import shim_path
+from tests.driver.conftest import CHILD_SETUP, shim_path
 
 PTX = r"""
 .version 7.0
@@ -98,14 +98,7 @@ from ctypes import byref, c_uint, c_ulonglong, c_void_p
 cu = ctypes.CDLL(sys.argv[1])
 cu.zluda_native_launch_count.restype = ctypes.c_uint64
 case = sys.argv[2]
-def ok(rc):
-    assert rc == 0, rc
-ok(cu.cuInit(0))
-ctx = c_void_p()
-ok(cu.cuCtxCreate_v2(byref(ctx), 0, 0))
-mod = c_void_p()
-ok(cu.cuModuleLoadData(byref(mod), sys.stdin.buffer.read() + b"\0"))
-add, say = c_void_p(), c_void_p()
+""" + CHILD_SETUP + r"""add, say = c_void_p(), c_void_p()
 ok(cu.cuModuleGetFunction(byref(add), mod, b"add"))
 ok(cu.cuModuleGetFunction(byref(say), mod, b"say"))
 out = c_ulonglong()  # pinned host memory: a host function reads it

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from tests.driver.conftest import shim_path
+from tests.driver.conftest import CHILD_SETUP, shim_path
 
 # kernel `chain`: a 1000-byte frame calling f (600 bytes) calling g (400 bytes), no recursion:
 # 2000 bytes with 16-byte aligned frames. Kernel `recurse`: r(n) has a 512-byte frame and
@@ -107,14 +107,7 @@ import ctypes, sys
 from ctypes import byref, c_size_t, c_uint, c_ulonglong, c_void_p
 cu = ctypes.CDLL(sys.argv[1])
 case = sys.argv[2]
-def ok(rc):
-    assert rc == 0, rc
-ok(cu.cuInit(0))
-ctx = c_void_p()
-ok(cu.cuCtxCreate_v2(byref(ctx), 0, 0))
-mod = c_void_p()
-ok(cu.cuModuleLoadData(byref(mod), sys.stdin.buffer.read() + b"\0"))
-def limit():
+""" + CHILD_SETUP + r"""def limit():
     v = c_size_t()
     ok(cu.cuCtxGetLimit(byref(v), 0))
     return v.value
