@@ -98,7 +98,10 @@ def _mappings_in(r: Reservation, ptr: int, size: int) -> list[Mapping]:
 
 
 def _retrack(r: Reservation) -> None:
-    """Track each run of adjacent accessible mappings as one device allocation."""
+    """Track each run of adjacent accessible mappings as one device allocation. VMM memory is
+    the device's, not a context's (owner None, as a module's variables): the calls need no
+    current context and destroying one leaves the mappings (cuda-samples' memMapIPCDrv unmaps
+    after cuCtxDestroy)."""
     memory = _memory()
     for base in r.tracked:
         memory.release(base)
@@ -110,10 +113,10 @@ def _retrack(r: Reservation) -> None:
             run_end += m.size
             continue
         if run_base is not None:
-            r.tracked.append(memory.add(run_base, run_end - run_base, "vmm", 0, ctxs.current()).base)
+            r.tracked.append(memory.add(run_base, run_end - run_base, "vmm", 0, None).base)
         run_base, run_end = (base, base + m.size) if m.access != ACCESS_NONE else (None, None)
     if run_base is not None:
-        r.tracked.append(memory.add(run_base, run_end - run_base, "vmm", 0, ctxs.current()).base)
+        r.tracked.append(memory.add(run_base, run_end - run_base, "vmm", 0, None).base)
 
 
 def _prop(p) -> tuple[int, int]:
@@ -199,7 +202,8 @@ def cuMemUnmap(ptr, size):
     with _lock:
         r = _reservation_of(ptr, size)
         gone = _mappings_in(r, ptr, size)
-        ctxs.current().synchronize()  # work queued before may still use it
+        for ctx in ctxs.contexts.values():  # work queued before, in any context, may still use it
+            ctx.synchronize()
         with _backend_errors():
             _vmm().unmap(ptr, size)
         for m in gone:
