@@ -57,7 +57,7 @@ GOLDEN = Path(__file__).parents[1] / "hardware" / "golden" / "programs.txt"
 GOLDEN_RUN = {"blocks": "blocks", "atomics": "atomics", "warp-shuffles-votes": "warp", "warp-cooperative-groups": "warp",
               "grid-sync": "grid_sync", "textures": "textures", "textures-image-filtering": "textures_image",
               "surfaces": "surfaces", "texture-ptx-forms": "texture_forms", "graphs-captured": "graphs_captured", "graphs-hand-built": "graphs_manual",
-              "graphs-capture-errors": "graphs_errors", "memory-pools": "memory_pools", "vmm-growing-buffer": "vmm",
+              "graphs-capture-errors": "graphs_errors", "graphs-memory-freed-outside": "graphs_memory", "memory-pools": "memory_pools", "vmm-growing-buffer": "vmm",
               "ipc-two-processes": "ipc", "rdc-two-files": "rdc", "async-barrier-cuda-barrier": "async_barrier",
               "async-barrier-memcpy-async-pipelines": "async_barrier",
               "async-barrier-bulk-copies-tx-count": "async_barrier", "async-barrier-mbarrier-probe": "async_barrier",
