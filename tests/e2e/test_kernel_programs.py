@@ -45,6 +45,7 @@ PROGRAMS = {
     "rdc-two-files": (["e2e_rdc_main.cu", "e2e_rdc_lib.cu"], ["-rdc=true"], [], ()),
     "rdc-two-files-ptx-only": (["e2e_rdc_main.cu", "e2e_rdc_lib.cu"],
                                ["-rdc=true", "-gencode", "arch=compute_75,code=compute_75"], [], ()),
+    "device-launch": (["e2e_device_launch.cu"], ["-arch=sm_80", "-rdc=true", "-lcudadevrt"], [], ()),
 }
 
 

@@ -155,6 +155,8 @@ def offer(handle: int, work: "KernelLaunch", with_extra: bool) -> None:
             or not _setup()):
         return
     ctx, function = work.ctx, work.function
+    if getattr(function.info, "device_launches", False):
+        return  # the grids it launches run after it from Python (compiler/cpu/device_launch.py)
     k = _backend.native_kernel(function.module.compiled, function.name, work.stack_limit())
     ffi = _ffi
     if _lib.zluda_native_register(

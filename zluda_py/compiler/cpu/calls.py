@@ -1,4 +1,5 @@
-"""Calls, returns, barriers and the CUDA system calls (vprintf, malloc, free, __assertfail).
+"""Calls, returns, barriers and the CUDA system calls (vprintf, malloc, free, __assertfail, and the
+device runtime's `__cudaCDP2*` calls of CUDA Dynamic Parallelism: device_launch.py).
 
 A `.func` runs for the calling warp under the caller's mask. Parameters travel in per-lane
 buffers (lane i's copy at `buf + i*size`), so `st.param`/`ld.param` are ordinary lane-wise
@@ -14,6 +15,7 @@ from llvmlite import ir
 from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import DONE, FAULT_BRKPT, FRAME_HEADER, WARP, BarSlot, Ctx, Frame
+from zluda_py.compiler.cpu.device_launch import FUNCTIONS as DEVICE_RUNTIME
 from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.ptx import ast
@@ -25,7 +27,8 @@ HOST_VPRINTF = 1
 HOST_ASSERT = 2
 HOST_MALLOC = 4  # device-side malloc/free: (un)register the block as valid device memory
 HOST_FREE = 5
-SYSCALLS = {"vprintf", "malloc", "free", "__assertfail"}
+HOST_DEVICE_RUNTIME = 16  # + the index of a device_launch.FUNCTIONS name (CUDA Dynamic Parallelism)
+SYSCALLS = {"vprintf", "malloc", "free", "__assertfail", *DEVICE_RUNTIME}
 
 
 class CallMixin:
@@ -139,6 +142,9 @@ class CallMixin:
         for a in args:
             if isinstance(a, ast.Sym) and a.name in self.symbols and self.symbols[a.name].kind == "lparam":
                 sym = self.symbols[a.name]
+                if sym.size > 8:  # an aggregate (a dim3): the host reads each lane's copy
+                    vals.append(self.lane_param_address(sym, 0))
+                    continue
                 bits = 8 * sym.size if sym.size in (4, 8) else 64
                 vals.append(b.load(V.typed(b, sym.ptr, V.vec(ir.IntType(bits))), typ=V.vec(ir.IntType(bits)), align=16))
             else:
@@ -161,6 +167,11 @@ class CallMixin:
                 b.call(host, [ir.Constant(I32, HOST_FREE), self.ctx, a[0], *[ir.Constant(I64, 0)] * 4])
                 b.call(libc_free, [a[0]])
                 r = ir.Constant(I64, 0)
+            elif name in DEVICE_RUNTIME:  # fewer than five arguments: the thread's index in its block last
+                self.mod.device_runtime_users.add(self.fn.name)
+                who = b.zext(b.add(b.mul(self.warp, ir.Constant(I32, WARP)), idx), I64)
+                a = a if len(a) == 5 else (a + [ir.Constant(I64, 0)] * 4)[:4] + [who]
+                r = b.call(host, [ir.Constant(I32, HOST_DEVICE_RUNTIME + DEVICE_RUNTIME.index(name)), self.ctx, *a])
             else:  # __assertfail(message, file, line, function, charSize)
                 who = b.zext(b.add(b.mul(self.warp, ir.Constant(I32, WARP)), idx), I64)
                 b.call(host, [ir.Constant(I32, HOST_ASSERT), self.ctx, a[0], a[1], a[2], a[3], who])

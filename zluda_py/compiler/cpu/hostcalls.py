@@ -1,5 +1,5 @@
 """Host side of device system calls: printf output per launch, malloc/free ranges, assert messages,
-texture and surface requests.
+texture and surface requests, the device runtime's launches (device_launch.py).
 
 Native code calls `zluda_host(kind, ctx, a, b, c, d, e)`; the launch that owns `ctx` collects
 printf output in order and writes it to fd 1 before `launch_raw` returns.
@@ -12,10 +12,10 @@ import sys
 import threading
 
 from zluda_py import hostmem
-from zluda_py.compiler.cpu import texture
+from zluda_py.compiler.cpu import device_launch, texture
 from zluda_py.compiler.cpu.abi import Ctx
 from zluda_py.compiler.cpu.bounds import RANGES
-from zluda_py.compiler.cpu.calls import HOST_ASSERT, HOST_FREE, HOST_MALLOC, HOST_VPRINTF
+from zluda_py.compiler.cpu.calls import HOST_ASSERT, HOST_DEVICE_RUNTIME, HOST_FREE, HOST_MALLOC, HOST_VPRINTF
 from zluda_py.compiler.cpu.memory import HOST_BOUNDS
 from zluda_py.compiler.cpu.texops import HOST_TEXTURE
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED
@@ -81,6 +81,8 @@ def _host(kind: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int:
         if kind == HOST_BOUNDS:  # [a, b) registered since the launch took its snapshot, or pageable?
             lo, hi = a & 0xFFFFFFFFFFFFFFFF, b & 0xFFFFFFFFFFFFFFFF
             return int(RANGES.contains(lo, hi) or _pageable(ctx, lo, hi))
+        if kind >= HOST_DEVICE_RUNTIME:  # CUDA Dynamic Parallelism's calls
+            return device_launch.call(kind - HOST_DEVICE_RUNTIME, ctx, a, b, c, d, e)
         if kind == HOST_ASSERT:
             block, thread = _thread_coords(ctx, e)
             msg = (f"{c_string(b).decode(errors='replace')}:{c & 0xFFFFFFFF}: {c_string(d).decode(errors='replace')}: "
@@ -91,6 +93,8 @@ def _host(kind: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int:
         return 0
     except Exception as exc:  # never unwind into native code
         sys.stderr.write(f"zluda: device system call failed: {exc}\n")
+        if kind >= HOST_DEVICE_RUNTIME:
+            return device_launch.failed(kind - HOST_DEVICE_RUNTIME)
         return {HOST_BOUNDS: 0, HOST_TEXTURE: CUDA_ERROR_LAUNCH_FAILED}.get(kind, -1)
 
 

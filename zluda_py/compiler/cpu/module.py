@@ -47,6 +47,7 @@ class ModuleLowering:
         self.reads_reserved_smem = False  # set by FunctionLowering.special
         self._initializers: list[tuple[ast.Variable, ir.GlobalVariable]] = []
         self.helpers_here = False  # True only in the shared helpers' own module (`helpers_ir`)
+        self.device_runtime_users: set[str] = set()  # functions calling the device runtime (calls.py)
 
     # ------------------------------------------------------------------ top level
     def lower(self) -> dict:
@@ -62,6 +63,7 @@ class ModuleLowering:
                 self._define(f)
         for name, k in self.kernels_meta.items():
             k["stack_size"] = self._static_stack(name)
+            k["device_launches"] = bool(self._reached(name) & self.device_runtime_users)
         return {"kernels": self.kernels_meta, "globals": self.globals_meta,
                 "reserved_smem": self.reads_reserved_smem}
 
@@ -110,6 +112,9 @@ class ModuleLowering:
 
     def _declare(self, f: ast.Function) -> None:
         if f.kind == "entry":
+            if f.body is not None:  # a kernel's address (a device-side launch names it) is its block runner's
+                runner = ir.Function(self.ir, ir.FunctionType(I32, [PTR]), name=f"zluda_run.{f.name}")
+                self.symbols[f.name] = Symbol("func", ptr=runner)
             return
         if f.body is None:
             if any(g.name == f.name and g.body is not None for g in self.ast.functions()):
@@ -159,6 +164,16 @@ class ModuleLowering:
             "max_threads": max_threads(f), "reqntid": directive_dims(f, "reqntid"),
         }
 
+    def _reached(self, kernel: str) -> set[str]:
+        """The kernel and every function its calls reach."""
+        seen, todo = set(), [kernel]
+        while todo:
+            name = todo.pop()
+            if name not in seen and name in self.frames:
+                seen.add(name)
+                todo.extend(self.frames[name][1])
+        return seen
+
     def _static_stack(self, kernel: str) -> int:
         """The per-thread stack a kernel needs without recursion: its frame plus the deepest chain
         of direct calls, a recursive cycle counted once. NVIDIA's driver grows the stack to what a
@@ -199,7 +214,7 @@ class ModuleLowering:
     def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int, barriers: bool, lockstep: bool) -> None:
         """`i32 run(ptr ctx)`: run blocks FIRST..FIRST+COUNT, each warp by warp, barrier by barrier
         (without barriers: each warp once, to completion; `lockstep`: see `lockstep_barriers`)."""
-        fn = ir.Function(self.ir, ir.FunctionType(I32, [PTR]), name=name)
+        fn = self.ir.globals[name]  # declared with the kernel (_declare)
         ctx = fn.args[0]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         slot = lambda base, i, size=8: b.gep(base, [b.mul(i, ir.Constant(I64, size))], source_etype=V.I8)  # noqa: E731

@@ -19,6 +19,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from zluda_py.compiler.cpu import bounds as address_ranges
+from zluda_py.compiler.cpu import device_launch
 from zluda_py.compiler.cpu.abi import (ABORTED, BAR_SLOTS, BASE_ALIGN, FAULT_BRKPT, FAULT_DEADLOCK, FAULT_STACK,
                                        NBARRIERS, RESERVED_SMEM, STACK_ALIGN, WARP, Ctx)
 from zluda_py.compiler.cpu.hostcalls import HOST_ADDRESS, SINKS
@@ -43,6 +44,7 @@ class CpuKernelInfo(KernelInfo):
     reserved_smem: bool = field(repr=False, default=False)  # reads %reserved_smem_offset_*
     stack_size: int = 0  # per-thread stack its frame and deepest non-recursive call chain need
     local_align: int = STACK_ALIGN  # its module's frame alignment: each thread's stack window is aligned to it
+    device_launches: bool = False  # it calls the device runtime (CUDA Dynamic Parallelism: device_launch.py)
 
 
 _jit_lock = threading.Lock()
@@ -226,7 +228,8 @@ class CompiledModule:
                                                          frame_bytes=k["frame_bytes"], runner=library[k["runner"]],
                                                          reserved_smem=reserved_smem,
                                                          stack_size=k.get("stack_size", k["local_size"]),
-                                                         local_align=k["local_align"])
+                                                         local_align=k["local_align"],
+                                                         device_launches=k.get("device_launches", False))
         return library
 
     # ------------------------------------------------------------------ launch
@@ -247,7 +250,7 @@ class CompiledModule:
             raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"invalid launch configuration grid={grid} block={block}")
         if len(params) < info.param_size:
             raise LaunchError(CUDA_ERROR_INVALID_VALUE, f"{kernel}: {len(params)} parameter bytes, needs {info.param_size}")
-        stack_size = launch_stack(info, stack_size)
+        stack_limit, stack_size = stack_size, launch_stack(info, stack_size)
         param_buf = ctypes.create_string_buffer(bytes(params), max(len(params), 1))
         stop = np.zeros(1, np.int32)
         stop_at = stop.ctypes.data
@@ -264,6 +267,7 @@ class CompiledModule:
 
         params_at, ranges_at = ctypes.addressof(param_buf), ranges.ctypes.data
         runner = self._runner(info)
+        children = device_launch.DeviceLaunches(self) if info.device_launches else None
 
         def run(i: int) -> tuple[int, list[int] | None]:
             first, count = bounds[i], bounds[i + 1] - bounds[i]
@@ -292,10 +296,13 @@ class CompiledModule:
             ctx[Ctx.TABLE_ONLY] = not pageable
             ctx[Ctx.RANGES], ctx[Ctx.NRANGES], ctx[Ctx.PARAM_SIZE] = ranges_at, len(ranges), len(params)
             SINKS.attach(s.at["ctx"], output)
+            if children is not None:
+                device_launch.LAUNCHES.attach(s.at["ctx"], children)
             try:
                 status = runner(s.at["ctx"]) or int(ctx[Ctx.STATUS])
             finally:
                 SINKS.detach(s.at["ctx"])
+                device_launch.LAUNCHES.detach(s.at["ctx"])
             return status, (ctx.tolist() if status else None)  # the record names a fault
 
         if chunks == 1:
@@ -306,9 +313,14 @@ class CompiledModule:
             results = list(_the_pool().map(run, range(chunks)))
         if output:
             os.write(1, b"".join(output))
+        if children is not None:
+            children.release_buffers()
         for status, ctx in results:
             if status and status != ABORTED:
                 raise _fault(kernel, status, ctx, grid)
+        if children is not None:  # the grids launched from this one (device_launch.py)
+            device_launch.run_queue(children, lambda c: self.launch_raw(c.kernel, c.grid, c.block, c.params, c.shared,
+                                                                        stack_limit, 0, pageable))
 
     def _runner(self, info: CpuKernelInfo):
         """The kernel's block runner as a ctypes function (made once: building one costs a launch microseconds)."""
