@@ -102,7 +102,8 @@ def test_graph_structure_and_update_errors(cu):
     count = c_size_t()
     cu.ok(cu.cuGraphGetEdges_v2(g, None, None, None, byref(count)))
     assert count.value == 1
-    assert cu.cuGraphConditionalHandleCreate(byref(c_ulonglong()), g, cu.ctx, 0, 0) == NOT_SUPPORTED
+    cu.ok(cu.cuGraphConditionalHandleCreate(byref(c_ulonglong()), g, cu.ctx, 0, 1))
+    assert cu.cuGraphConditionalHandleCreate(byref(c_ulonglong()), g, cu.ctx, 0, 2) == INVALID_VALUE  # flags
     s = _stream(cu, 1)
     cu.ok(cu.cuGraphLaunch(exe, s))
     cu.ok(cu.cuStreamSynchronize(s))

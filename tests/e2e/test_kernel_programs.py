@@ -46,6 +46,7 @@ PROGRAMS = {
     "rdc-two-files-ptx-only": (["e2e_rdc_main.cu", "e2e_rdc_lib.cu"],
                                ["-rdc=true", "-gencode", "arch=compute_75,code=compute_75"], [], ()),
     "device-launch": (["e2e_device_launch.cu"], ["-arch=sm_80", "-rdc=true", "-lcudadevrt"], [], ()),
+    "graph-conditionals": (["e2e_graph_conditionals.cu"], ["-arch=sm_80"], [], ()),
 }
 
 

@@ -10,6 +10,9 @@ Grid synchronisation uses what a cooperative launch already provides for nvcc's 
 cooperative launches), and the same arrival counter in its second word, so both kinds of
 barrier can be mixed in one launch. The master block adds 0x80000000 - (blocks - 1), every
 other block 1: the counter's top bit flips when the last block arrives.
+
+cudaGraphSetConditional(handle, value) stores the value where the handle points: a conditional
+handle is the address of its 32-bit condition in device memory (driver/graphs.py).
 """
 
 from __future__ import annotations
@@ -75,8 +78,17 @@ not_cooperative:
   st.param.b32 [status], 999;
   ret;
 }
+
+.visible .func cudaGraphSetConditional(.param .b64 handle, .param .b32 value)
+{
+  .reg .b32 %r1; .reg .b64 %rd1;
+  ld.param.b64 %rd1, [handle];
+  ld.param.b32 %r1, [value];
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
 """
-FUNCTIONS = frozenset({"cudaCGGetIntrinsicHandle", "cudaCGSynchronize"})
+FUNCTIONS = frozenset({"cudaCGGetIntrinsicHandle", "cudaCGSynchronize", "cudaGraphSetConditional"})
 
 
 def needed_by(modules: list[ast.Module]) -> list[ast.Module]:

@@ -45,9 +45,16 @@ def cuStreamBeginRecaptureToGraph(h, mode, hgraph, callback, data):
 
 @entry("cuStreamEndCapture")
 def cuStreamEndCapture(h, pgraph):
+    stream = _stream(h)
+    # a capture into the program's graph (cuStreamBeginCaptureToGraph) may be ended without
+    # asking for the graph back, as cuda-samples' graphConditionalNodes does on NVIDIA's driver
+    into_graph = stream.capture is not None and not stream.capture.capture.owns_graph
+    if pgraph == ffi.NULL and into_graph:
+        capture.end(stream)
+        return
     require(pgraph)
     store_ptr(pgraph, 0)
-    graph = capture.end(_stream(h))
+    graph = capture.end(stream)
     store_ptr(pgraph, graph.handle or graphs.add(graph))
 
 

@@ -50,13 +50,15 @@ typedef struct { unsigned long long flags; void *hUploadStream; void *hErrNode_o
     CUDA_GRAPH_INSTANTIATE_PARAMS;
 typedef struct { int result; void *errorNode; void *errorFromNode; } CUgraphExecUpdateResultInfo;
 typedef struct { int flags; int reserved; void *copyCtx; CUDA_MEMCPY3D copyParams; } CUDA_MEMCPY_NODE_PARAMS;
+typedef struct { unsigned long long handle; int type; unsigned int size; void **phGraph_out; void *ctx; }
+    CUDA_CONDITIONAL_NODE_PARAMS;
 typedef struct {
     int type; int reserved0[3];
     union {
         long long reserved1[29]; CUDA_KERNEL_NODE_PARAMS kernel; CUDA_MEMCPY_NODE_PARAMS memcpy;
         CUDA_MEMSET_NODE_PARAMS memset; CUDA_HOST_NODE_PARAMS host; struct { void *graph; int ownership; } graph;
         struct { void *event; } eventWait; struct { void *event; } eventRecord; CUDA_MEM_ALLOC_NODE_PARAMS alloc;
-        struct { unsigned long long dptr; } free;
+        struct { unsigned long long dptr; } free; CUDA_CONDITIONAL_NODE_PARAMS conditional;
     };
     long long reserved2;
 } CUgraphNodeParams;
@@ -73,6 +75,8 @@ UPDATE_SUCCESS, UPDATE_ERROR, UPDATE_TOPOLOGY_CHANGED, UPDATE_NODE_TYPE_CHANGED 
 UPDATE_PARAMETERS_CHANGED = 5
 CU_USER_OBJECT_NO_DESTRUCTOR_SYNC, CU_GRAPH_USER_OBJECT_MOVE = 1, 1
 EDGE_DEFAULT, EDGE_PROGRAMMATIC = 0, 1
+COND_IF, COND_WHILE, COND_SWITCH = 0, 1, 2
+COND_ASSIGN_DEFAULT = 1
 _NO_EDGE_DATA = bytes(8)
 
 
@@ -184,8 +188,80 @@ class ChildGraph:
         self.graph = graph.clone(register=False)
 
     def __call__(self) -> None:
-        for work in self.graph.plan():
-            work()
+        _run_graph(self.graph)
+
+
+class ConditionalHandle:
+    """cuGraphConditionalHandleCreate's handle: the address of the 32-bit condition in device
+    memory, which the device runtime's cudaGraphSetConditional stores to
+    (compiler/device_runtime.py)."""
+
+    def __init__(self, ctx, default: int, flags: int) -> None:
+        self.default, self.flags = default, flags
+        self.slot = _memory().allocate(4, "device", 0, ctx)
+        self.address = self.slot.base
+        self._write(default)
+
+    def _write(self, value: int) -> None:
+        _memory().copy(self.address, int(ffi.cast("uintptr_t", ffi.new("unsigned int *", value))), 4)
+
+    def start(self) -> None:
+        """The graph holding it starts running: CU_GRAPH_COND_ASSIGN_DEFAULT applies the default."""
+        if self.flags & COND_ASSIGN_DEFAULT:
+            self._write(self.default)
+
+    def value(self) -> int:
+        out = ffi.new("unsigned int *")
+        _memory().copy(int(ffi.cast("uintptr_t", out)), self.address, 4)
+        return out[0]
+
+
+conditional_handles: dict[int, ConditionalHandle] = {}
+
+
+class Conditional:
+    """A conditional node: its body graphs (made with the node; the program fills them) run as
+    the condition says when the node is reached: if/else, while, or switch."""
+    node_type = CONDITIONAL
+
+    def __init__(self, handle: ConditionalHandle, kind: int, bodies: list[Graph]) -> None:
+        self.handle, self.kind, self.bodies = handle, kind, bodies
+        self.out = ffi.new("void *[]", [ffi.cast("void *", g.handle) for g in bodies])  # phGraph_out: ours
+
+    def __call__(self) -> None:
+        value = self.handle.value()
+        if self.kind == COND_WHILE:
+            while value:
+                _run_graph(self.bodies[0])
+                value = self.handle.value()
+        elif self.kind == COND_IF and (value or len(self.bodies) == 2):
+            _run_graph(self.bodies[0 if value else 1])
+        elif self.kind == COND_SWITCH and value < len(self.bodies):
+            _run_graph(self.bodies[value])
+
+
+def _run_graph(graph: Graph) -> None:
+    for h in graph.conditional_handles:
+        h.start()
+    for work in graph.plan():
+        work()
+
+
+def _conditional_work(p) -> Conditional:
+    handle = conditional_handles.get(p.handle)
+    if handle is None:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"{p.handle:#x} is not a conditional handle")
+    sizes = {COND_IF: (1, 2), COND_WHILE: (1,)}
+    if p.type not in (COND_IF, COND_WHILE, COND_SWITCH) or p.size == 0 or p.size not in sizes.get(p.type, (p.size,)):
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"conditional node type {p.type} with {p.size} bodies")
+    bodies = []
+    for _ in range(p.size):
+        g = Graph()
+        g.handle = graphs.add(g)
+        bodies.append(g)
+    work = Conditional(handle, p.type, bodies)
+    p.phGraph_out = work.out
+    return work
 
 
 # ---- graphs and nodes ----
@@ -219,6 +295,7 @@ class Graph:
         self.nodes: list[Node] = []
         self.handle = 0
         self.user_objects: dict[UserObject, int] = {}
+        self.conditional_handles: list[ConditionalHandle] = []  # made for it: reset as it starts running
         self.origin: dict[Node, Node] = {}  # a clone's node -> the original's
         self.lock = threading.Lock()
         self.id = next(_ids)
@@ -268,6 +345,7 @@ class Graph:
         for obj, count in self.user_objects.items():
             obj.retain(count)
             copy.user_objects[obj] = count
+        copy.conditional_handles = self.conditional_handles
         copy._local_ids = itertools.count(max((n.local_id for n in self.nodes), default=-1) + 1)
         return copy
 
@@ -354,6 +432,8 @@ class GraphRun:
         self.graph, self.plan = graph, plan
 
     def __call__(self) -> None:
+        for h in self.graph.conditional_handles:
+            h.start()
         for work in self.plan:
             work()
 
@@ -460,12 +540,13 @@ def _work_of(params) -> Callable[[], None]:
         return MemFree(params.free.dptr)
     if t == BATCH_MEM_OP:
         return memops.node_work(ffi.cast("CUDA_BATCH_MEM_OP_NODE_PARAMS *", ffi.addressof(params, "reserved1")))
+    if t == CONDITIONAL:
+        return _conditional_work(params.conditional)
     return _refused(t)
 
 
 def _refused(t: int):
-    reason = {CONDITIONAL: "conditional nodes (their bodies run from device-side condition handles)",
-              EXT_SEMAS_SIGNAL: "external semaphores", EXT_SEMAS_WAIT: "external semaphores"}.get(t)
+    reason = {EXT_SEMAS_SIGNAL: "external semaphores", EXT_SEMAS_WAIT: "external semaphores"}.get(t)
     if reason is None:
         raise CudaError(CUDA_ERROR_INVALID_VALUE, f"graph node type {t}")
     raise CudaError(CUDA_ERROR_NOT_SUPPORTED, f"{reason} are not implemented")
@@ -618,8 +699,14 @@ def cuGraphAddBatchMemOpNode(pnode, hgraph, pdeps, count, params):
 
 @entry("cuGraphConditionalHandleCreate")
 def cuGraphConditionalHandleCreate(phandle, hgraph, ctx, default_value, flags):
-    graphs.get(addr(hgraph))
-    _refused(CONDITIONAL)
+    require(phandle)
+    graph = graphs.get(addr(hgraph))
+    if flags & ~COND_ASSIGN_DEFAULT:
+        raise CudaError(CUDA_ERROR_INVALID_VALUE, f"conditional handle flags {flags:#x}")
+    handle = ConditionalHandle(ctxs.lookup(addr(ctx)), default_value, flags)
+    conditional_handles[handle.address] = handle
+    graph.conditional_handles.append(handle)
+    store(phandle, handle.address)
 
 
 # ---- node parameters ----
