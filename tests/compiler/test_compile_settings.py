@@ -1,5 +1,6 @@
 """Compile-time settings of the CPU target (cpu/target.py): lowering pauses Python's cyclic
-garbage collector and must hand it back as the host program left it."""
+garbage collector and must hand it back as the host program left it; a kernel's part, lowered
+without printing the whole module, is the piece `split` makes of the whole module's IR."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import gc
 
 import pytest
 
+from zluda_py.compiler.cpu.split import split
 from zluda_py.compiler.cpu.target import CPU
 from zluda_py.compiler.linker import link
+from zluda_py.compiler.parts import VARIABLES, part_module
 from zluda_py.ptx import parse
 
 PTX = """.version 8.0
@@ -40,3 +43,11 @@ def test_lowering_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
     finally:
         (gc.enable if was else gc.disable)()
     assert "zluda_run.copy" in part.text and "zluda_run.copy" in whole.text
+
+
+def test_a_part_is_the_split_of_the_whole_lowering() -> None:
+    module = link([parse(PTX)])
+    whole = CPU.lower(part_module(module, "copy"))
+    variables, kernel = split(whole.module, ["zluda_run.copy"])
+    assert CPU.lower_part(module, "copy").text == kernel
+    assert CPU.lower_part(module, VARIABLES).text == split(CPU.lower(part_module(module, VARIABLES)).module, [])[0]
