@@ -63,7 +63,8 @@ GOLDEN_RUN = {"blocks": "blocks", "atomics": "atomics", "warp-shuffles-votes": "
               "ipc-two-processes": "ipc", "rdc-two-files": "rdc", "async-barrier-cuda-barrier": "async_barrier",
               "async-barrier-memcpy-async-pipelines": "async_barrier",
               "async-barrier-bulk-copies-tx-count": "async_barrier", "async-barrier-mbarrier-probe": "async_barrier",
-              "tensor-cores-wmma": "tensor_cores", "mipmaps": "mipmaps", "managed-variables": "managed_vars"}
+              "tensor-cores-wmma": "tensor_cores", "mipmaps": "mipmaps", "managed-variables": "managed_vars",
+              "device-launch": "device_launch", "graph-conditionals": "graph_conditionals"}
 
 
 def _h200_stdout(run_name: str) -> list[str] | None:

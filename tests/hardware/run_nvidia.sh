@@ -97,7 +97,9 @@ grid_sync_too_large|e2e_grid_sync_limits.cu||too-large
 grid_sync_not_cooperative|e2e_grid_sync_limits.cu||not-cooperative
 grid_sync_trap|e2e_grid_sync_limits.cu||trap
 tensor_cores|e2e_tensor_cores.cu|-arch=sm_80|
-managed_vars|e2e_managed_vars.cu||"
+managed_vars|e2e_managed_vars.cu||
+device_launch|e2e_device_launch.cu|-arch=sm_80 -rdc=true -lcudadevrt|
+graph_conditionals|e2e_graph_conditionals.cu|-arch=sm_80|"
 build() {
   IFS='|' read -r name srcs args argv <<< "$1"
   [ -n "$name" ] || return 0
