@@ -21,6 +21,30 @@ __global__ void uses_shared(float* p) {
     p[threadIdx.x] = s[99 - threadIdx.x];
 }
 
+// sizes that are not a multiple of 16, mixed alignments, and static beside dynamic shared memory
+__global__ void shared_40(float* p) {
+    __shared__ float s[10];
+    s[threadIdx.x % 10] = p[threadIdx.x];
+    __syncthreads();
+    p[threadIdx.x] = s[9 - threadIdx.x % 10];
+}
+__global__ void shared_mixed(double* p) {
+    __shared__ char c[3];
+    __shared__ double d[2];
+    if (threadIdx.x < 3) c[threadIdx.x] = (char)threadIdx.x;
+    if (threadIdx.x < 2) d[threadIdx.x] = p[threadIdx.x];
+    __syncthreads();
+    p[threadIdx.x] = d[threadIdx.x % 2] + c[threadIdx.x % 3];
+}
+__global__ void shared_40_dynamic(float* p) {
+    __shared__ float s[10];
+    extern __shared__ float dyn[];
+    s[threadIdx.x % 10] = p[threadIdx.x];
+    dyn[threadIdx.x] = p[threadIdx.x];
+    __syncthreads();
+    p[threadIdx.x] = s[9 - threadIdx.x % 10] + dyn[threadIdx.x];
+}
+
 static void attrs(const char* name, const void* fn) {
     cudaFuncAttributes a;
     cudaError_t e = cudaFuncGetAttributes(&a, fn);
@@ -104,5 +128,8 @@ int main() {
     attrs("k", (const void*)k);
     attrs("uses_const", (const void*)uses_const);
     attrs("uses_shared", (const void*)uses_shared);
+    attrs("shared_40", (const void*)shared_40);
+    attrs("shared_mixed", (const void*)shared_mixed);
+    attrs("shared_40_dynamic", (const void*)shared_40_dynamic);
     return 0;
 }

@@ -105,7 +105,8 @@ def run(modules: list[str] | None, workdir: Path, timeout: float, log=subprocess
     args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "tests.thirdparty.numba_plugin",
             "-o", "consider_namespace_packages=true", "--rootdir", str(tests_dir()), f"--junitxml={junit}",
             "--benchmark-disable", "--pyargs", *targets]
-    r = zluda_run(args, workdir, timeout, extra_path=ROOT, stdout=log)
+    # numba's cache stays where numba puts it: test_caching checks the __pycache__ beside its modules
+    r = zluda_run(args, workdir, timeout, extra_path=ROOT, stdout=log, numba_cache=False)
     if not junit.exists():
         raise RuntimeError(f"numba-cuda's suite did not report (exit {r.returncode}):\n{(r.stdout or '')[-4000:]}")
     return parse_junit(junit)

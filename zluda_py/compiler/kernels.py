@@ -26,6 +26,14 @@ class KernelInfo:
     local_size: int
     max_threads: int
     reqntid: tuple[int, int, int] | None
+    # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES where it is not static_shared: the end of the kernel's
+    # last static variable, as NVIDIA reports it; static_shared may be padded up to where the
+    # dynamic shared memory starts (the CPU target aligns that to 16)
+    declared_shared: int | None = None
+
+    @property
+    def shared_size_bytes(self) -> int:
+        return self.static_shared if self.declared_shared is None else self.declared_shared
 
     @classmethod
     def declared(cls, name: str, k: dict, static_shared: int = 0, local_size: int = 0, **extra) -> "KernelInfo":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -37,6 +38,19 @@ def var_align(v: ast.Variable) -> int:
     """The alignment of a variable or parameter: as declared, at least its element size (as
     in CUDA's parameter buffer, shared memory and stack frames)."""
     return max(v.align or 1, type_size(v.type))
+
+
+def is_dynamic_shared(v: ast.Variable) -> bool:
+    """Dynamic shared memory: `.extern .shared`, or a `.shared` array of unspecified size."""
+    return v.space == "shared" and (v.linkage == "extern" or bool(v.array and v.array[-1] is None))
+
+
+def dynamic_shared_align(variables: Iterable[ast.Variable]) -> int:
+    """Where dynamic shared memory starts, past a kernel's static .shared variables: aligned to
+    16 or the largest `.align` among the module's dynamic ones, as ptxas lays it out (its static
+    size is rounded up to that when the module declares any; checked with ptxas -v and on an
+    H100, tests/hardware/launch_probe.cu)."""
+    return max([16, *(var_align(v) for v in variables if is_dynamic_shared(v))])
 
 
 def global_align(v: ast.Variable) -> int:

@@ -288,7 +288,7 @@ class JitOptions:
         if self.verbose:  # as with ptxas -v, this builds every kernel
             for name in m.compiled.kernels:
                 info = _backend_call(m.compiled.kernel, name)
-                self.info.append(f"info    : entry function '{name}': {info.static_shared} bytes static shared memory")
+                self.info.append(f"info    : entry function '{name}': {info.shared_size_bytes} bytes static shared memory")
 
 
 @entry("cuModuleLoadDataEx")
@@ -438,7 +438,7 @@ def get_attribute(fn: Function, attrib: int) -> int:
     major, minor = compute_capability()
     values = {
         0: fn.info.max_threads,  # MAX_THREADS_PER_BLOCK
-        1: fn.info.static_shared,  # SHARED_SIZE_BYTES
+        1: fn.info.shared_size_bytes,  # SHARED_SIZE_BYTES
         2: fn.module.const_size,  # CONST_SIZE_BYTES: all of the module's .const, as NVIDIA's driver answers
         3: fn.info.local_size,  # LOCAL_SIZE_BYTES
         4: 32,  # NUM_REGS

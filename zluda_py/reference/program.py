@@ -16,7 +16,8 @@ from zluda_py.compiler import cfg
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.layout import flatten_init, kernel_params
 from zluda_py.compiler.linker import link
-from zluda_py.compiler.ptxtypes import align_up, global_align, immediate_bits, type_size, var_align, var_size
+from zluda_py.compiler.ptxtypes import (align_up, dynamic_shared_align, global_align, immediate_bits, type_size, var_align,
+                                        var_size)
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast, parse
 from zluda_py.reference.memory import CONST_BASE, FUNC_BASE, VARS_BASE
@@ -24,7 +25,6 @@ from zluda_py.reference.memory import CONST_BASE, FUNC_BASE, VARS_BASE
 Step = Callable[..., object]
 Read = Callable[..., int]
 Write = Callable[..., None]
-DYN_SHARED_ALIGN = 16
 
 
 @dataclass
@@ -102,7 +102,7 @@ class Program:
             end = align_up(end, var_align(v))
             table[v.name] = Symbol("shared", end, var_size(v))
             end += var_size(v)
-        self.shared_static = align_up(end, DYN_SHARED_ALIGN)
+        self.shared_static = align_up(end, dynamic_shared_align(v for _, v in dynamic))
         for table, v in dynamic:
             table[v.name] = Symbol("shared", self.shared_static)
         return scoped

@@ -28,7 +28,7 @@ from zluda_py.compiler.amdgpu.warp import NAMED_BARRIER_WORDS, NAMED_BARRIERS, c
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import (RESERVED_SMEM, address_offsets, directive_dims, initial_value, kernel_params,
                                       max_threads)
-from zluda_py.compiler.ptxtypes import global_align, var_align, var_size
+from zluda_py.compiler.ptxtypes import dynamic_shared_align, global_align, var_align, var_size
 from zluda_py.ptx import ast
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -113,7 +113,7 @@ class ModuleLowering:
                 g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, 0), name=name, addrspace=space)
                 g.type = ir.PointerType(addrspace=space)
                 g.linkage = "external"
-                g.align = DYN_SHARED_ALIGN
+                g.align = dynamic_shared_align([v])
                 return Symbol("shared", g, 0)
             g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, max(size, 1)), name=name, addrspace=space)
             g.type = ir.PointerType(addrspace=space)

@@ -16,11 +16,11 @@ from zluda_py.compiler.cpu.abi import (BAR_SLOTS, BASE_ALIGN, FAULT_DEADLOCK, NB
                                        WARP, BarSlot, Ctx, Frame)
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
 from zluda_py.compiler.cpu.memory import define_shared_helpers
-from zluda_py.compiler.cpu.shared import is_dynamic, layout_shared
+from zluda_py.compiler.cpu.shared import layout_shared
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import (address_offsets, directive_dims, init_type, initial_value, kernel_params,
                                      max_threads)
-from zluda_py.compiler.ptxtypes import global_align, var_align, var_size
+from zluda_py.compiler.ptxtypes import global_align, is_dynamic_shared, var_align, var_size
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
@@ -87,7 +87,7 @@ class ModuleLowering:
         if v.type == "samplerref":
             return Symbol("samplerref")  # only the independent-sampler forms and istypep name these
         if v.space == "shared":  # declared in the body of the function being lowered
-            if is_dynamic(v):
+            if is_dynamic_shared(v):
                 return Symbol("shared", self.shared.dynamic_base[self._lowering.name])
             return Symbol("shared", self.shared.local_offsets[(self._lowering.name, v.name)], size=var_size(v))
         if v.space in ("global", "const"):
@@ -136,8 +136,8 @@ class ModuleLowering:
         self._lowering = f
         offsets, base = self.shared.offsets[f.name], self.shared.dynamic_base[f.name]
         self._shared_symbols = {
-            v.name: Symbol("shared", base) if is_dynamic(v) else Symbol("shared", offsets[v.name], size=var_size(v))
-            for v in self.ast.variables() if v.space == "shared" and (is_dynamic(v) or v.name in offsets)}
+            v.name: Symbol("shared", base) if is_dynamic_shared(v) else Symbol("shared", offsets[v.name], size=var_size(v))
+            for v in self.ast.variables() if v.space == "shared" and (is_dynamic_shared(v) or v.name in offsets)}
         if f.kind == "func":
             lowering = FunctionLowering(self, f, self.llfns[f.name])
             lowering.lower()
@@ -160,7 +160,7 @@ class ModuleLowering:
         self.kernels_meta[f.name] = {
             "runner": runner, "params": params, "param_size": param_size,
             "local_size": lowering.frame_size, "frame_bytes": lowering.frame_bytes, "local_align": self.local_align,
-            "static_shared": self.shared.static[f.name],
+            "static_shared": self.shared.static[f.name], "declared_shared": self.shared.declared[f.name],
             "max_threads": max_threads(f), "reqntid": directive_dims(f, "reqntid"),
         }
 

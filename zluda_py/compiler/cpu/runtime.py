@@ -229,7 +229,8 @@ class CompiledModule:
                                                          reserved_smem=reserved_smem,
                                                          stack_size=k.get("stack_size", k["local_size"]),
                                                          local_align=k["local_align"],
-                                                         device_launches=k.get("device_launches", False))
+                                                         device_launches=k.get("device_launches", False),
+                                                         declared_shared=k["declared_shared"])
         return library
 
     # ------------------------------------------------------------------ launch
