@@ -75,18 +75,22 @@ int main() {
     int *out, *marks;
     CHECK(cudaMalloc(&out, SLOTS * SLOT * sizeof(int)));
     CHECK(cudaMalloc(&marks, SLOTS * CHILD_BLOCKS * sizeof(int)));
-    CHECK(cudaMemset(out, 0xFF, SLOTS * SLOT * sizeof(int)));
-    CHECK(cudaMemset(marks, 0xFF, SLOTS * CHILD_BLOCKS * sizeof(int)));
-    parent<<<PARENT_BLOCKS, PARENT_THREADS>>>(out, marks);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
-    int h_out[SLOTS * SLOT], h_marks[SLOTS * CHILD_BLOCKS];
-    CHECK(cudaMemcpy(h_out, out, sizeof h_out, cudaMemcpyDeviceToHost));
-    CHECK(cudaMemcpy(h_marks, marks, sizeof h_marks, cudaMemcpyDeviceToHost));
-    for (int slot = 0; slot < SLOTS; slot++) {
-        for (int t = 0; t < SLOT; t++) expect(h_out[slot * SLOT + t] == slot * 100 + t, "child output", h_out[slot * SLOT + t], slot * 100 + t);
-        for (int b = 0; b < CHILD_BLOCKS; b++)
-            expect(h_marks[slot * CHILD_BLOCKS + b] == 1000 + slot * 10 + b, "grandchild mark", h_marks[slot * CHILD_BLOCKS + b], 1000 + slot * 10 + b);
+    for (int run = 0; run < 2; run++) {  // a second launch of a kernel may take a faster launch path
+        CHECK(cudaMemset(out, 0xFF, SLOTS * SLOT * sizeof(int)));
+        CHECK(cudaMemset(marks, 0xFF, SLOTS * CHILD_BLOCKS * sizeof(int)));
+        parent<<<PARENT_BLOCKS, PARENT_THREADS>>>(out, marks);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        int h_out[SLOTS * SLOT], h_marks[SLOTS * CHILD_BLOCKS];
+        CHECK(cudaMemcpy(h_out, out, sizeof h_out, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(h_marks, marks, sizeof h_marks, cudaMemcpyDeviceToHost));
+        for (int slot = 0; slot < SLOTS; slot++) {
+            for (int t = 0; t < SLOT; t++)
+                expect(h_out[slot * SLOT + t] == slot * 100 + t, "child output", h_out[slot * SLOT + t], slot * 100 + t);
+            for (int b = 0; b < CHILD_BLOCKS; b++)
+                expect(h_marks[slot * CHILD_BLOCKS + b] == 1000 + slot * 10 + b, "grandchild mark",
+                       h_marks[slot * CHILD_BLOCKS + b], 1000 + slot * 10 + b);
+        }
     }
 
     constexpr int N = 100;
