@@ -51,6 +51,7 @@ void free(void *ptr);
 void *malloc(size_t size);
 void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset);
 int munmap(void *addr, size_t length);
+int madvise(void *addr, size_t length, int advice);
 """)
 libc = ffi.dlopen(None)
 

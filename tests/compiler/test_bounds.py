@@ -8,6 +8,8 @@ region works, as on the GPU; `exact` mode (ZLUDA_CHECK_BOUNDS=exact) checks allo
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -310,3 +312,32 @@ def test_freed_regions_are_unmapped_for_the_check(m, monkeypatch):
     m.launch("store_at", 1, 32, [a.base - 64, 0, 1])  # inside the region's guard
     device_memory.release(a.base)
     illegal(m.launch, "store_at", 1, 32, [a.base, 0, 1])
+
+
+@pytest.mark.parametrize("size", [4096, 3 << 20])
+def test_payloads_are_granule_aligned_and_advised_as_huge_pages(size):
+    """NVIDIA maps device memory in 2 MiB pages; the regions' payloads start on a granule and
+    carry MADV_HUGEPAGE (the "hg" flag of their mapping in smaps) wherever the kernel has THP."""
+    a = device_memory.allocate(size, "device", 0, None)
+    try:
+        if size > regions.SMALL:
+            assert a.base % regions.GRANULE == 0
+        flags = _vm_flags(a.base)
+        assert ("hg" in flags) == os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"), flags
+        assert "hg" not in _vm_flags(a.base - regions.GRANULE)  # the guard below: never populated, not advised
+    finally:
+        device_memory.release(a.base)
+
+
+def _vm_flags(address: int) -> list[str]:
+    """VmFlags of the mapping holding `address` in /proc/self/smaps."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    raise AssertionError(f"0x{address:x} is not mapped")
