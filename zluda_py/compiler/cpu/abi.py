@@ -98,6 +98,7 @@ class Frame(IntEnum):
     SPILL_ALL = 7  # 1: the warp was divergent at the barrier, every register was saved
     STATE = 8  # block runner: 0 not started, >0 resume point, -1 finished
     WAITGEN = 9  # block runner: generation of the barrier the warp waits at
+    AT_NEXT = 10  # lanes at the block after the barrier of a converged warp (the others are done)
 
 
 class BarSlot(IntEnum):

@@ -215,7 +215,7 @@ class Analysis:
             per_inst = []
             for inst in blk.insts:
                 ids = []
-                for name in _written(inst):
+                for name in written(inst):
                     if name in self.reg_bits:
                         d = self._new_def(None)
                         self._def_inst[d] = inst
@@ -393,7 +393,7 @@ class Analysis:
         return out
 
 
-def _written(inst: ast.Instruction) -> list[str]:
+def written(inst: ast.Instruction) -> list[str]:
     """Registers `inst` may write (an over-approximation is safe: it only makes forms unknown)."""
     names: list[str] = []
     ops = inst.operands
@@ -441,7 +441,7 @@ def warp_uniform(body: cfg.FunctionBody, reg_bits: dict[str, int], uniform_symbo
     defs: dict[str, list[tuple[int, ast.Instruction]]] = {}
     for blk in blocks:
         for inst in blk.insts:
-            for name in _written(inst):
+            for name in written(inst):
                 if name in reg_bits:
                     defs.setdefault(name, []).append((blk.index, inst))
     uniform = {r for r, ds in defs.items()

@@ -16,6 +16,7 @@ from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import DONE, FAULT_BRKPT, FRAME_HEADER, WARP, BarSlot, Ctx, Frame
 from zluda_py.compiler.cpu.device_launch import FUNCTIONS as DEVICE_RUNTIME
+from zluda_py.compiler.cpu.frame_sync import written_since_resume
 from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.ptx import ast
@@ -243,12 +244,14 @@ class CallMixin:
             self.set_ctx_i64(Ctx.BAR_TOUCHED, b.or_(self.ctx_i64(Ctx.BAR_TOUCHED), bit))
             b.branch(self.dispatch_block)
             return
-        self._set_frame_i32(Frame.BAR_ID, bar_id)
-        self._set_frame_i32(Frame.BAR_MASK, V.mask_bits(b, lanes))
+        if not self.lockstep_barriers():  # the lockstep runner has one barrier and no bar.red
+            self._set_frame_i32(Frame.BAR_ID, bar_id)
+            self._set_frame_i32(Frame.BAR_MASK, V.mask_bits(b, lanes))
         site = len(self.resume_sites) + 1
         live = self.live[next_block] if next_block is not None else set()
         self.resume_sites.append((site, inst, dst, live, next_block))
-        # A converged warp (every live lane continues at next_block) saves only what is live there.
+        # A converged warp (every live lane continues at next_block) saves only what is live there
+        # and may have changed since it resumed (frame_sync), and the lanes at next_block for its pc.
         at_next = b.icmp_unsigned("==", pcv, V.splat_const(I32, next_block if next_block is not None else DONE))
         done = b.icmp_unsigned("==", pcv, V.splat_const(I32, DONE))
         converged = b.icmp_unsigned("==", V.mask_bits(b, b.or_(at_next, done)), ir.Constant(I32, -1))
@@ -257,8 +260,20 @@ class CallMixin:
         b.cbranch(converged, some, self._spill_all_block())
         self._spill_all_site.add_incoming(ir.Constant(I32, site), b.block)
         b.position_at_end(some)
-        self.spill(live)
+        self._set_frame_i32(Frame.AT_NEXT, V.mask_bits(b, at_next))
+        unsaved = self._unsaved(next_block)
+        self.spill(live & unsaved, pc=False, cc="%cc" in unsaved)
         b.ret(ir.Constant(I32, site))
+
+    def _unsaved(self, next_block: int | None) -> set[str]:
+        """Registers that may differ from their frame slots at the barrier before `next_block`
+        (frame_sync; all of them in functions whose lanes yield at mbarrier waits, which resume
+        at the dispatcher)."""
+        if self.has_waits or next_block is None:
+            return set(self.regs)
+        if getattr(self, "_dirty", None) is None:
+            self._dirty = written_since_resume(self.body, set(self.regs))
+        return self._dirty.get(next_block, set(self.regs))
 
     def _spill_all_block(self) -> ir.Block:
         """One shared block that saves the registers a divergent warp may read later, and returns
@@ -275,28 +290,29 @@ class CallMixin:
             b.position_at_end(here)
         return self._spill_all
 
-    def frame_layout(self, live: set[str] | None = None) -> list[tuple[ir.Value, ir.Type, int]]:
-        """(slot, type, frame offset) of the registers saved across a barrier: the pc, the carry flag
-        and `live` (None: all). Every register has a fixed place in the frame."""
+    def frame_layout(self, live: set[str] | None = None, pc: bool = True,
+                     cc: bool = True) -> list[tuple[ir.Value, ir.Type, int]]:
+        """(slot, type, frame offset) of the registers saved across a barrier: the pc and the carry
+        flag (unless not `pc`, `cc`) and `live` (None: all). Every register has a fixed place in the frame."""
         self.frame_bytes = self.frame_end
         if self.in_frame:  # the registers live in the frame already
             return []
         out = []
         for name, (slot, bits) in [("pc", (self.pc, 32)), *self.regs.items()]:
-            if live is None or name in live or name in ("pc", "%cc"):
+            if live is None or name in live or (name == "pc" and pc) or (name == "%cc" and cc):
                 t = ir.IntType(bits) if name in self.uniform_regs else V.vec(ir.IntType(bits))
                 out.append((slot, t, self.frame_offsets[name]))
         return out
 
-    def spill(self, live: set[str] | None) -> None:
+    def spill(self, live: set[str] | None, pc: bool = True, cc: bool = True) -> None:
         b = self.b
-        for slot, t, off in self.frame_layout(live):
+        for slot, t, off in self.frame_layout(live, pc, cc):
             b.store(b.load(slot, typ=t, align=16), b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8),
                     align=16)
 
-    def reload(self, live: set[str] | None) -> None:
+    def reload(self, live: set[str] | None, pc: bool = True) -> None:
         b = self.b
-        for slot, t, off in self.frame_layout(live):
+        for slot, t, off in self.frame_layout(live, pc):
             b.store(b.load(b.gep(self.frame, [ir.Constant(I64, off)], source_etype=V.I8), typ=t, align=16), slot,
                     align=16)
 
@@ -322,16 +338,21 @@ class CallMixin:
             b.position_at_end(entry)
             b.cbranch(b.icmp_unsigned("!=", self._frame_i32(Frame.SPILL_ALL), ir.Constant(I32, 0)), reload_all, some)
             b.position_at_end(some)
-            self.reload(live)
-            b.branch(after)
+            self.reload(live, pc=inst is None)
+            if inst is not None:  # a converged warp's pc: its lanes at next_block, the others done
+                at_next = V.bits_mask(b, self._frame_i32(Frame.AT_NEXT))
+                target = V.splat_const(I32, DONE if next_block is None else next_block)
+                b.store(b.select(at_next, target, V.splat_const(I32, DONE)), self.pc, align=16)
+            self._resume_at(inst, dst, next_block)
             b.position_at_end(after)
-            if dst is not None:
-                self._bar_red_result(inst, dst)
-            self._resume_at(next_block)
+            self._resume_at(inst, dst, next_block)
 
-    def _resume_at(self, target: int | None) -> None:
-        """Continue after a barrier at `target`, the block after it: a warp whose 32 lanes all
-        wait there enters its converged clone without the dispatcher's search."""
+    def _resume_at(self, inst: ast.Instruction | None, dst: ast.Operand | None, target: int | None) -> None:
+        """Deliver a bar.red result and continue after a barrier at `target`, the block after it:
+        a warp whose 32 lanes all wait there enters its converged clone without the dispatcher's
+        search."""
+        if dst is not None:
+            self._bar_red_result(inst, dst)
         if target is None:
             self.b.branch(self.dispatch_block)
             return
