@@ -71,7 +71,11 @@ def _the_jit() -> llvm.LLJIT:
     global _jit
     with _jit_lock:
         if _jit is None:
-            _jit = llvm.create_lljit_compiler(target_machine())
+            # JITLink lays each object's sections out in one allocation: RuntimeDyld maps them
+            # apart and aborts the process (an assertion) when a 32-bit PC-relative reference
+            # from code to its own constants or variables spans more than 2 GiB, which happens
+            # once large device allocations have fragmented the address space
+            _jit = llvm.create_lljit_compiler(target_machine(), use_jit_link=True)
         return _jit
 
 
