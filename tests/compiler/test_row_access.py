@@ -2,14 +2,15 @@
 each half-warp is one contiguous row (the `halves` path: two vector loads/stores), narrower
 rows take the per-lane path, inline when the lanes lie in the site's cached range. Values must
 match numpy, the upper half's stores must win where the rows overlap (lane order), and a row
-outside its allocation must fault with 700 like the per-lane checks."""
+outside its allocation must fault with 700 like the per-lane checks, a misaligned one with 716
+naming the first misaligned lane."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from zluda_py.compiler import LaunchError, compile
+from zluda_py.compiler import LaunchError, compile, register_memory, unregister_memory
 
 HEAD = ".version 7.8\n.target sm_80\n.address_size 64\n"
 
@@ -64,6 +65,27 @@ PTX = HEAD + r"""
     mul.wide.u32 %rd2, %r1, 4;
     add.s64 %rd3, %rd1, %rd2;
     st.global.u32 [%rd3], %r2;
+    ret;
+}
+
+// rows 2 bytes apart: r = *(u32*)(in + 4*x + 2*y); out[16*y + x] = r
+.visible .entry rows_skew(.param .u64 in, .param .u64 out)
+{
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<9>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %tid.y;
+    mul.wide.u32 %rd3, %r1, 4;
+    mul.wide.u32 %rd4, %r2, 2;
+    add.s64 %rd5, %rd3, %rd4;
+    add.s64 %rd6, %rd1, %rd5;
+    ld.global.u32 %r3, [%rd6];
+    mad.lo.s32 %r4, %r2, 16, %r1;
+    mul.wide.u32 %rd7, %r4, 4;
+    add.s64 %rd8, %rd2, %rd7;
+    st.global.u32 [%rd8], %r3;
     ret;
 }
 
@@ -178,3 +200,20 @@ def test_second_warp_outside_cached_range_faults(mod):
         mod.launch("rows", (1,), (8, 8), [src, out, np.uint32(w)])
     assert e.value.cu_result == 700
     assert "warp 1" in str(e.value)
+
+
+@pytest.mark.parametrize("skew,lane", [(0, 16), (2, 0)])
+def test_misaligned_row_faults_naming_its_first_lane(mod, skew, lane):
+    """Each half-warp contiguous, one of them (or both) 2 bytes off a u32 boundary: 716 for the
+    first misaligned lane, with its address, before anything is read."""
+    src = np.zeros(64, np.uint32)
+    out = np.zeros(32, np.uint32)
+    register_memory(src.ctypes.data, src.nbytes)
+    try:
+        with pytest.raises(LaunchError) as e:
+            mod.launch("rows_skew", (1,), (16, 2), [src.ctypes.data + skew, out])
+    finally:
+        unregister_memory(src.ctypes.data)
+    assert e.value.cu_result == 716
+    address = src.ctypes.data + skew + 2 * (lane // 16)
+    assert str(e.value).endswith(f"lane {lane} (thread ({lane % 16},{lane // 16},0)), address 0x{address:x}"), str(e.value)

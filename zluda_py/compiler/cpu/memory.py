@@ -250,8 +250,13 @@ class MemoryMixin:
         b = self.b
         if acc.offsets is None or acc.space == "param":
             return
-        self._check_aligned(acc.offsets, acc.nbytes, V.ALL)
         starts = [b.extract_element(acc.offsets, ir.Constant(I32, h)) for h in (0, HALF)]
+        if _alignment_checked(acc.nbytes):  # a half's lanes share its first one's alignment
+            low = [b.and_(s, ir.Constant(I64, acc.nbytes - 1)) for s in starts]
+            with b.if_then(b.icmp_unsigned("!=", b.or_(*low), ir.Constant(I64, 0)), likely=False):
+                first_bad = b.icmp_unsigned("!=", low[0], ir.Constant(I64, 0))
+                self._misaligned_address(b.select(first_bad, ir.Constant(I32, 1), ir.Constant(I32, 1 << HALF)),
+                                         b.select(first_bad, starts[0], starts[1]))
         lo = b.select(b.icmp_unsigned("<", starts[0], starts[1]), starts[0], starts[1])
         hi = b.select(b.icmp_unsigned("<", starts[0], starts[1]), starts[1], starts[0])
         top = b.add(hi, ir.Constant(I64, (HALF - 1) * acc.nbytes))
@@ -491,34 +496,38 @@ class MemoryMixin:
         last = ir.Constant(I32, WARP - 1) if full else b.sub(
             ir.Constant(I32, WARP - 1), V.intrinsic(b, "llvm.ctlz.i32", I32, [bits, ir.Constant(I1, 0)]))
         some = ir.Constant(I1, 1) if full else V.any_lane(b, mask)
-        if acc.plan == "ends":
-            span = b.sub(b.extract_element(acc.host, last), b.extract_element(acc.host, first))
-            go = b.select(some, b.icmp_unsigned("==", span, b.mul(b.zext(b.sub(last, first), I64),
-                                                                   ir.Constant(I64, acc.nbytes))), ir.Constant(I1, 0))
-        elif acc.plan == "check":  # contiguous if every active lane is at lane 0's address + lane * nbytes
-            start = b.sub(b.extract_element(acc.host, first), b.mul(b.zext(first, I64), ir.Constant(I64, acc.nbytes)))
-            expect = b.add(V.splat(b, start), _lane_offsets(acc.nbytes))
-            fits = V.reduce(b, "and", b.select(mask, b.icmp_unsigned("==", acc.host, expect), V.ALL))
-            go = b.select(some, fits, ir.Constant(I1, 0))  # no active lane: the per-lane path does nothing
-        else:
-            go = some
+        # a whole warp of a 2-D block with 16-wide rows (16x16 tiles): each half-warp is a row
+        rows = full and acc.plan in ("ends", "check") and halves is not None and self._reads_tid_yz()
         paths: list[tuple[ir.Block, list[ir.Value]]] = []
-        fast = b.append_basic_block("mem.fast")
-        other = b.append_basic_block("mem.none" if acc.plan in ("uniform", "contiguous") else "mem.lanes")
         join = b.append_basic_block("mem.done")
-        b.cbranch(go, fast, other).set_weights([1000, 1])
-        b.position_at_end(fast)
-        self._check_range(acc, mask, first, last, cache)
-        moved = (uniform if acc.plan == "uniform" else contiguous)(first, last)
-        paths.append((b.block, moved))
-        b.branch(join)
-        b.position_at_end(other)
-        if full and acc.plan in ("ends", "check") and halves is not None and self._reads_tid_yz():
-            # a whole warp of a 2-D block with 16-wide rows (16x16 tiles): each half-warp is a row
+        # an unknown form tests the rows only: a warp contiguous as a whole has contiguous halves,
+        # and two 16-lane moves are the same two vector loads/stores as one of 32 lanes
+        if not (rows and acc.plan == "check"):
+            if acc.plan == "ends":
+                span = b.sub(b.extract_element(acc.host, last), b.extract_element(acc.host, first))
+                go = b.select(some, b.icmp_unsigned("==", span, b.mul(b.zext(b.sub(last, first), I64),
+                                                                       ir.Constant(I64, acc.nbytes))), ir.Constant(I1, 0))
+            elif acc.plan == "check":  # contiguous if every active lane is at lane 0's address + lane * nbytes
+                start = b.sub(b.extract_element(acc.host, first), b.mul(b.zext(first, I64), ir.Constant(I64, acc.nbytes)))
+                expect = b.add(V.splat(b, start), _lane_offsets(acc.nbytes))
+                fits = V.reduce(b, "and", b.select(mask, b.icmp_unsigned("==", acc.host, expect), V.ALL))
+                go = b.select(some, fits, ir.Constant(I1, 0))  # no active lane: the per-lane path does nothing
+            else:
+                go = some
+            fast = b.append_basic_block("mem.fast")
+            other = b.append_basic_block("mem.none" if acc.plan in ("uniform", "contiguous") else "mem.lanes")
+            b.cbranch(go, fast, other).set_weights([1000, 1])
+            b.position_at_end(fast)
+            self._check_range(acc, mask, first, last, cache)
+            moved = (uniform if acc.plan == "uniform" else contiguous)(first, last)
+            paths.append((b.block, moved))
+            b.branch(join)
+            b.position_at_end(other)
+        if rows:
             half_fast, lanes = b.append_basic_block("mem.halves"), b.append_basic_block("mem.lanes")
-            rows = b.add(b.shuffle_vector(acc.host, ir.Constant(acc.host.type, None), _HALF_STARTS),
-                         _lane_offsets(acc.nbytes, HALF))
-            b.cbranch(V.reduce(b, "and", b.icmp_unsigned("==", acc.host, rows)), half_fast, lanes).set_weights([1000, 1])
+            row_lanes = b.add(b.shuffle_vector(acc.host, ir.Constant(acc.host.type, None), _HALF_STARTS),
+                              _lane_offsets(acc.nbytes, HALF))
+            b.cbranch(V.reduce(b, "and", b.icmp_unsigned("==", acc.host, row_lanes)), half_fast, lanes).set_weights([1000, 1])
             b.position_at_end(half_fast)
             self._check_halves(acc, cache)
             paths.append((b.block, halves()))
@@ -861,12 +870,13 @@ def _lane_offsets(stride: int, period: int = WARP) -> ir.Constant:
 
 
 def _in_cached_range(b: ir.IRBuilder, lo: ir.Value, top: ir.Value, size: ir.Value, cache: ir.Value) -> ir.Value:
-    """[lo, top+size) lies in the range a site hit last (`cache`: [lo, hi) u64) and does not wrap."""
+    """[lo, top+size) lies in the range a site hit last (`cache`: [lo, hi) u64) and does not wrap
+    (with top less than 2**63 above lo, mod 2**64, it wraps exactly when top+size < lo: one test)."""
     hi = b.add(top, size)
     c_lo = b.load(cache, typ=I64)
     c_hi = b.load(b.gep(cache, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
     return b.and_(b.and_(b.icmp_unsigned(">=", lo, c_lo), b.icmp_unsigned("<=", hi, c_hi)),
-                  b.and_(b.icmp_unsigned(">=", hi, top), b.icmp_unsigned(">=", top, lo)))
+                  b.icmp_unsigned(">=", hi, lo))
 
 
 def _window_fault_function(mod) -> ir.Function:

@@ -151,9 +151,10 @@ class ModuleLowering:
         self.frames[f.name] = (lowering.frame_size, lowering.callees)
         runner = f"zluda_run.{f.name}"
         lockstep = bool(lowering.resume_sites) and lowering.lockstep_barriers()
-        if lockstep and lowering.cloned:
-            # one call site: inlined, each warp's run to its next barrier is a loop iteration
-            # of the runner instead of a call (small kernels; large ones keep compile time down)
+        if (lockstep or not lowering.resume_sites) and lowering.cloned:
+            # one call site: inlined, each warp's run (to its next barrier, if any) is a loop
+            # iteration of the runner instead of a call, and what is the same for every warp of
+            # the block is hoisted out of that loop (small kernels; large ones keep compile time down)
             warp.attributes.discard("noinline")
         self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites), lockstep)
         params, param_size = kernel_params(f)
