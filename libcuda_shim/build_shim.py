@@ -181,6 +181,8 @@ def wrappers_c(typedefs: str, protos: dict[str, str]) -> str:
     calls its cffi extern (zl_leave: a Ctrl-C it caught goes back to a Python host). cuInit is told apart because it alone reports a failed start-up as
     CUDA_ERROR_UNKNOWN (the others: CUDA_ERROR_NOT_INITIALIZED)."""
     names = _param_names(typedefs, protos)
+    if RELEASED_AT_EXIT - protos.keys():
+        raise ValueError(f"RELEASED_AT_EXIT names no entry point: {sorted(RELEASED_AT_EXIT - protos.keys())}")
 
     def not_running(symbol: str) -> str:
         if symbol in ERROR_TEXT_ENTRIES:
@@ -188,11 +190,16 @@ def wrappers_c(typedefs: str, protos: dict[str, str]) -> str:
             return f"zl_error_answer({code}, {pstr}, {ERROR_TEXT_ENTRIES[symbol]})"
         return "zl_rc"
 
+    def answer(symbol: str) -> str:
+        if symbol in RELEASED_AT_EXIT:
+            return f"(zl_python_host_exiting() ? 0 : {not_running(symbol)})"
+        return not_running(symbol)
+
     def native_first(symbol: str) -> str:
         fast = NATIVE_FIRST.get(symbol)
         return f"if (!zl_rc && {fast.format(args=', '.join(names[symbol]))}) return 0; " if fast else ""
     return "\n".join(f"{proto[:-1]} {{ CUresult zl_rc = zl_enter({int(symbol == 'cuInit')}); {native_first(symbol)}"
-                     f"return zl_rc ? {not_running(symbol)} : zl_leave({EXTERN_PREFIX}{symbol}({', '.join(names[symbol])})); }}"
+                     f"return zl_rc ? {answer(symbol)} : zl_leave({EXTERN_PREFIX}{symbol}({', '.join(names[symbol])})); }}"
                      for symbol, proto in protos.items())
 
 
@@ -201,6 +208,19 @@ def wrappers_c(typedefs: str, protos: dict[str, str]) -> str:
 # CUDA_ERROR_DEINITIALIZED and asks cuGetErrorName for its name; a pointer left unset there
 # crashed it.
 ERROR_TEXT_ENTRIES = {"cuGetErrorName": 1, "cuGetErrorString": 0}
+
+# Releases made while a Python host's interpreter finalises (its objects' destructors: CuPy's
+# modules and memory pools): the driver's Python cannot run then and the process is ending, so
+# they succeed without it, as NVIDIA's driver, still running, answers them. A failure there
+# became an exception no excepthook could print ("Error in sys.excepthook"). Every other call
+# gets CUDA_ERROR_DEINITIALIZED, and a C host's calls after exit() still do.
+RELEASED_AT_EXIT = frozenset({
+    "cuModuleUnload", "cuLibraryUnload", "cuLinkDestroy", "cuMemFree_v2", "cuMemFreeHost", "cuMemFreeAsync",
+    "cuMemHostUnregister", "cuMemRelease", "cuMemUnmap", "cuMemAddressFree", "cuMemPoolDestroy", "cuIpcCloseMemHandle",
+    "cuStreamDestroy_v2", "cuEventDestroy_v2", "cuCtxDestroy_v2", "cuDevicePrimaryCtxRelease",
+    "cuDevicePrimaryCtxRelease_v2", "cuGraphDestroy", "cuGraphExecDestroy", "cuTexObjectDestroy", "cuSurfObjectDestroy",
+    "cuArrayDestroy", "cuMipmappedArrayDestroy", "cuDestroyExternalMemory", "cuUserObjectRelease",
+})
 
 
 def errors_c() -> str:

@@ -444,6 +444,11 @@ static int zl_finalizing(void) {
 #endif
 }
 
+/* the driver ran and a Python host's interpreter is finalising (RELEASED_AT_EXIT in build_shim.py) */
+static int zl_python_host_exiting(void) {
+    return __atomic_load_n(&zl_state, __ATOMIC_ACQUIRE) == ZL_READY && zl_finalizing();
+}
+
 /* fork() after the driver started: the child has none of its threads (stream workers) and
  * only a copy of its state. As with NVIDIA's driver, CUDA is unusable there: every
  * Python-implemented entry point, cuInit included, answers CUDA_ERROR_NOT_INITIALIZED without

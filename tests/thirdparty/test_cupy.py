@@ -118,7 +118,10 @@ print("ok")
 
 
 def test_creation_elementwise_indexing_user_kernels_missing_libraries(tmp_path):
-    run_script(BASICS, tmp_path)
+    out = run_script(BASICS, tmp_path)
+    # CuPy unloads its modules while the interpreter finalises; that succeeds (a failure there
+    # printed "Error in sys.excepthook" after every run that launched a kernel)
+    assert "excepthook" not in out and "Exception ignored" not in out, out[-3000:]
 
 
 @pytest.mark.xdist_group("cupy")  # minutes: started first (tests/conftest.py LONG_GROUPS)
