@@ -156,8 +156,6 @@ class ModuleLowering:
             # iteration of the runner instead of a call, and what is the same for every warp of
             # the block is hoisted out of that loop (small kernels; large ones keep compile time down)
             warp.attributes.discard("noinline")
-            if lockstep:  # LLVM's inliner left large ones (suite.cu's unrolled scan) a call per warp and region
-                warp.attributes.add("alwaysinline")
         self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites), lockstep)
         params, param_size = kernel_params(f)
         self.kernels_meta[f.name] = {
