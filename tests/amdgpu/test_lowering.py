@@ -40,6 +40,18 @@ def test_textures_surfaces_and_mma_are_refused_with_position(line, name):
     assert err.value.cu_result == 218
 
 
+def test_dynamic_parallelism_is_refused_by_name():
+    """A device-side launch (nvcc's -rdc code calls the CDP2 device runtime) runs on the CPU
+    target only; the AMDGPU target names it instead of asking for a module that defines it."""
+    text = HEADER + (".extern .func (.param .b32 r) __cudaCDP2LaunchDeviceV2(.param .b64 p0, .param .b64 p1);\n"
+                     ".visible .entry k() { ret; }\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(parse(text, "cdp.ptx"), "gfx942")
+    assert str(err.value).startswith("unsupported: dynamic parallelism (__cudaCDP2LaunchDeviceV2)")
+    assert str(err.value).endswith("at cdp.ptx:4")
+    assert err.value.cu_result == 218
+
+
 TEXREF_READ = ("ld.param.u64 %rd1, [out];\ntex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [t, {%r1}];\n"
                "st.global.f32 [%rd1], %f1;")
 

@@ -89,6 +89,11 @@ not_cooperative:
 }
 """
 FUNCTIONS = frozenset({"cudaCGGetIntrinsicHandle", "cudaCGSynchronize", "cudaGraphSetConditional"})
+# CUDA Dynamic Parallelism's calls (CUDA 12's CDP2), which the host serves: on the CPU target
+# they are system calls (cpu/device_launch.py, in this order), elsewhere refused by name
+LAUNCH_FUNCTIONS = ("__cudaCDP2GetParameterBufferV2", "__cudaCDP2LaunchDeviceV2", "__cudaCDP2StreamCreateWithFlags",
+                    "__cudaCDP2StreamDestroy", "__cudaCDP2GetLastError", "__cudaCDP2PeekAtLastError",
+                    "__cudaCDP2GetErrorString", "__cudaCDP2MemcpyAsync", "__cudaCDP2Malloc", "__cudaCDP2Free")
 
 
 def needed_by(modules: list[ast.Module]) -> list[ast.Module]:

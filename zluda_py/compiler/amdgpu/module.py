@@ -25,6 +25,7 @@ from zluda_py.compiler.amdgpu.ir_extras import ByRefAttributes
 from zluda_py.compiler.amdgpu.printf import BUFFER_SYMBOL
 from zluda_py.compiler.amdgpu.targets import GfxTarget
 from zluda_py.compiler.amdgpu.warp import NAMED_BARRIER_WORDS, NAMED_BARRIERS, counted_barrier
+from zluda_py.compiler.device_runtime import LAUNCH_FUNCTIONS
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import (RESERVED_SMEM, address_offsets, directive_dims, initial_value, kernel_params,
                                       max_threads)
@@ -267,6 +268,9 @@ class ModuleLowering:
         if f.body is None:
             if f.name in SYSCALLS:
                 return
+            if f.name in LAUNCH_FUNCTIONS:
+                raise UnsupportedError(f"dynamic parallelism ({f.name}): device-side launches run on the CPU target only",
+                                       f.pos)
             raise UnsupportedError(f"unresolved .extern .func {f.name} (link the module that defines it)", f.pos)
         if f.kind == "entry":
             params = [ir.PointerType(addrspace=4)] * (len(f.params) + self.has_grid_workspace)

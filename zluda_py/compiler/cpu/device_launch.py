@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 
 from zluda_py.compiler.cpu.abi import Ctx
 from zluda_py.compiler.cpu.bounds import RANGES
+from zluda_py.compiler.device_runtime import LAUNCH_FUNCTIONS
 
 # the functions in the order of their host-call kinds (calls.py: HOST_DEVICE_RUNTIME + index)
-FUNCTIONS = ("__cudaCDP2GetParameterBufferV2", "__cudaCDP2LaunchDeviceV2", "__cudaCDP2StreamCreateWithFlags",
-             "__cudaCDP2StreamDestroy", "__cudaCDP2GetLastError", "__cudaCDP2PeekAtLastError",
-             "__cudaCDP2GetErrorString", "__cudaCDP2MemcpyAsync", "__cudaCDP2Malloc", "__cudaCDP2Free")
+FUNCTIONS = LAUNCH_FUNCTIONS
 (GET_PARAMETER_BUFFER, LAUNCH_DEVICE, STREAM_CREATE, STREAM_DESTROY, GET_LAST_ERROR, PEEK_AT_LAST_ERROR,
  GET_ERROR_STRING, MEMCPY_ASYNC, MALLOC, FREE) = range(len(FUNCTIONS))
 
