@@ -15,8 +15,8 @@ from llvmlite import ir
 from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import DONE, FAULT_BRKPT, FRAME_HEADER, WARP, BarSlot, Ctx, Frame
-from zluda_py.compiler.cpu.device_launch import FUNCTIONS as DEVICE_RUNTIME
 from zluda_py.compiler.cpu.frame_sync import written_since_resume
+from zluda_py.compiler.device_runtime import LAUNCH_FUNCTIONS as DEVICE_RUNTIME
 from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.ptx import ast
@@ -28,7 +28,7 @@ HOST_VPRINTF = 1
 HOST_ASSERT = 2
 HOST_MALLOC = 4  # device-side malloc/free: (un)register the block as valid device memory
 HOST_FREE = 5
-HOST_DEVICE_RUNTIME = 16  # + the index of a device_launch.FUNCTIONS name (CUDA Dynamic Parallelism)
+HOST_DEVICE_RUNTIME = 16  # + the index of a device_runtime.LAUNCH_FUNCTIONS name (CUDA Dynamic Parallelism)
 SYSCALLS = {"vprintf", "malloc", "free", "__assertfail", *DEVICE_RUNTIME}
 
 

@@ -22,10 +22,9 @@ from zluda_py.compiler.cpu.abi import Ctx
 from zluda_py.compiler.cpu.bounds import RANGES
 from zluda_py.compiler.device_runtime import LAUNCH_FUNCTIONS
 
-# the functions in the order of their host-call kinds (calls.py: HOST_DEVICE_RUNTIME + index)
-FUNCTIONS = LAUNCH_FUNCTIONS
+# LAUNCH_FUNCTIONS' indices, in their order: calls.py's host-call kind is HOST_DEVICE_RUNTIME + index
 (GET_PARAMETER_BUFFER, LAUNCH_DEVICE, STREAM_CREATE, STREAM_DESTROY, GET_LAST_ERROR, PEEK_AT_LAST_ERROR,
- GET_ERROR_STRING, MEMCPY_ASYNC, MALLOC, FREE) = range(len(FUNCTIONS))
+ GET_ERROR_STRING, MEMCPY_ASYNC, MALLOC, FREE) = range(len(LAUNCH_FUNCTIONS))
 
 # cudaError_t values (driver_types.h) the device runtime answers with
 SUCCESS, INVALID_VALUE, MEMORY_ALLOCATION, INVALID_CONFIGURATION = 0, 1, 2, 9
@@ -146,7 +145,7 @@ def call(function: int, ctx: int, a: int, b: int, c: int, d: int, e: int) -> int
     function of fewer than five gets the calling thread's index in block as `e`)."""
     launches = LAUNCHES.get(ctx)
     if launches is None:
-        raise RuntimeError(f"{FUNCTIONS[function]} outside a driver launch")
+        raise RuntimeError(f"{LAUNCH_FUNCTIONS[function]} outside a driver launch")
     key = _thread_key(ctx, e) if function != MEMCPY_ASYNC else ()
     code = _serve(launches, function, key, a, b, c, d, e)
     if function in (GET_PARAMETER_BUFFER, GET_ERROR_STRING, MEMCPY_ASYNC):  # no error record (the copy has no e)
