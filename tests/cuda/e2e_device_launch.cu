@@ -56,6 +56,13 @@ __global__ void bad_launch(int *a, int *codes) {
     codes[2] = cudaGetLastError();
 }
 
+// a tail launch runs after everything else its grid launched, whatever the order of the launches
+__global__ void stamp(int *order, int *next, int id) { order[atomicAdd(next, 1)] = id; }
+__global__ void tail_first(int *order, int *next) {
+    stamp<<<1, 1, 0, cudaStreamTailLaunch>>>(order, next, 2);
+    stamp<<<1, 1>>>(order, next, 1);
+}
+
 __global__ void allocate(int **ptrs, int n) {
     int *p;
     if (cudaMalloc((void **)&p, n * sizeof(int)) != cudaSuccess) return;
@@ -113,6 +120,13 @@ int main() {
     expect(h_codes[0] == cudaErrorInvalidConfiguration, "peek after a bad launch", h_codes[0], cudaErrorInvalidConfiguration);
     expect(h_codes[1] == cudaErrorInvalidConfiguration, "last error after a bad launch", h_codes[1], cudaErrorInvalidConfiguration);
     expect(h_codes[2] == cudaSuccess, "last error read twice", h_codes[2], 0);
+
+    CHECK(cudaMemset(codes, 0, 3 * sizeof(int)));
+    tail_first<<<1, 1>>>(codes + 1, codes);
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemcpy(h_codes, codes, 3 * sizeof(int), cudaMemcpyDeviceToHost));
+    expect(h_codes[0] == 2, "grids stamped", h_codes[0], 2);
+    expect(h_codes[1] == 1 && h_codes[2] == 2, "the tail launch last", h_codes[1] * 10 + h_codes[2], 12);
 
     constexpr int THREADS = 4, M = 50;
     int **ptrs;

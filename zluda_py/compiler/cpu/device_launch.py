@@ -7,7 +7,8 @@ that grid has finished, its own children before the next queued grid. The CUDA 1
 runtime (CDP2) gives a parent no way to wait for a child (device-side cudaDeviceSynchronize is
 gone; tail launches run after the parent anyway), and a grid counts as complete only when its
 children are, so one order that every stream's order allows is to run the queue depth first,
-in launch order. Device-side streams are tokens: every queued operation runs in that order.
+in launch order. Device-side streams are tokens: every queued operation runs in that order,
+then the tail launches (cudaStreamTailLaunch), which wait for all the rest.
 A device-side cudaMemcpyAsync is queued the same way. The CPU device's limits apply to each
 child's configuration; the pending-launch count has no limit here.
 """
@@ -33,6 +34,7 @@ _MESSAGES = {SUCCESS: "no error", INVALID_VALUE: "invalid argument", MEMORY_ALLO
              INVALID_CONFIGURATION: "invalid configuration argument",
              INVALID_DEVICE_FUNCTION: "invalid device function", INVALID_RESOURCE_HANDLE: "invalid resource handle"}
 STREAM_NON_BLOCKING = 1  # the only flags a device-side stream may have
+STREAM_TAIL_LAUNCH = 3  # cudaStreamTailLaunch: runs once the grid and all else it launched are done
 PARAMETER_ALIGN = 64  # cudaGetParameterBuffer's buffers are 64-byte aligned
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
@@ -64,6 +66,7 @@ class DeviceLaunches:
 
     module: object  # the CpuModule whose kernels may be launched (runtime.py)
     queue: list = field(default_factory=list)
+    tail: list = field(default_factory=list)  # tail launches: after the queue
     _buffers: dict[int, tuple[ChildGrid, object]] = field(default_factory=dict)  # parameter buffer -> (grid, memory)
     _errors: dict[tuple, int] = field(default_factory=dict)  # a thread's last error
     _kernels: dict[int, str] | None = None
@@ -189,7 +192,7 @@ def _serve(launches: DeviceLaunches, function: int, key: tuple, a: int, b: int, 
             launches._free_buffer(a)
             if _configuration_error(child, info):
                 return INVALID_CONFIGURATION
-            launches.queue.append(child)
+            (launches.tail if b == STREAM_TAIL_LAUNCH else launches.queue).append(child)
         return SUCCESS
     if function == STREAM_CREATE:  # (cudaStream_t *, flags)
         if b != STREAM_NON_BLOCKING or not a:
@@ -230,7 +233,7 @@ def _serve(launches: DeviceLaunches, function: int, key: tuple, a: int, b: int, 
 def run_queue(launches: DeviceLaunches, launch) -> None:
     """Run what the finished grids queued, in order; `launch(child)` runs a ChildGrid to completion
     (its own queue included)."""
-    for op in launches.queue:
+    for op in launches.queue + launches.tail:
         if isinstance(op, DeviceCopy):
             ctypes.memmove(op.dst, op.src, op.size)
         else:
