@@ -114,6 +114,17 @@ def test_verify_and_clear_report_a_rebuild_as_a_rebuild(cache_dir):
     assert out.returncode == 0 and "recreated empty" in out.stdout and "removed" not in out.stdout, out.stdout
 
 
+def test_an_entry_whose_listed_text_is_not_utf8_is_dropped_by_verify(cache_dir):
+    """`zluda cache verify` lists the entries after checking them; a build or label that is
+    not UTF-8 made that listing fail and the cache 'not used' (a random corruption hit it)."""
+    assert _uses_cache(cache_dir)
+    with sqlite3.connect(cache_dir / DB_NAME) as conn:
+        conn.execute("UPDATE entries SET build = CAST(X'8478E9' AS TEXT)")
+    out = _zluda_cache("verify", cache_dir=cache_dir)
+    assert out.returncode == 1 and "repaired; 0 intact entries remain" in out.stdout, out.stdout + out.stderr
+    assert _zluda_cache("verify", cache_dir=cache_dir).stdout.startswith("ok: 0 entries")
+
+
 def test_random_corruptions_never_leave_the_cache_disabled(cache_dir):
     """20 random byte corruptions of a populated database: every run still computes the right
     answer, and the run after each damaged one uses the cache again (no lasting 'disabled')."""

@@ -346,11 +346,15 @@ class Store:
             if problems:
                 return problems, True
             bad = []
-            for rowid, key, obj, meta, stored_sum in conn.execute(
-                    "SELECT rowid, CAST(key AS BLOB), object, CAST(metadata AS BLOB), checksum FROM entries"):
+            for rowid, key, obj, meta, stored_sum, build, label in conn.execute(
+                    "SELECT rowid, CAST(key AS BLOB), object, CAST(metadata AS BLOB), checksum,"
+                    " CAST(build AS BLOB), CAST(label AS BLOB) FROM entries"):
                 name = key.decode(errors="replace") if isinstance(key, bytes) else repr(key)
                 try:
                     _intact(name, obj, meta, stored_sum)
+                    for text in (build, label):  # listings read them as text: bad UTF-8 there is damage too
+                        if isinstance(text, bytes):
+                            text.decode()
                 except ValueError as e:
                     bad.append((rowid,))
                     problems.append(f"entry {name[:16]}: {e}; dropped")
