@@ -12,12 +12,14 @@ from __future__ import annotations
 import pytest
 
 from .checks import check_disassembly, check_resources, check_structure, disassemble
-from .corpus import CUDA, PTX_FILES, RDC, RDC_GROUPS, TARGETS, rdc_name
-from zluda_py.compiler.amdgpu import codeobject
+from .corpus import CPU_ONLY, CUDA, PTX_FILES, RDC, RDC_GROUPS, TARGETS, rdc_name
+from zluda_py.compiler.amdgpu import codeobject, lower
+from zluda_py.compiler.errors import UnsupportedError
+from zluda_py.ptx import parse
 
 
 def _names() -> list[str]:
-    names = [p.name for p in sorted(CUDA.glob("*.cu")) if p.name not in RDC]
+    names = [p.name for p in sorted(CUDA.glob("*.cu")) if p.name not in RDC and p.name not in CPU_ONLY]
     return names + [rdc_name(g) for g in RDC_GROUPS] + [p.name for p in PTX_FILES]
 
 
@@ -26,6 +28,15 @@ def _built(corpus, name: str):
     if b.error is not None:
         raise b.error
     return b
+
+
+@pytest.mark.parametrize("name", sorted(CPU_ONLY))
+def test_cpu_only_programs_are_refused_by_name(nvcc, name):
+    """What the corpus leaves out is refused with its feature's name (218), not by an accident."""
+    ptx = nvcc([name], ["-ptx", "-arch=sm_80", "-rdc=true"], ".ptx").read_text()
+    with pytest.raises(UnsupportedError) as err:
+        lower(parse(ptx, name), "gfx1100")
+    assert str(err.value).startswith(f"unsupported: {CPU_ONLY[name]}") and err.value.cu_result == 218
 
 
 @pytest.mark.parametrize("gfx", TARGETS)

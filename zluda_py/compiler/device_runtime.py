@@ -97,15 +97,18 @@ LAUNCH_FUNCTIONS = ("__cudaCDP2GetParameterBufferV2", "__cudaCDP2LaunchDeviceV2"
 
 
 def needed_by(modules: list[ast.Module]) -> list[ast.Module]:
-    """[the device runtime module] when the modules declare one of its functions `.extern` and
-    none defines it, else []."""
+    """[a module of the device runtime functions the modules declare `.extern` and none defines]
+    (none calls another), else []."""
     declared, defined = set(), set()
     for m in modules:
         for f in m.functions():
             if f.name in FUNCTIONS:
                 (declared if f.body is None else defined).add(f.name)
-    if not declared - defined:
+    wanted = declared - defined
+    if not wanted:
         return []
     from zluda_py.ptx import parse  # the front end, only when linking needs it (as pipeline._parse)
 
-    return [parse(PTX, "<zluda device runtime>")]
+    whole = parse(PTX, "<zluda device runtime>")
+    items = [i for i in whole.items if not isinstance(i, ast.Function) or i.name in wanted]
+    return [ast.Module(whole.version, whole.target, whole.address_size, items, whole.filename)]
