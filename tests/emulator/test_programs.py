@@ -85,6 +85,8 @@ PROGRAMS = {
        for section in ("vmm", "ipc", "pool")},
     # stream capture, hand-built graphs with an exec update, and capture errors (every section)
     "graphs": (["e2e_graphs.cu"], [], [], "graphs all: PASSED"),
+    # if/else, while and switch graph nodes, their conditions set by kernels (cudaGraphSetConditional)
+    "graph-conditionals": (["e2e_graph_conditionals.cu"], ["-arch=sm_80"], [], "graph_conditionals: PASSED"),
     # one kernel of twelve launched, module variables written before any kernel is built
     "lazy-kernels": (["e2e_lazy_kernels.cu"], [], [], "lazy_kernels 3: PASSED"),
     # a C++ static destructor calling cudaFree after cudart shut down: an error code, no crash
@@ -143,7 +145,8 @@ def _run(nvcc, cache_dir: str, name: str, arch: str, **env: str) -> subprocess.C
 
 # programs whose output lines are compared with their run on an NVIDIA H100 (golden/programs.txt)
 H100_LINES = {"textures-forms": "texture_forms", "mipmaps": "mipmaps", "managed-variables": "managed_vars",
-              "memory-pool": "memory_pools", "tensor-cores-wmma": "tensor_cores"}
+              "memory-pool": "memory_pools", "tensor-cores-wmma": "tensor_cores",
+              "graph-conditionals": "graph_conditionals"}
 
 
 @pytest.mark.xdist_group("emulator")
