@@ -16,8 +16,8 @@ from zluda_py.compiler import cfg
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.layout import flatten_init, kernel_params
 from zluda_py.compiler.linker import link
-from zluda_py.compiler.ptxtypes import (align_up, dynamic_shared_align, global_align, immediate_bits, type_size, var_align,
-                                        var_size)
+from zluda_py.compiler.ptxtypes import (align_up, dynamic_shared_align, global_align, immediate_bits, is_dynamic_shared,
+                                        type_size, var_align, var_size)
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast, parse
 from zluda_py.reference.memory import CONST_BASE, FUNC_BASE, VARS_BASE
@@ -90,7 +90,7 @@ class Program:
             if v.type not in ast.SCALAR_TYPES or v.space not in ("shared", "global", "const"):
                 raise NotImplementedError(f"reference: .{v.space} .{v.type} variable {v.name}")
             if v.space == "shared":
-                (dynamic if v.linkage == "extern" or (v.array and v.array[-1] is None) else shared).append((table, v))
+                (dynamic if is_dynamic_shared(v) else shared).append((table, v))
             elif v.space in ("global", "const"):
                 buf = self.vars if v.space == "global" else self.consts
                 off = align_up(len(buf), global_align(v))

@@ -29,7 +29,7 @@ from zluda_py.compiler.device_runtime import LAUNCH_FUNCTIONS
 from zluda_py.compiler.errors import UnsupportedError
 from zluda_py.compiler.layout import (RESERVED_SMEM, address_offsets, directive_dims, initial_value, kernel_params,
                                       max_threads)
-from zluda_py.compiler.ptxtypes import dynamic_shared_align, global_align, var_align, var_size
+from zluda_py.compiler.ptxtypes import dynamic_shared_align, global_align, is_dynamic_shared, var_align, var_size
 from zluda_py.ptx import ast
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -109,7 +109,7 @@ class ModuleLowering:
         size = var_size(v)
         align = global_align(v)
         if v.space == "shared":
-            if v.linkage == "extern" or (v.array and v.array[-1] is None):
+            if is_dynamic_shared(v):
                 # dynamic shared memory: LLVM places it after the static LDS of each kernel
                 g = ir.GlobalVariable(self.ir, ir.ArrayType(I8, 0), name=name, addrspace=space)
                 g.type = ir.PointerType(addrspace=space)
