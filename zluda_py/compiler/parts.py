@@ -39,12 +39,15 @@ def whole_reason(module: ast.Module) -> str | None:
         if taken:
             return f"the address of {taken} is taken (initializer of {v.name})"
     for f in module.functions():
+        # one walk of the body finds whether it names a function at all (most do not): only
+        # then is each instruction's operands walked for an address taken
+        calls_or_takes = bool(ast.mentioned_names(f.body or []) & functions)
         for s in _statements(f.body or []):
             if isinstance(s, ast.Variable) and s.space in ("global", "const"):
                 return f".{s.space} variable {s.name} declared inside {f.name}"
             if isinstance(s, ast.Directive) and s.name == "calltargets":
                 return f"{f.name} has .calltargets (an indirect call)"
-            if isinstance(s, ast.Instruction):
+            if calls_or_takes and isinstance(s, ast.Instruction):
                 callee = _callee(s)
                 names = ast.mentioned_names([s]) - {callee}
                 taken = next((n for n in names if n in functions), None)
