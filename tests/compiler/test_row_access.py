@@ -7,10 +7,13 @@ naming the first misaligned lane."""
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import pytest
 
 from zluda_py.compiler import LaunchError, compile, register_memory, unregister_memory
+from zluda_py.compiler.cpu import memory
 
 HEAD = ".version 7.8\n.target sm_80\n.address_size 64\n"
 
@@ -114,12 +117,130 @@ PTX = HEAD + r"""
     st.global.u32 [%rd5], %r6;
     ret;
 }
+
+// the suite's stencil without its border test, i = (y+1)*w + x + 1 from (x, y) = global ids:
+// out[i] = in[i-1] + in[i] + in[i+1] + in[i-w] + in[i+w] (nvcc's forms: [%rd+-4], [%rd+4],
+// i-w from the 64-bit index truncated back, i+w as a uniform 64-bit offset)
+.visible .entry stencil(.param .u32 w, .param .u64 in, .param .u64 out)
+{
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<16>;
+    ld.param.u32 %r1, [w];
+    ld.param.u64 %rd5, [in];
+    ld.param.u64 %rd4, [out];
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r3, %r2, %r4;
+    mov.u32 %r6, %ntid.y;
+    mov.u32 %r7, %ctaid.y;
+    mov.u32 %r8, %tid.y;
+    mad.lo.s32 %r9, %r7, %r6, %r8;
+    add.s32 %r9, %r9, 1;
+    add.s32 %r5, %r5, 1;
+    mad.lo.s32 %r10, %r9, %r1, %r5;
+    cvt.s64.s32 %rd1, %r10;
+    cvta.to.global.u64 %rd2, %rd5;
+    mul.wide.s32 %rd6, %r10, 4;
+    add.s64 %rd3, %rd2, %rd6;
+    ld.global.u32 %r11, [%rd3];
+    ld.global.u32 %r12, [%rd3+-4];
+    add.s32 %r11, %r11, %r12;
+    ld.global.u32 %r12, [%rd3+4];
+    add.s32 %r11, %r11, %r12;
+    cvt.u32.u64 %r13, %rd1;
+    sub.s32 %r14, %r13, %r1;
+    mul.wide.s32 %rd7, %r14, 4;
+    add.s64 %rd8, %rd2, %rd7;
+    ld.global.u32 %r12, [%rd8];
+    add.s32 %r11, %r11, %r12;
+    mul.wide.s32 %rd9, %r1, 4;
+    add.s64 %rd10, %rd3, %rd9;
+    ld.global.u32 %r12, [%rd10];
+    add.s32 %r11, %r11, %r12;
+    cvta.to.global.u64 %rd11, %rd4;
+    shl.b64 %rd12, %rd1, 2;
+    add.s64 %rd13, %rd11, %rd12;
+    st.global.u32 [%rd13], %r11;
+    ret;
+}
+
+// sgemm's sa[ty][k]: one address per row of the block. out[y*16 + x] = in[y*w + k]
+.visible .entry row_uniform(.param .u64 in, .param .u64 out, .param .u32 w, .param .u32 k)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [w];
+    ld.param.u32 %r2, [k];
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, %tid.y;
+    mad.lo.s32 %r5, %r4, %r1, %r2;
+    mul.wide.u32 %rd3, %r5, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r6, [%rd4];
+    shl.b32 %r7, %r4, 4;
+    add.s32 %r7, %r7, %r3;
+    mul.wide.u32 %rd5, %r7, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.u32 [%rd6], %r6;
+    ret;
+}
+
+// out[y / 2] = 16*y + x: the lanes of a row store to one place, two rows to the same one
+.visible .entry row_uniform_store(.param .u64 out)
+{
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %tid.y;
+    shr.u32 %r3, %r2, 1;
+    mul.wide.u32 %rd2, %r3, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    mad.lo.s32 %r4, %r2, 16, %r1;
+    st.global.u32 [%rd3], %r4;
+    ret;
+}
+
+// out[16*y + x] = *(u32*)(in + (base + 4*(16*y + x)) mod 2**32): the byte offset in 32 bits
+// (it may wrap inside a row), zero-extended
+.visible .entry wrap_rows(.param .u64 in, .param .u32 base, .param .u64 out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u32 %r1, [base];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %tid.y;
+    mad.lo.s32 %r4, %r3, 16, %r2;
+    shl.b32 %r5, %r4, 2;
+    add.s32 %r5, %r5, %r1;
+    cvt.u64.u32 %rd3, %r5;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r6, [%rd4];
+    mul.wide.u32 %rd5, %r4, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.u32 [%rd6], %r6;
+    ret;
+}
 """
 
 
 @pytest.fixture(scope="module")
 def mod():
     return compile(PTX)
+
+
+@pytest.fixture
+def guarded():
+    """1024 u32 of host memory of which only the first 256 are registered device memory."""
+    mem = np.full(1024, 0xDEAD, np.uint32)
+    register_memory(mem.ctypes.data, 256 * 4)
+    yield mem
+    unregister_memory(mem.ctypes.data)
 
 
 def _index(bx: int, by: int, w: int) -> np.ndarray:
@@ -217,3 +338,146 @@ def test_misaligned_row_faults_naming_its_first_lane(mod, skew, lane):
     assert e.value.cu_result == 716
     address = src.ctypes.data + skew + 2 * (lane // 16)
     assert str(e.value).endswith(f"lane {lane} (thread ({lane % 16},{lane // 16},0)), address 0x{address:x}"), str(e.value)
+
+
+def test_rows_known_from_the_analysis(monkeypatch):
+    """Addresses built from %tid.x/%tid.y have per-row forms (affine.Form.halves): stride 4 with
+    each row's ends tested where an index was widened, stride 0 for one address per row."""
+    seen: dict[tuple[str, str, int], set] = {}
+    original = memory.MemoryMixin._rows
+
+    def spy(self, inst, addr, space, nbytes):
+        rows = original(self, inst, addr, space, nbytes)
+        seen.setdefault((self.fn.name, addr.base.name, addr.offset), set()).add(rows)
+        return rows
+
+    monkeypatch.setattr(memory.MemoryMixin, "_rows", spy)
+    compile(PTX)
+    for reg, offset in (("%rd3", 0), ("%rd3", -4), ("%rd3", 4), ("%rd8", 0), ("%rd10", 0), ("%rd13", 0)):
+        assert seen[("stencil", reg, offset)] == {(4, True)}, (reg, offset)
+    assert seen[("row_uniform", "%rd4", 0)] == {(0, False)}
+    assert seen[("row_uniform_store", "%rd3", 0)] == {(0, False)}
+    assert seen[("shared_rows", "%r9", 0)] == {(4, True)}  # a 32-bit offset may wrap inside a row too
+
+
+def _stencil_expect(src: np.ndarray, w: int, gx: int, gy: int) -> np.ndarray:
+    grid = src.reshape(-1, w).astype(np.uint64)
+    out = np.zeros_like(grid)
+    inner = (slice(1, gy + 1), slice(1, gx + 1))
+    out[inner] = (grid[1:gy + 1, 1:gx + 1] + grid[1:gy + 1, 0:gx] + grid[1:gy + 1, 2:gx + 2]
+                  + grid[0:gy, 1:gx + 1] + grid[2:gy + 2, 1:gx + 1])
+    return (out % (1 << 32)).astype(np.uint32).ravel()
+
+
+@pytest.mark.parametrize("block,grid", [((16, 16), (2, 2)), ((16, 2), (3, 4)), ((32, 2), (1, 3)), ((48, 2), (1, 2)),
+                                        ((8, 4), (2, 2)), ((24, 2), (1, 2)), ((16, 1), (2, 3))])
+def test_stencil_in_every_block_shape(mod, block, grid):
+    """16-wide rows take the per-row path, others (8, 24: rows splitting half-warps; 16x1: half
+    warps) the others; all must equal numpy."""
+    gx, gy = block[0] * grid[0], block[1] * grid[1]
+    w = gx + 2
+    src = np.random.default_rng(gx * gy).integers(0, 1 << 30, w * (gy + 2), dtype=np.uint32)
+    out = np.zeros_like(src)
+    mod.launch("stencil", grid, block, [np.uint32(w), src, out])
+    np.testing.assert_array_equal(out, _stencil_expect(src, w, gx, gy))
+
+
+def test_stencil_right_neighbour_past_the_end_faults(mod):
+    """in[i+1] of the block's last thread is the first element past the allocation: 700 naming
+    that lane, although in[i] through the same register is valid (the row test of one access
+    must not stand for another's bounds)."""
+    w = 18  # a 16x14 block: the last thread (15,13) has i = 14*18 + 16 = 268
+    n = 269
+    mem = np.ones(1024, np.uint32)
+    p = mem.ctypes.data
+    register_memory(p, n * 4)
+    try:
+        out = np.zeros(16 * w, np.uint32)
+        with pytest.raises(LaunchError) as e:
+            mod.launch("stencil", (1, 1), (16, 14), [np.uint32(w), p, out])
+    finally:
+        unregister_memory(p)
+    assert e.value.cu_result == 700
+    assert str(e.value).endswith(f"warp 6, lane 31 (thread (15,13,0)), address 0x{p + n * 4:x}"), str(e.value)
+
+
+def test_row_crossing_the_end_of_an_allocation_faults(mod, guarded):
+    """The second row of a 16x2 block runs past the registered 256 elements from its 9th lane."""
+    p = guarded.ctypes.data
+    out = np.zeros(64, np.uint32)
+    guarded[:256] = np.arange(256, dtype=np.uint32)
+    mod.launch("rows", (1,), (16, 2), [p + 4 * (256 - 32), out, np.uint32(16)])  # both rows inside
+    np.testing.assert_array_equal(out[:32], np.arange(225, 257, dtype=np.uint32))
+    with pytest.raises(LaunchError) as e:
+        mod.launch("rows", (1,), (16, 2), [p + 4 * (256 - 24), out, np.uint32(16)])
+    assert e.value.cu_result == 700
+    assert str(e.value).endswith(f"lane 24 (thread (8,1,0)), address 0x{p + 4 * 256:x}"), str(e.value)
+
+
+@pytest.mark.parametrize("block", [(16, 4), (32, 2), (8, 4), (16, 3)])
+def test_row_uniform_loads(mod, block):
+    w, k = 40, 7
+    src = np.arange(w * block[1], dtype=np.uint32) * 5 + 1
+    out = np.full(16 * block[1] + 32, 77, np.uint32)
+    mod.launch("row_uniform", (1,), block, [src, out, np.uint32(w), np.uint32(k)])
+    y, x = np.mgrid[0:block[1], 0:block[0]]
+    expect = np.full_like(out, 77)
+    expect[(16 * y + x).ravel()] = src[(y * w + k).ravel()]
+    np.testing.assert_array_equal(out, expect)
+
+
+def test_row_uniform_load_outside_the_allocation_faults(mod, guarded):
+    """Row 1's one address is past the registered memory: 700 for lane 16, its first lane."""
+    p = guarded.ctypes.data
+    out = np.zeros(64, np.uint32)
+    with pytest.raises(LaunchError) as e:
+        mod.launch("row_uniform", (1,), (16, 2), [p, out, np.uint32(256), np.uint32(0)])
+    assert e.value.cu_result == 700
+    assert str(e.value).endswith(f"lane 16 (thread (0,1,0)), address 0x{p + 4 * 256:x}"), str(e.value)
+
+
+@pytest.mark.parametrize("by", [2, 4, 6])
+def test_row_uniform_stores_keep_lane_order(mod, by):
+    """Each row's last thread wins, and of two rows storing to one place the later one."""
+    out = np.full(4, 99, np.uint32)
+    mod.launch("row_uniform_store", (1,), (16, by), [out])
+    expect = np.full(4, 99, np.uint32)
+    for y in range(by):
+        expect[y // 2] = 16 * y + 15
+    np.testing.assert_array_equal(out, expect)
+
+
+def test_offset_wrapping_inside_a_row_is_not_contiguous():
+    """Row 0's 32-bit byte offset wraps at lane 8, so lanes 8..15 read the start of a 4 GiB
+    mapping and lanes 0..7 its end: each row's two ends are tested, else one vector load from
+    lane 0 would read the 32 bytes past 4 GiB instead (valid memory here, so no fault to
+    tell)."""
+    size = (1 << 32) + 4096
+    area = mmap.mmap(-1, size)  # anonymous: only the touched pages are backed
+    mem = np.frombuffer(area, np.uint32)
+    p = mem.ctypes.data
+    mem[:32] = np.arange(32, dtype=np.uint32) + 500
+    mem[(1 << 30) - 8:(1 << 30) + 8] = np.arange(16, dtype=np.uint32) + 900
+    register_memory(p, size)
+    try:
+        out = np.zeros(32, np.uint32)
+        compile(PTX).launch("wrap_rows", (1,), (16, 2), [p, np.uint32((1 << 32) - 32), out])
+    finally:
+        unregister_memory(p)
+        del mem
+        area.close()
+    np.testing.assert_array_equal(out, np.r_[np.arange(900, 908), np.arange(500, 524)].astype(np.uint32))
+
+
+def test_offset_wrapping_inside_a_row_faults_like_per_lane_accesses(mod, guarded):
+    """The same wrap into unregistered memory: 700 for lane 8, the first one outside."""
+    p = guarded.ctypes.data
+    guarded[:32] = np.arange(32, dtype=np.uint32) + 500
+    out = np.zeros(32, np.uint32)
+    mod.launch("wrap_rows", (1,), (16, 2), [p - 400, np.uint32(400), out])
+    np.testing.assert_array_equal(out, guarded[:32])
+    base = (1 << 32) - 32
+    with pytest.raises(LaunchError) as e:
+        mod.launch("wrap_rows", (1,), (16, 2), [np.uint64((p - base) % (1 << 64)), np.uint32(base), out])
+    assert e.value.cu_result == 700
+    assert "lane 8 (thread (8,0,0))" in str(e.value), str(e.value)

@@ -37,7 +37,9 @@ class Form:
     only in a 1-D block or when %ntid.x is a multiple of 32 (else it wraps to 0 within the
     warp). `ext`: the width of the one non-uniform value widened on the way (it may wrap around
     between lanes), `scale` the constant factor applied since. `tangled`: hazards combined in a
-    way `two_lane_test` cannot vouch for.
+    way `two_lane_test` cannot vouch for. `rows`: built from %tid.y/%tid.z (or from two
+    lane-dependent values): exact for the warp only when %ntid.x is a multiple of 32, with no
+    two-lane test otherwise; see `halves`.
     """
 
     stride: int
@@ -47,10 +49,11 @@ class Form:
     ext: int = 0
     scale: int = 1
     tangled: bool = False
+    rows: bool = False
 
     @property
     def hazards(self) -> bool:
-        return self.tid or self.ext != 0 or self.tangled
+        return self.tid or self.ext != 0 or self.tangled or self.rows
 
     @property
     def uniform(self) -> bool:
@@ -64,8 +67,28 @@ class Form:
         small), or the widened value crossing its sign/zero boundary (once: a jump of 2**ext).
         Jumps only accumulate, and their sum scaled by `scale` is not 0 mod 2**64 while `scale`
         has fewer than 64 - ext trailing zero bits, so a lane off the line moves the last one."""
-        if self.tangled or self.stride == 0:
+        if self.tangled or self.rows or self.stride == 0:
             return False
+        return self._ext_testable
+
+    @property
+    def halves(self) -> str | None:
+        """When %ntid.x is a multiple of 16 every half-warp lies in one row of the block, where
+        %tid.x counts up by one and %tid.y/%tid.z stay: lane i of half h then holds
+        U_h + (i % 16) * stride. "exact": so it is; "test": so it is once each half's last lane
+        is where it would be (a widened value crossing its boundary inside a half moves it, as
+        in `two_lane_test`); None: no such claim."""
+        if self.tangled or not self._ext_testable:
+            return None
+        return "exact" if self.ext == 0 or self.stride == 0 else "test"
+
+    @property
+    def row_uniform(self) -> bool:
+        """The same in every lane of a half-warp when %ntid.x is a multiple of 16 (`halves`)."""
+        return self.stride == 0 and self.halves == "exact"
+
+    @property
+    def _ext_testable(self) -> bool:
         if self.ext == 0:
             return True
         return self.scale != 0 and (self.scale & -self.scale).bit_length() - 1 < 64 - self.ext
@@ -89,7 +112,8 @@ PURE = {"abs", "add", "and", "bfe", "bfi", "bfind", "bmsk", "brev", "clz", "cnot
 INT_TYPES = {f"{k}{n}" for k in "sub" for n in (8, 16, 32, 64)}
 # Special registers: uniform over the warp (launch constants), or the lane's position.
 SPECIAL = {**{f"%{r}.{a}": UNIFORM_32 for r in ("ctaid", "ntid", "nctaid") for a in "xyz"},
-           "%warpid": UNIFORM_32, "%nwarpid": UNIFORM_32, "%laneid": Form(1, 32), "%tid.x": Form(1, 32, tid=True)}
+           "%warpid": UNIFORM_32, "%nwarpid": UNIFORM_32, "%laneid": Form(1, 32), "%tid.x": Form(1, 32, tid=True),
+           "%tid.y": Form(0, 32, rows=True), "%tid.z": Form(0, 32, rows=True)}
 
 
 def resize(f: Form | None, bits: int, signed: bool) -> Form | None:
@@ -101,12 +125,17 @@ def resize(f: Form | None, bits: int, signed: bool) -> Form | None:
         if const is not None:
             const = _wrap(_signed(const, f.bits) if signed and bits > f.bits else const, bits)
         return Form(0, bits, const)
-    if bits < f.bits:  # truncation keeps U + i*s exact mod 2**bits; not so past a widening
-        return replace(f, stride=_wrap(f.stride, bits), bits=bits, tangled=f.tangled or f.ext != 0)
+    if f.row_uniform:  # one value per half-warp widens exactly
+        return replace(f, bits=bits, const=None)
+    if bits < f.bits:  # truncation keeps U + i*s exact mod 2**bits; past a widening only when
+        # back within the widened width (the widened value is then the narrow one mod 2**bits)
+        narrow = bits <= f.ext
+        return replace(f, stride=_wrap(f.stride, bits), bits=bits, tangled=f.tangled or (f.ext != 0 and not narrow),
+                       ext=0 if narrow else f.ext, scale=1 if narrow else f.scale)
     # without wrap-around between the lanes, U + i*s widens to ext(U) + i*s (s read as signed)
     s = _signed(f.stride, f.bits)
     wild = f.ext != 0 or f.tangled or abs(s) >> max(f.bits - 1 - WIDEN_SHIFT, 0) != 0
-    return Form(_wrap(s, bits), bits, None, f.tid, f.bits, 1, wild)
+    return Form(_wrap(s, bits), bits, None, f.tid, f.bits, 1, wild, f.rows)
 
 
 def _wrap(v: int, bits: int) -> int:
@@ -123,8 +152,11 @@ def _add(a: Form, b: Form, bits: int, sign: int = 1) -> Form:
         side = a if b.uniform else b
         const = None if a.const is None or b.const is None else _wrap(a.const + sign * b.const, bits)
         return replace(side, stride=stride, bits=bits, const=const)
-    # two lane-dependent values: fine when both are exact, else their jumps could cancel out
-    return Form(stride, bits, tangled=a.hazards or b.hazards)
+    # two lane-dependent values: fine when both are exact, else their jumps could cancel out;
+    # two exact in each half-warp's row add up to one (`Form.halves`)
+    if a.hazards or b.hazards:
+        return Form(stride, bits, rows=True) if a.halves == b.halves == "exact" else Form(stride, bits, tangled=True)
+    return Form(stride, bits)
 
 
 def _mul(a: Form, b: Form, bits: int) -> Form | None:
@@ -140,6 +172,13 @@ def _mul(a: Form, b: Form, bits: int) -> Form | None:
                        scale=_wrap(b.scale * c, 64) if b.ext else 1)
     if a.uniform and b.uniform:
         return Form(0, bits)
+    return _per_row(a, b, bits)
+
+
+def _per_row(a: Form, b: Form, bits: int) -> Form | None:
+    """Any function of values uniform in each half-warp's row (`Form.halves`, stride 0) is too."""
+    if a.row_uniform and b.row_uniform:
+        return Form(0, bits, rows=True)
     return None
 
 
@@ -197,7 +236,7 @@ class Analysis:
         # %tid.x wrapping in a 2-D block repeats values, but all 32 lanes are equal only when
         # %ntid.x is 1; the caller's use (no converged clone) stays correct if a warp does arrive
         lanes = next(f for f in forms if not f.uniform)
-        if lanes.tangled or not all(lanes.stride * k % (1 << bits) for k in range(1, WARP)):
+        if lanes.tangled or lanes.rows or not all(lanes.stride * k % (1 << bits) for k in range(1, WARP)):
             return None
         return ("eq" in setp.mods) != bra.guard.negated
 
@@ -335,10 +374,11 @@ class Analysis:
         srcs = [self._read(o, t, lookup) for o, t in zip(ops, types.src)]
         result = self._arith(inst, types.src, types.dst, srcs)
         if result is None:
-            if any(s is None or not s.uniform for s in srcs):
+            if any(s is None or not s.row_uniform for s in srcs):
                 return {}
+            rows = not all(s.uniform for s in srcs)  # a function of values uniform per row (`_per_row`)
             return {name: form for d, t in zip(dests, types.dst)
-                    for name, form in self._store_all(d, Form(0, ptx_bits(t)), t).items()}
+                    for name, form in self._store_all(d, Form(0, ptx_bits(t), rows=rows), t).items()}
         return self._store_all(dests[0], result, types.dst[0])
 
     def _arith(self, inst: ast.Instruction, src_t: list[str], dst_t: list[str],

@@ -21,7 +21,7 @@ from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
 from zluda_py.compiler.cpu.mbarrier import MbarrierMixin
 from zluda_py.compiler.cpu.mma import MmaMixin
-from zluda_py.compiler.cpu.memory import MemoryMixin
+from zluda_py.compiler.cpu.memory import HALF, MemoryMixin
 from zluda_py.compiler.cpu.texops import TextureMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
@@ -592,6 +592,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         b = self.b
         base = b.mul(self.warp, ir.Constant(I32, WARP))
         self.thread_index = b.add(V.splat(b, base), V.LANE_IDS)
+        # every half-warp lies in one row of the block (the `halves` forms of cpu/affine.py)
+        self.rows_in_halves = b.icmp_unsigned("==", b.and_(self.ctx_i64(Ctx.BLOCK_X), ir.Constant(I64, HALF - 1)),
+                                              ir.Constant(I64, 0))
         if not any(n.startswith("%tid") for n in ast.mentioned_names(self.fn.body or [])):
             return  # %tid is never read (most .funcs): no 3-D fallback, ~45 instructions
         u32 = lambda slot: b.trunc(self.ctx_i64(slot), I32)  # noqa: E731

@@ -42,13 +42,16 @@ class Access:
     contiguous (lane i at base + i*nbytes: one range check, one masked vector load/store),
     ends (contiguous if the last active lane is where it would be: see Form.two_lane_test),
     check (contiguous if every active lane is: a vector compare), else per lane; gather
-    (per-lane checks, gather/scatter)."""
+    (per-lane checks, gather/scatter). `rows`, for a whole warp when %ntid.x is a multiple of
+    16 (`affine.Form.halves`): (stride in a half-warp, 0 or nbytes; whether each half's two
+    ends are tested first), the two halves then moved by `halves` instead of the plan."""
 
     host: ir.Value
     offsets: ir.Value | None
     space: str
     nbytes: int
     plan: str
+    rows: tuple[int, bool] | None = None
 
 
 class MemoryMixin:
@@ -149,14 +152,22 @@ class MemoryMixin:
             sym = self.symbol(addr.base.name)
             plan = "contiguous" if sym.kind in ("lparam", "regparam") and sym.size == nbytes else "gather"
             return Access(host, None, space, nbytes, plan)
-        plan = "uniform" if addr.base is None else self._plan(inst, addr, space, nbytes)
-        return Access(host, offsets if checked else None, space, nbytes, self._plan_for_size(plan))
+        if addr.base is None:
+            return Access(host, offsets if checked else None, space, nbytes, "uniform")
+        plan = self._plan_for_size(self._plan(inst, addr, space, nbytes))
+        rows = self._rows(inst, addr, space, nbytes) if self.cloned else None
+        return Access(host, offsets if checked else None, space, nbytes, plan, rows)
+
+    def _form(self, inst: ast.Instruction, addr: ast.Addr, space: str) -> affine.Form | None:
+        if space == "local":  # each lane's own stack window
+            return None
+        return affine.resize(self.affine().address_form(inst, addr.base.name, addr.offset), 64, False)
 
     def _plan(self, inst: ast.Instruction, addr: ast.Addr, space: str, nbytes: int) -> str:
         """The Access plan for an address `[reg+offset]` (see Access)."""
-        if space == "local":  # each lane's own stack window
+        if space == "local":
             return "gather"
-        form = affine.resize(self.affine().address_form(inst, addr.base.name, addr.offset), 64, False)
+        form = self._form(inst, addr, space)
         if form is None:
             return "check"
         if form.uniform:
@@ -166,6 +177,14 @@ class MemoryMixin:
         if not form.hazards:
             return "contiguous"
         return "ends" if form.two_lane_test else "check"
+
+    def _rows(self, inst: ast.Instruction, addr: ast.Addr, space: str, nbytes: int) -> tuple[int, bool] | None:
+        """Access.rows for `[reg+offset]`: the form of a whole warp's address in 16-wide rows."""
+        form = self._form(inst, addr, space)
+        if form is None or not form.hazards or form.halves is None or form.stride not in (0, nbytes) \
+                or not self._reads_tid_yz():
+            return None
+        return form.stride, form.halves == "test"
 
     def affine(self) -> affine.Analysis:
         """This function's uniform/affine register analysis (built at first use)."""
@@ -243,10 +262,10 @@ class MemoryMixin:
         lanes = b.add(V.splat(b, start), _lane_offsets(stride))
         self._host_check(lo, top, lanes, acc.nbytes, mask, cache)
 
-    def _check_halves(self, acc: Access, cache: ir.Value | None) -> None:
-        """check_bounds for a whole warp whose half-warps each hold consecutive addresses:
-        alignment per lane, then [lowest half start, highest half end) against the window or
-        the site's cached range (a miss checks every lane)."""
+    def _check_halves(self, acc: Access, cache: ir.Value | None, stride: int) -> None:
+        """check_bounds for a whole warp whose half-warps each hold addresses `stride` apart
+        (consecutive, or one per half): alignment per lane, then [lowest half start, highest
+        half end) against the window or the site's cached range (a miss checks every lane)."""
         b = self.b
         if acc.offsets is None or acc.space == "param":
             return
@@ -259,7 +278,7 @@ class MemoryMixin:
                                          b.select(first_bad, starts[0], starts[1]))
         lo = b.select(b.icmp_unsigned("<", starts[0], starts[1]), starts[0], starts[1])
         hi = b.select(b.icmp_unsigned("<", starts[0], starts[1]), starts[1], starts[0])
-        top = b.add(hi, ir.Constant(I64, (HALF - 1) * acc.nbytes))
+        top = b.add(hi, ir.Constant(I64, (HALF - 1) * stride))
         if acc.space in ("shared", "local"):
             window, size = self._window_size(acc.space), ir.Constant(I64, acc.nbytes)
             over = b.or_(b.or_(b.icmp_unsigned(">", top, b.sub(window, size)), b.icmp_unsigned("<", top, hi)),
@@ -435,7 +454,13 @@ class MemoryMixin:
             return [b.shuffle_vector(whole, ir.Constant(wide, None), V.lane_consts(I32, [i * n + k for i in range(WARP)]))
                     for k in range(n)]
 
-        def halves() -> list[ir.Value]:
+        def halves(stride: int) -> list[ir.Value]:
+            if stride == 0:  # one address per half: its element(s) splat over the half
+                both = ir.Constant(ir.VectorType(elt, 2 * n), None)
+                for j, v in enumerate(v for h in (0, HALF) for v in self._scalar_loads(self._half_base(acc, h, False), elt, n)):
+                    both = b.insert_element(both, v, ir.Constant(I32, j))
+                return [b.shuffle_vector(both, ir.Constant(both.type, None), ir.Constant(ir.VectorType(I32, WARP), [
+                    ir.Constant(I32, i // HALF * n + k) for i in range(WARP)])) for k in range(n)]
             parts = [b.load(self._half_base(acc, h), typ=ir.VectorType(elt, HALF * n), align=size) for h in (0, HALF)]
             return [b.shuffle_vector(parts[0], parts[1], ir.Constant(ir.VectorType(I32, WARP), [
                 ir.Constant(I32, (i // HALF) * HALF * n + (i % HALF) * n + k) for i in range(WARP)])) for k in range(n)]
@@ -468,7 +493,12 @@ class MemoryMixin:
                         [whole, self._base(acc, first), ir.Constant(I32, size), self._widen_mask(mask, n)])
             return []
 
-        def halves() -> list[ir.Value]:
+        def halves(stride: int) -> list[ir.Value]:
+            if stride == 0:  # one address per half: its last lane's values stay, the upper half's last
+                for h in (0, HALF):
+                    self._scalar_stores(self._half_base(acc, h, False), [b.extract_element(v, ir.Constant(I32, h + HALF - 1))
+                                                                         for v in values])
+                return []
             whole = _concat(b, values) if n > 1 else values[0]
             for h in (0, HALF):  # the upper half last: where the halves overlap, its lanes' values stay
                 order = [ir.Constant(I32, k * WARP + h + i) for i in range(HALF) for k in range(n)]
@@ -483,26 +513,42 @@ class MemoryMixin:
               halves=None) -> list[ir.Value]:
         """Emit an access by its plan: `uniform(first, last)` / `contiguous(first, last)` for the
         active lanes first..last after one range check; `per_lane(cache)` checks each lane;
-        `halves()`, for a whole warp whose two halves are each contiguous (tested when the
-        run-time test of an ends/check plan fails). Returns the loaded values (merged over the
-        paths taken)."""
+        `halves(stride)`, for a whole warp whose two halves each hold addresses `stride` apart
+        (Access.rows, or found contiguous when the run-time test of an ends/check plan fails).
+        Returns the loaded values (merged over the paths taken)."""
         b = self.b
         cache = self._bounds_cache() if acc.offsets is not None else None
-        if acc.plan == "gather":
-            return per_lane(cache)
         full = mask is V.ALL
+        known_rows = full and acc.rows is not None and halves is not None
+        if acc.plan == "gather" and not known_rows:
+            return per_lane(cache)
         bits = V.mask_bits(b, mask)
         first = ir.Constant(I32, 0) if full else V.intrinsic(b, "llvm.cttz.i32", I32, [bits, ir.Constant(I1, 0)])
         last = ir.Constant(I32, WARP - 1) if full else b.sub(
             ir.Constant(I32, WARP - 1), V.intrinsic(b, "llvm.ctlz.i32", I32, [bits, ir.Constant(I1, 0)]))
         some = ir.Constant(I1, 1) if full else V.any_lane(b, mask)
-        # a whole warp of a 2-D block with 16-wide rows (16x16 tiles): each half-warp is a row
-        rows = full and acc.plan in ("ends", "check") and halves is not None and self._reads_tid_yz()
         paths: list[tuple[ir.Block, list[ir.Value]]] = []
         join = b.append_basic_block("mem.done")
+        if known_rows:  # proven to follow the rows of 16-wide blocks: scalar tests only
+            stride, test = acc.rows
+            go = self.rows_in_halves
+            for h in (0, HALF) if test else ():  # each half's last lane on its first one's line
+                span = b.sub(b.extract_element(acc.host, ir.Constant(I32, h + HALF - 1)),
+                             b.extract_element(acc.host, ir.Constant(I32, h)))
+                go = b.and_(go, b.icmp_unsigned("==", span, ir.Constant(I64, (HALF - 1) * stride)))
+            fast, other = b.append_basic_block("mem.rows"), b.append_basic_block("mem.other")
+            b.cbranch(go, fast, other).set_weights([1000, 1])
+            b.position_at_end(fast)
+            self._check_halves(acc, cache, stride)
+            paths.append((b.block, halves(stride)))
+            b.branch(join)
+            b.position_at_end(other)
+        # else a whole warp of a 2-D block with 16-wide rows (16x16 tiles): each half-warp may be a row
+        rows = full and not known_rows and acc.plan in ("ends", "check") and halves is not None \
+            and self._reads_tid_yz()
         # an unknown form tests the rows only: a warp contiguous as a whole has contiguous halves,
         # and two 16-lane moves are the same two vector loads/stores as one of 32 lanes
-        if not (rows and acc.plan == "check"):
+        if acc.plan != "gather" and not (rows and acc.plan == "check"):
             if acc.plan == "ends":
                 span = b.sub(b.extract_element(acc.host, last), b.extract_element(acc.host, first))
                 go = b.select(some, b.icmp_unsigned("==", span, b.mul(b.zext(b.sub(last, first), I64),
@@ -529,8 +575,8 @@ class MemoryMixin:
                               _lane_offsets(acc.nbytes, HALF))
             b.cbranch(V.reduce(b, "and", b.icmp_unsigned("==", acc.host, row_lanes)), half_fast, lanes).set_weights([1000, 1])
             b.position_at_end(half_fast)
-            self._check_halves(acc, cache)
-            paths.append((b.block, halves()))
+            self._check_halves(acc, cache, acc.nbytes)
+            paths.append((b.block, halves(acc.nbytes)))
             b.branch(join)
             b.position_at_end(lanes)
         moved = [V.undef(t) for t in types] if acc.plan in ("uniform", "contiguous") else per_lane(cache)
@@ -562,8 +608,9 @@ class MemoryMixin:
         start = b.extract_element(acc.host, first)
         return b.inttoptr(b.sub(start, b.mul(b.zext(first, I64), ir.Constant(I64, acc.nbytes))), PTR)
 
-    def _half_base(self, acc: Access, half: int) -> ir.Value:
-        return self.b.inttoptr(self.b.extract_element(acc.host, ir.Constant(I32, half)), PTR)
+    def _half_base(self, acc: Access, half: int, pointer: bool = True) -> ir.Value:
+        start = self.b.extract_element(acc.host, ir.Constant(I32, half))
+        return self.b.inttoptr(start, PTR) if pointer else start
 
     def _scalar_loads(self, address: ir.Value, elt: ir.IntType, n: int) -> list[ir.Value]:
         b = self.b
