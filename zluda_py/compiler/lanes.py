@@ -62,6 +62,9 @@ class Lanes:
     def __init__(self, builder: ir.IRBuilder, width: int) -> None:
         self.b = builder
         self.width = width
+        # True while the instruction being emitted has a result whose NaN bits no use can
+        # observe (semantics/nan_payload.py): `canonical_nan` then leaves a NaN as computed
+        self.nan_payload_free = False
 
     # ------------------------------------------------------------------ types and constants
     def ty(self, scalar_ty: ir.Type, count: int = 1) -> ir.Type:

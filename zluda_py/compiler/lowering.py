@@ -37,15 +37,21 @@ def split_operands(inst: ast.Instruction, dst_types: list[str]) -> tuple[list[as
     return dests, ops
 
 
-def lower_semantic(lanes: Lanes, inst: ast.Instruction, read: Read, write: Write) -> None:
+def lower_semantic(lanes: Lanes, inst: ast.Instruction, read: Read, write: Write,
+                   nan_payload_free: bool = False) -> None:
     """Lower an instruction through its one definition in SEMANTICS: sources in, results out
-    (a `d|p` destination is two results; the carry flag is an implicit operand)."""
+    (a `d|p` destination is two results; the carry flag is an implicit operand).
+    `nan_payload_free`: no use observes a NaN result's bits (semantics/nan_payload.py)."""
     sem = SEMANTICS[inst.opcode]
     types = sem.operands(inst)
     dests, sources = split_operands(inst, types.dst)
     src_iter = iter(sources)
     srcs = [read(CARRY if t == "cc" else next(src_iter), t) for t in types.src]
-    results = sem.emit(lanes, inst, srcs)
+    lanes.nan_payload_free = nan_payload_free
+    try:
+        results = sem.emit(lanes, inst, srcs)
+    finally:
+        lanes.nan_payload_free = False
     dest_iter = iter(dests)
     for t, value in zip(types.dst, results):
         write(CARRY if t == "cc" else next(dest_iter), value, t)

@@ -31,7 +31,7 @@ from zluda_py.compiler.matrix import matrix_form, mma_form, wmma_form
 from zluda_py.compiler.mbarrier import is_wait, mbarrier_form
 from zluda_py.compiler.lowering import local_name, lower_mov_vector, lower_semantic, mov_form
 from zluda_py.compiler.ptxtypes import align_up, immediate_bits, var_align, var_size
-from zluda_py.compiler.semantics import SEMANTICS
+from zluda_py.compiler.semantics import SEMANTICS, nan_payload
 from zluda_py.ptx import ast
 
 if TYPE_CHECKING:
@@ -103,6 +103,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self.is_kernel = fn.kind == "entry"
         self.body = cfg.build(fn.body or [], keep=lambda op: op in SEMANTICS)
         self.live = cfg.live_in(self.body)
+        # arithmetic whose NaN results need not be canonical: no use reads their bits
+        self.nan_free = nan_payload.free_results((i for blk in self.body.blocks for i in blk.insts),
+                                                 (v.name for v in (*fn.params, *fn.returns)))
         # Registers live into some block: only their inactive lanes' values can be read later.
         self.carried = set().union(*self.live) if self.live else set()
         self.guarded_inst = False
@@ -533,7 +536,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             raise unsupported(inst)
 
     def lower_semantic(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        lower_semantic(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask))
+        lower_semantic(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask),
+                       id(inst) in self.nan_free)
 
     def op_mov(self, inst: ast.Instruction, mask: ir.Value) -> None:
         if lower_mov_vector(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask)):

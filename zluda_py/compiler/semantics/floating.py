@@ -81,6 +81,9 @@ def relu(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
 
 
 def canonical_nan(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
+    """A NaN becomes the format's canonical NaN, unless no use can tell NaNs apart (Lanes)."""
+    if L.nan_payload_free:
+        return bits
     return L.b.select(is_nan_bits(L, bits, fmt), c_like(L, bits, fmt.nan), bits)
 
 
