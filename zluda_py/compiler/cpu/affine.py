@@ -39,7 +39,9 @@ class Form:
     between lanes), `scale` the constant factor applied since. `tangled`: hazards combined in a
     way `two_lane_test` cannot vouch for. `rows`: built from %tid.y/%tid.z (or from two
     lane-dependent values): exact for the warp only when %ntid.x is a multiple of 32, with no
-    two-lane test otherwise; see `halves`.
+    two-lane test otherwise; see `halves`. `scope`: blocks (first, last) of the loop outside
+    which the form does not hold: built from a loop's induction register (`_inductions`), whose
+    U changes from one iteration to the next but is the same in every lane running one.
     """
 
     stride: int
@@ -50,6 +52,7 @@ class Form:
     scale: int = 1
     tangled: bool = False
     rows: bool = False
+    scope: tuple[int, int] | None = None
 
     @property
     def hazards(self) -> bool:
@@ -290,23 +293,41 @@ class Analysis:
                 if new_in != reach_in[i] or new_out != reach_out[i]:
                     reach_in[i], reach_out[i] = new_in, new_out
                     changed = True
+        inductions = self._inductions(blocks, preds, block_defs, defs_of, reach_in)
+        stepped = {key: self._new_def(None) for key in inductions}  # the form inside the loop
         # Forms in reverse post-order: a single reaching definition comes earlier in this order
         # (in a reducible CFG); one not evaluated yet reads as unknown.
         evaluated: set[int] = set()
         for blk, per_inst in zip(blocks, block_defs):
             current: dict[str, int | None] = {}  # register -> its one reaching def (None: several)
+            scopes: list[tuple[int, int]] = []  # of the forms the instruction at hand read
 
             def reaching(name: str, i: int = blk.index) -> int | None:
                 if name not in current:
                     bits = reach_in[i] & defs_of[name]
-                    current[name] = bits.bit_length() - 1 if bits and bits & (bits - 1) == 0 else None
+                    one = bits.bit_length() - 1 if bits and bits & (bits - 1) == 0 else None
+                    loop = inductions.get((name, bits))
+                    if one is None and loop is not None and loop[0] <= i <= loop[1]:
+                        one = stepped[(name, bits)]
+                    current[name] = one
                 return current[name]
 
-            def lookup(name: str) -> Form | None:
+            def lookup(name: str, i: int = blk.index) -> Form | None:
                 d = reaching(name)
-                return self._defs[d] if d is not None and d in evaluated else None
+                f = self._defs[d] if d is not None and d in evaluated else None
+                if f is not None and f.scope is not None:
+                    if not f.scope[0] <= i <= f.scope[1]:
+                        return None
+                    scopes.append(f.scope)
+                return f
 
+            for key, (head, last, d0, step, ptype) in inductions.items():
+                if head == blk.index:  # the forms of d0 and of the step reach the whole loop
+                    start = self._defs[d0] if d0 in evaluated else None
+                    self._defs[stepped[key]] = self._stepped(start, self._read(step, ptype, lookup), (head, last))
+                    evaluated.add(stepped[key])
             for inst, ids in zip(blk.insts, per_inst):
+                scopes.clear()
                 if inst.opcode == "bra" and inst.guard is not None:
                     self._guard_def[id(inst)] = reaching(inst.guard.reg)
                 for op in inst.operands:
@@ -318,10 +339,64 @@ class Analysis:
                     if f is not None:
                         self.at[(id(inst), op.name)] = f
                 results = self._evaluate(inst, lookup)
+                if scopes:  # values computed from a loop's forms hold in that loop only
+                    scope = (max(a for a, _ in scopes), min(b for _, b in scopes))
+                    results = {n: replace(f, scope=scope) for n, f in results.items()} if scope[0] <= scope[1] else {}
                 for name, d in ids:
                     self._defs[d] = results.get(name)
                     evaluated.add(d)
                     current[name] = d if inst.guard is None else None
+
+    def _inductions(self, blocks: list[cfg.BasicBlock], preds: list[list[int]], block_defs, defs_of: dict[str, int],
+                    reach_in: list[int]) -> dict[tuple[str, int], tuple[int, int, int, ast.Operand, str]]:
+        """Induction registers: `add r, r, step` (unguarded) in the one latch L of a loop that is
+        the blocks head..L (entered at its head only), r defined nowhere else in the loop, step
+        not at all, and one definition d0 of r before it. Blocks are in reconvergence order and
+        the dispatcher runs the lowest one a lane waits at, so a lane crosses the back edge only
+        when every lane still in the loop waits at L too: all lanes running a block of the loop
+        have run L equally often, and hold d0 + k*step with the same k. Returns {(r, its
+        definitions reaching the loop): (head, L, d0, step, type of the add)}."""
+        found = {}
+        for last, (blk, per_inst) in enumerate(zip(blocks, block_defs)):
+            back = [s for s in blk.succs if s <= last]
+            if len(back) != 1:
+                continue
+            head = back[0]
+            loop = range(head, last + 1)
+            if any(p not in loop for x in loop[1:] for p in preds[x]) or any(p in loop and p != last for p in preds[head]):
+                continue
+            inside = 0
+            for ids in (ids for x in loop for ids in block_defs[x]):
+                for _, d in ids:
+                    inside |= 1 << d
+            for inst, ids in zip(blk.insts, per_inst):
+                if inst.opcode != "add" or inst.guard is not None or len(ids) != 1 or len(inst.operands) != 3:
+                    continue
+                name, d1 = ids[0]
+                ptype = inst.types[-1] if inst.types else ""
+                srcs = inst.operands[1:]
+                if ptype not in INT_TYPES or any(m not in INT_TYPES for m in inst.mods) \
+                        or ptx_bits(ptype) != self.reg_bits[name] or ast.Reg(name) not in srcs:
+                    continue
+                step = srcs[1] if srcs[0] == ast.Reg(name) else srcs[0]
+                if isinstance(step, ast.Reg) and step.name in defs_of and defs_of[step.name] & inside:
+                    continue
+                reach = reach_in[head] & defs_of[name]
+                before = reach & ~(1 << d1)
+                if defs_of[name] & inside != 1 << d1 or not reach >> d1 & 1 or before & (before - 1) or not before:
+                    continue
+                found[(name, reach)] = (head, last, before.bit_length() - 1, step, ptype)
+        return found
+
+    @staticmethod
+    def _stepped(start: Form | None, step: Form | None, scope: tuple[int, int]) -> Form | None:
+        """The form of an induction register inside its loop: the start's, U moved by a uniform step."""
+        if start is None or step is None or not step.uniform:
+            return None
+        for f in (start, step):
+            if f.scope is not None:
+                scope = (max(scope[0], f.scope[0]), min(scope[1], f.scope[1]))
+        return replace(start, const=None, scope=scope) if scope[0] <= scope[1] else None
 
     def _new_def(self, form: Form | None) -> int:
         self._defs.append(form)
