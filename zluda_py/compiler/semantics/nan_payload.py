@@ -101,6 +101,8 @@ def free_results(insts: Iterable[ast.Instruction], escaping: Iterable[str]) -> s
     definitions has the demand of all its uses, so each definition is judged by all of them.
     """
     insts = list(insts)
+    if not any(inst.opcode in LEAVES_NAN and _float_type(inst) for inst in insts):
+        return set()  # no float arithmetic (most of an integer library's functions)
     demand: dict[str, str] = dict.fromkeys(escaping, SENSITIVE)
 
     def need(reg: str, want: str) -> bool:
