@@ -39,6 +39,7 @@ class Kernel:
 
 KERNELS = [
     Kernel("saxpy", 1 << 24, 1024, "GB/s", lambda n: 12 * n),
+    Kernel("saxpy_grid", 1 << 24, 1024, "GB/s", lambda n: 12 * n),  # a grid-stride loop, <= 1024 blocks
     Kernel("sgemm", 512, 32, "GFLOP/s", lambda n: 2 * n**3),
     Kernel("block_reduce", 1 << 24, 1024, "G elem/s", lambda n: n),
     Kernel("warp_reduce", 1 << 24, 1024, "G elem/s", lambda n: n),
@@ -158,8 +159,9 @@ def opencl_child(reps: int, specs: list[str]) -> None:
         name, n = spec.split(":")[0], int(spec.split(":")[1])
         f, g, h = _inputs(np.arange(n * n if name in ("sgemm", "stencil") else 4 * n if name == "nbody" else n))
         local: tuple[int, ...] = (256,)
-        if name == "saxpy":
-            bufs, out, glob = [buffer(f[:n]), buffer(g[:n].copy())], 1, (n,)
+        if name in ("saxpy", "saxpy_grid"):
+            glob = (n,) if name == "saxpy" else (256 * min(-(-n // 256), 1024),)  # suite.cu's GRID_STRIDE_BLOCKS
+            bufs, out = [buffer(f[:n]), buffer(g[:n].copy())], 1
             args, result = [np.int32(n), np.float32(2.0)], np.empty(n, np.float32)
         elif name == "sgemm":
             bufs = [buffer(f[:n * n]), buffer(g[:n * n] * np.float32(0.125)), buffer(np.zeros(n * n, np.float32))]

@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
         kernel_fn fn;
         int is_uint = 0;
         aux_ = NULL;
-        if (!strcmp(name, "saxpy")) {
+        if (!strcmp(name, "saxpy") || !strcmp(name, "saxpy_grid")) {  // the same loop in C
             in_ = floats(n, in_f, 1.0f), out_ = floats(n, in_g, 1.0f), fn = run_saxpy;
         } else if (!strcmp(name, "sgemm")) {
             in_ = floats(n * n, in_f, 1.0f), aux_ = floats(n * n, in_g, 0.125f), out_ = floats(n * n, NULL, 0);

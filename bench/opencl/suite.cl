@@ -6,6 +6,10 @@ __kernel void saxpy(int n, float a, __global const float* x, __global float* y) 
     if (i < n) y[i] = a * x[i] + y[i];
 }
 
+__kernel void saxpy_grid(int n, float a, __global const float* x, __global float* y) {
+    for (int i = get_global_id(0); i < n; i += get_global_size(0)) y[i] = a * x[i] + y[i];
+}
+
 __kernel void sgemm(int n, __global const float* a, __global const float* b, __global float* c) {
     __local float sa[TILE][TILE], sb[TILE][TILE];
     int tx = get_local_id(0), ty = get_local_id(1);
