@@ -247,9 +247,17 @@ class CallMixin:
         if not self.lockstep_barriers():  # the lockstep runner has one barrier and no bar.red
             self._set_frame_i32(Frame.BAR_ID, bar_id)
             self._set_frame_i32(Frame.BAR_MASK, V.mask_bits(b, lanes))
-        site = len(self.resume_sites) + 1
         live = self.live[next_block] if next_block is not None else set()
-        self.resume_sites.append((site, inst, dst, live, next_block))
+        unsaved = self._unsaved(next_block)
+        # In a converged clone an unguarded barrier sends all 32 lanes to next_block: its own resume
+        # point reloads what is live there and enters that block's clone, with no pc or lane mask
+        # to save, test or rebuild.
+        whole = self.cur_mask is V.ALL and inst.guard is None and next_block is not None
+        site = self._resume_site(inst, dst, live, next_block, whole)
+        if whole:
+            self.spill(live & unsaved, pc=False, cc="%cc" in unsaved)
+            b.ret(ir.Constant(I32, site))
+            return
         # A converged warp (every live lane continues at next_block) saves only what is live there
         # and may have changed since it resumed (frame_sync), and the lanes at next_block for its pc.
         at_next = b.icmp_unsigned("==", pcv, V.splat_const(I32, next_block if next_block is not None else DONE))
@@ -261,9 +269,19 @@ class CallMixin:
         self._spill_all_site.add_incoming(ir.Constant(I32, site), b.block)
         b.position_at_end(some)
         self._set_frame_i32(Frame.AT_NEXT, V.mask_bits(b, at_next))
-        unsaved = self._unsaved(next_block)
         self.spill(live & unsaved, pc=False, cc="%cc" in unsaved)
         b.ret(ir.Constant(I32, site))
+
+    def _resume_site(self, inst: ast.Instruction, dst: ast.Operand | None, live: set[str], next_block: int | None,
+                     whole: bool) -> int:
+        """The resume point of barrier `inst`: one for its divergent block and the converged clones
+        that may split there, one for a whole warp (`lower_barrier`)."""
+        for site, at, *_, is_whole in self.resume_sites:
+            if at is inst and is_whole == whole:
+                return site
+        site = len(self.resume_sites) + 1
+        self.resume_sites.append((site, inst, dst, live, next_block, whole))
+        return site
 
     def _unsaved(self, next_block: int | None) -> set[str]:
         """Registers that may differ from their frame slots at the barrier before `next_block`
@@ -329,13 +347,21 @@ class CallMixin:
         b.position_at_end(reload_all)
         self.reload(self.carried)
         after_all = b.switch(self.resume, self.dispatch_block)
-        for site, inst, dst, live, next_block in self.resume_sites:
+        for site, inst, dst, live, next_block, whole in self.resume_sites:
             entry = self.llfn.append_basic_block(f"resume{site}")
+            sw.add_case(ir.Constant(I32, site), entry)
+            b.position_at_end(entry)
+            # %tid where the warp may read it: a whole warp only in blocks reachable from next_block
+            if self.tid_slots and not (whole and not self.reads_tid_after(next_block)):
+                self.set_up_tid()
+            if whole:  # all 32 lanes at next_block (lower_barrier)
+                self.reload(live, pc=False)
+                b.store(V.splat_const(I32, next_block), self.pc, align=16)
+                self._resume_at(inst, dst, next_block)
+                continue
             some = self.llfn.append_basic_block(f"reload{site}")
             after = self.llfn.append_basic_block(f"resumed{site}")
-            sw.add_case(ir.Constant(I32, site), entry)
             after_all.add_case(ir.Constant(I32, site), after)
-            b.position_at_end(entry)
             b.cbranch(b.icmp_unsigned("!=", self._frame_i32(Frame.SPILL_ALL), ir.Constant(I32, 0)), reload_all, some)
             b.position_at_end(some)
             self.reload(live, pc=inst is None)

@@ -115,8 +115,9 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self.regs: dict[str, tuple[ir.Value, int]] = {}  # name -> (alloca, bits)
         self.uniform_regs: set[str] = set()  # registers held as one scalar (_scalar_registers)
         self.symbols: dict[str, Symbol] = {}
-        # (id, barrier or None for a yield, bar.red destination, registers saved, block resumed at)
-        self.resume_sites: list[tuple[int, ast.Instruction | None, ast.Operand | None, set[str], int | None]] = []
+        # (id, barrier or None for a yield, bar.red destination, registers saved, block resumed at,
+        # whether all 32 lanes resume there: lower_barrier)
+        self.resume_sites: list[tuple[int, ast.Instruction | None, ast.Operand | None, set[str], int | None, bool]] = []
         self.frame_size = 0  # local (stack) bytes of this function
         self.callees: set[str] = set()  # .funcs it calls directly (the kernel's static stack)
         self.frame_offsets: dict[str, int] = {}  # register -> its place in a warp frame
@@ -165,6 +166,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             self.resume_block = self.llfn.append_basic_block("resume") if has_barriers else start
             b.switch(self.resume, self.resume_block).add_case(ir.Constant(I32, 0), start)
             b.position_at_end(start)
+            if self.tid_slots:
+                self.set_up_tid()
             entry_mask = self._initial_mask()
         else:
             self._check_stack(entry_mask)
@@ -407,7 +410,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self._set_frame_i32(Frame.YIELD, ir.Constant(I32, 1))
         self._set_frame_i32(Frame.SPILL_ALL, ir.Constant(I32, 1))
         site = len(self.resume_sites) + 1
-        self.resume_sites.append((site, None, None, self.carried, None))
+        self.resume_sites.append((site, None, None, self.carried, None, False))
         self.spill(self.carried)
         b.ret(ir.Constant(I32, site))
 
@@ -599,8 +602,18 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         # every half-warp lies in one row of the block (the `halves` forms of cpu/affine.py)
         self.rows_in_halves = b.icmp_unsigned("==", b.and_(self.ctx_i64(Ctx.BLOCK_X), ir.Constant(I64, HALF - 1)),
                                               ir.Constant(I64, 0))
+        self.tid_slots: list[ir.Value] = []
         if not any(n.startswith("%tid") for n in ast.mentioned_names(self.fn.body or [])):
             return  # %tid is never read (most .funcs): no 3-D fallback, ~45 instructions
+        self.tid_slots = [b.alloca(V.vec(I32), name=f"tid.{axis}") for axis in "xyz"]
+        if not self.is_kernel:
+            self.set_up_tid()
+        # a kernel sets %tid up where it starts and where it resumes (_emit_resume)
+
+    def set_up_tid(self) -> None:
+        """%tid.x/y/z into their slots, at the builder's position."""
+        b = self.b
+        base = b.mul(self.warp, ir.Constant(I32, WARP))
         u32 = lambda slot: b.trunc(self.ctx_i64(slot), I32)  # noqa: E731
         nx, ny = u32(Ctx.BLOCK_X), u32(Ctx.BLOCK_Y)
         # %tid from the linear index with scalar divisions only (a vector division is 32 divides),
@@ -617,11 +630,23 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         last = b.block
         b.branch(joined)
         b.position_at_end(joined)
-        self.tid_x, self.tid_y, self.tid_z = (b.phi(V.vec(I32)) for _ in range(3))
-        for phi, fast, slow in ((self.tid_x, self.thread_index, tx), (self.tid_y, V.splat_const(I32, 0), ty),
-                                (self.tid_z, V.splat_const(I32, 0), tz)):
+        phis = [b.phi(V.vec(I32)) for _ in self.tid_slots]
+        for phi, slot, fast, slow in zip(phis, self.tid_slots, (self.thread_index, V.splat_const(I32, 0),
+                                                                 V.splat_const(I32, 0)), (tx, ty, tz)):
             phi.add_incoming(fast, pre)
             phi.add_incoming(slow, last)
+            b.store(phi, slot, align=16)
+
+    def reads_tid_after(self, start: int) -> bool:
+        """Whether some block reachable from block `start` reads %tid."""
+        blocks, seen, todo = self.body.blocks, {start}, [start]
+        while todo:
+            blk = blocks[todo.pop()]
+            if any(n.startswith("%tid") for n in ast.mentioned_names(blk.insts)):
+                return True
+            todo += [s for s in blk.succs if s not in seen]
+            seen.update(blk.succs)
+        return False
 
     def _divmod_lanes(self, rem0: ir.Value, quot0: ir.Value, d: ir.Value, offsets: ir.Value):
         """Per lane (n mod d, n div d) for n = quot0*d + rem0 + offsets, offsets small: start from
@@ -649,7 +674,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         axis = "xyz".index(comp) if comp in ("x", "y", "z") else 0
         u32 = lambda slot: b.trunc(self.ctx_i64(slot), I32)  # noqa: E731
         if base == "%tid":
-            v = (self.tid_x, self.tid_y, self.tid_z)[axis]
+            v = b.load(self.tid_slots[axis], typ=V.vec(I32), align=16)
         elif base in ("%ntid", "%ctaid", "%nctaid", "%clusterid", "%nclusterid"):
             # without cluster launches every CTA is a cluster of one: cluster ids are CTA ids
             first = {"%ntid": Ctx.BLOCK_X, "%ctaid": Ctx.CTA_X, "%nctaid": Ctx.GRID_X,
