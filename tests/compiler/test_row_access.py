@@ -188,6 +188,31 @@ PTX = HEAD + r"""
     ret;
 }
 
+// the same with .v2 elements: out[y*16 + x] = {in[y*w + k].y, in[y*w + k].x}, then
+// in[y*w + k + 1] = {x, y}: one .v2 store per row, its last lane's
+.visible .entry row_uniform2(.param .u64 in, .param .u64 out, .param .u32 w, .param .u32 k)
+{
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [w];
+    ld.param.u32 %r2, [k];
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, %tid.y;
+    mad.lo.s32 %r5, %r4, %r1, %r2;
+    mul.wide.u32 %rd3, %r5, 8;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.v2.u32 {%r6, %r7}, [%rd4];
+    shl.b32 %r8, %r4, 4;
+    add.s32 %r8, %r8, %r3;
+    mul.wide.u32 %rd5, %r8, 8;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.v2.u32 [%rd6], {%r7, %r6};
+    st.global.v2.u32 [%rd4+8], {%r3, %r4};
+    ret;
+}
+
 // out[y / 2] = 16*y + x: the lanes of a row store to one place, two rows to the same one
 .visible .entry row_uniform_store(.param .u64 out)
 {
@@ -424,6 +449,21 @@ def test_row_uniform_loads(mod, block):
     expect = np.full_like(out, 77)
     expect[(16 * y + x).ravel()] = src[(y * w + k).ravel()]
     np.testing.assert_array_equal(out, expect)
+
+
+@pytest.mark.parametrize("block", [(16, 4), (8, 2)])
+def test_row_uniform_v2(mod, block):
+    w, k = 10, 3
+    src = np.arange(2 * w * block[1] + 2, dtype=np.uint32).reshape(-1, 2) * 3 + 1
+    out = np.zeros((16 * block[1], 2), np.uint32)
+    before = src.copy()
+    mod.launch("row_uniform2", (1,), block, [src, out, np.uint32(w), np.uint32(k)])
+    want_src, want_out = before.copy(), np.zeros_like(out)
+    for y in range(block[1]):
+        want_out[16 * y:16 * y + block[0]] = before[y * w + k][::-1]
+        want_src[y * w + k + 1] = (block[0] - 1, y)
+    np.testing.assert_array_equal(out, want_out)
+    np.testing.assert_array_equal(src, want_src)
 
 
 def test_row_uniform_load_outside_the_allocation_faults(mod, guarded):
