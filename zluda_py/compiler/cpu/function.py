@@ -26,7 +26,7 @@ from zluda_py.compiler.cpu.texops import TextureMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.layout import kernel_params, reserved_smem_offset
-from zluda_py.compiler.memops import cp_async_form, cvta_form, wide_atomic_op
+from zluda_py.compiler.memops import cp_async_form, cvta_form, space_of, wide_atomic_op
 from zluda_py.compiler.matrix import matrix_form, mma_form, wmma_form
 from zluda_py.compiler.mbarrier import is_wait, mbarrier_form
 from zluda_py.compiler.lowering import local_name, lower_mov_vector, lower_semantic, mov_form
@@ -49,6 +49,8 @@ NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "app
 CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
 FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp frame
 SEARCH = -1  # the dispatcher's `want`: find the lowest block a lane waits at
+# launch-record slots the host sets before a launch and nothing changes during it
+LAUNCH_CONSTANT = frozenset({Ctx.PARAMS, Ctx.GRID_X, Ctx.GRID_Y, Ctx.GRID_Z, Ctx.BLOCK_X, Ctx.BLOCK_Y, Ctx.BLOCK_Z})
 # Families we refuse: the tensor cores past mma.sync, wmma and the matrix moves (cpu/mma.py).
 REFUSED = {"wgmma", "tcgen05", "tensormap"}
 
@@ -123,6 +125,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self.frame_offsets: dict[str, int] = {}  # register -> its place in a warp frame
         self.frame_end = FRAME_HEADER
         self.in_frame = self.is_kernel and sum(len(b.insts) for b in self.body.blocks) > FRAME_REGS_LIMIT
+        self._kernel_params: dict[tuple[int, int], ir.Value] = {}  # (offset, bits) -> kernel_param's load
+        self.resumable = False  # a kernel returning at barriers: its entry block runs at every resume
 
     # ------------------------------------------------------------------ setup
     def lower(self) -> None:
@@ -163,6 +167,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         if self.is_kernel:
             start = self.llfn.append_basic_block("start")
             has_barriers = self.has_waits or any(cfg.is_block_barrier(i) for blk in self.body.blocks for i in blk.insts)
+            self.resumable = has_barriers
             self.resume_block = self.llfn.append_basic_block("resume") if has_barriers else start
             b.switch(self.resume, self.resume_block).add_case(ir.Constant(I32, 0), start)
             b.position_at_end(start)
@@ -270,8 +275,39 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
     def _set_frame_i32(self, slot: int, value: ir.Value) -> None:
         self.b.store(value, self.b.gep(self.frame, [ir.Constant(I64, slot * 4)], source_etype=V.I8))
 
-    def ctx_i64(self, slot: int) -> ir.Value:
-        return self.b.load(self.b.gep(self.ctx, [ir.Constant(I64, slot * 8)], source_etype=V.I8), typ=I64)
+    def ctx_i64(self, slot: int, b: ir.IRBuilder | None = None) -> ir.Value:
+        b = b or self.b
+        v = b.load(b.gep(self.ctx, [ir.Constant(I64, slot * 8)], source_etype=V.I8), typ=I64)
+        if slot in LAUNCH_CONSTANT:  # set before the launch: loop-invariant despite the stores between
+            v.set_metadata("invariant.load", self.mod.ir.add_metadata([]))
+        return v
+
+    def preloads_kernel_params(self) -> bool:
+        """`ld.param` of a kernel parameter reads `kernel_param`: in kernels run once per warp
+        (a resumable one would reload every parameter at every resume) where no `st.param` may
+        write one (PTX gives kernels no such store; kept exact all the same)."""
+        if not hasattr(self, "_preloads"):
+            def own_buffer(addr: ast.Operand) -> bool:
+                return isinstance(addr, ast.Addr) and isinstance(addr.base, ast.Sym) \
+                    and getattr(self.symbols.get(addr.base.name), "kind", None) == "lparam"
+            self._preloads = self.is_kernel and not self.resumable and not any(
+                i.opcode == "st" and space_of(i) == "param" and not own_buffer(i.operands[0])
+                for blk in self.body.blocks for i in blk.insts)
+        return self._preloads
+
+    def kernel_param(self, offset: int, elt: ir.IntType) -> ir.Value:
+        """A kernel parameter's value (`ld.param` of it), loaded once in the warp function's entry
+        block: with the warp loop inlined into the block runner, LLVM hoists it out of that loop
+        (the parameter blob is read-only for the whole launch: PTX gives kernels no way to write it)."""
+        key = (offset, elt.width)
+        if key not in self._kernel_params:
+            b = ir.IRBuilder(self.llfn.entry_basic_block)
+            b.position_before(self.llfn.entry_basic_block.terminator)
+            address = b.add(self.ctx_i64(Ctx.PARAMS, b), ir.Constant(I64, offset))
+            v = b.load(b.inttoptr(address, PTR), typ=elt)
+            v.set_metadata("invariant.load", self.mod.ir.add_metadata([]))
+            self._kernel_params[key] = v
+        return self._kernel_params[key]
 
     def set_ctx_i64(self, slot: int, value: ir.Value) -> None:
         self.b.store(value, self.b.gep(self.ctx, [ir.Constant(I64, slot * 8)], source_etype=V.I8))

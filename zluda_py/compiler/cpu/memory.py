@@ -52,6 +52,7 @@ class Access:
     nbytes: int
     plan: str
     rows: tuple[int, bool] | None = None
+    kparam: int | None = None  # a kernel parameter's offset in the blob (a scalar plan's load of it)
 
 
 class MemoryMixin:
@@ -147,7 +148,9 @@ class MemoryMixin:
         (see Access); `checked=False`: skip the bounds check (the source may be partly invalid)."""
         host, offsets = self._locate(addr, space)
         if not isinstance(host.type, ir.VectorType):
-            return Access(host, None, space, nbytes, "scalar")
+            sym = self.symbol(addr.base.name) if isinstance(addr.base, ast.Sym) else None
+            kparam = sym.offset + addr.offset if sym is not None and sym.kind == "kparam" else None
+            return Access(host, None, space, nbytes, "scalar", kparam=kparam)
         if offsets is None:  # per-lane parameter buffers and .local variables
             sym = self.symbol(addr.base.name)
             plan = "contiguous" if sym.kind in ("lparam", "regparam") and sym.size == nbytes else "gather"
@@ -441,6 +444,8 @@ class MemoryMixin:
         b = self.b
         size = elt.width // 8
         if acc.plan == "scalar":
+            if acc.kparam is not None and self.preloads_kernel_params():
+                return [V.splat(b, self.kernel_param(acc.kparam + k * size, elt)) for k in range(n)]
             return [V.splat(b, v) for v in self._scalar_loads(acc.host, elt, n)]
 
         def uniform(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
