@@ -58,6 +58,9 @@ def upper_word(L: Lanes, bits: ir.Value) -> ir.Value:
 
 
 def is_nan_bits(L: Lanes, bits: ir.Value, fmt: Fmt) -> ir.Value:
+    if (fmt is F32_FMT or fmt is F64_FMT) and getattr(bits.type, "element", bits.type).width == fmt.total:
+        x = as_float(L, bits, fmt)  # one unordered compare; the same set of bit patterns
+        return L.b.fcmp_unordered("uno", x, x)
     mag = L.b.and_(bits, c_like(L, bits, (1 << (fmt.total - 1)) - 1))
     if not fmt.has_inf:  # e4m3: only S.1111.111 is NaN
         return L.b.icmp_unsigned("==", mag, c_like(L, bits, fmt.nan))
