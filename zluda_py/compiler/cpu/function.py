@@ -173,13 +173,14 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             b.position_at_end(start)
             if self.tid_slots:
                 self.set_up_tid()
-            entry_mask = self._initial_mask()
-        else:
-            self._check_stack(entry_mask)
-        b.store(b.select(entry_mask, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
         self._direct: dict[ir.Block, ir.Value] = {}  # block -> what it passes the dispatcher's `want`
         self._direct_targets: set[int] = set()
-        self.enter_if_whole(entry_mask, 0)
+        if self.is_kernel:
+            self._start_warp()
+        else:
+            self._check_stack(entry_mask)
+            b.store(b.select(entry_mask, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
+            self.enter_if_whole(entry_mask, 0)
         self._emit_dispatch()
         for blk, llb, conv in zip(self.body.blocks, self.blocks, self.converged_blocks):
             b.position_at_end(llb)
@@ -367,12 +368,26 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             else:
                 self.symbols[p.name] = Symbol("lparam", ptr=arg, size=var_size(p))
 
-    def _initial_mask(self) -> ir.Value:
-        """Lanes that exist: the last warp of a block may be partial."""
+    def _start_warp(self) -> None:
+        """Send the lanes that exist to block 0. Only the last warp of a block may be partial: a
+        scalar test of the block's thread count, and a whole warp starts with a constant pc vector
+        in block 0's converged clone, without a vector compare."""
         b = self.b
         threads = b.trunc(b.mul(b.mul(self.ctx_i64(Ctx.BLOCK_X), self.ctx_i64(Ctx.BLOCK_Y)),
                                 self.ctx_i64(Ctx.BLOCK_Z)), I32)
-        return b.icmp_unsigned("<", self.thread_index, V.splat(b, threads))
+        whole, part = self.llfn.append_basic_block("start.whole"), self.llfn.append_basic_block("start.part")
+        b.cbranch(b.icmp_unsigned("<=", b.mul(b.add(self.warp, ir.Constant(I32, 1)), ir.Constant(I32, WARP)), threads),
+                  whole, part)
+        b.position_at_end(whole)
+        b.store(V.splat_const(I32, 0), self.pc, align=16)
+        if self.cloned and 0 not in self.never_converged:
+            self._direct[whole] = ir.Constant(I32, 0)
+            self._direct_targets.add(0)
+        b.branch(self.dispatch_block)
+        b.position_at_end(part)
+        exists = b.icmp_unsigned("<", self.thread_index, V.splat(b, threads))
+        b.store(b.select(exists, V.splat_const(I32, 0), V.splat_const(I32, DONE)), self.pc, align=16)
+        b.branch(self.dispatch_block)
 
     def _check_stack(self, lanes: ir.Value) -> None:
         """A call whose frame does not fit the per-thread stack faults like a GPU stack overflow."""
