@@ -64,6 +64,9 @@ KERNELS = {
     # add -> mov.b32 -> and.b32: an integer operation reads the bits
     "add_bits": kernel("add_bits", "add.f32 %f5, %f1, %f2;\n mov.b32 %r2, %f5;\n and.b32 %r3, %r2, 0xffff;\n"
                                    " st.global.u32 [%rd4], %r3;"),
+    # add -> mov.b32 -> a shuffle's lane operand: the bits pick the source lane
+    "add_lane": kernel("add_lane", "add.f32 %f5, %f1, %f2;\n mov.b32 %r2, %f5;\n"
+                                   " shfl.sync.idx.b32 %r3, %r1, %r2, 31, -1;\n st.global.u32 [%rd4], %r3;"),
     # add -> cvt.f64.f32: the conversion keeps the payload
     "add_cvt": kernel("add_cvt", "add.f32 %f5, %f1, %f2;\n cvt.f64.f32 %fd1, %f5;\n st.global.f64 [%rd4], %fd1;",
                       out="u64"),
@@ -159,6 +162,7 @@ def test_observed_nans_are_canonical(nan: int) -> None:
     assert (run("add_shfl", a) == NAN).all()
     assert (run("add_mov", a) == NAN).all()
     assert (run("add_bits", a) == 0xFFFF).all()
+    assert (run("add_lane", a) == np.repeat([31, 63], 32)).all()  # lane 0x7fffffff & 31 of each warp
     assert (run("add_cvt", a) == 0x7FFFFFFFE0000000).all()
     assert (run("fma_min", a) == 0x40000000).all()  # min(NaN, 2.0) = 2.0
     assert (run("mul_xorsign", a) == 0x40000000).all()  # |2.0| with the canonical NaN's sign (+)
@@ -214,7 +218,7 @@ def test_selects_gone_where_no_use_reads_the_bits() -> None:
     assert lean > 0 and full == 5 * lean
 
 
-@pytest.mark.parametrize("name", ["add_mov", "add_bits", "add_cvt", "mul_xorsign", "add_copysign", "abs_f64",
+@pytest.mark.parametrize("name", ["add_mov", "add_bits", "add_lane", "add_cvt", "mul_xorsign", "add_copysign", "abs_f64",
                                   "two_defs", "loop", "func_result"])
 def test_selects_stay_where_a_use_reads_the_bits(name: str) -> None:
     assert not any(any(free) for free in free_arith(KERNELS[name]))

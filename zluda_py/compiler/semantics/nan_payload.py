@@ -54,17 +54,18 @@ def _float_type(inst: ast.Instruction) -> str | None:
     return types[-1] if types and types[-1] in FLOAT_TYPES else None
 
 
-def _move(inst: ast.Instruction) -> tuple[str, list[str], int] | None:
-    """(destination, sources, bits) of an instruction that only moves register bits."""
+def _move(inst: ast.Instruction) -> tuple[str, list[str], int, list[ast.Operand]] | None:
+    """(destination, sources, bits, other operands) of an instruction that only moves register
+    bits; the other operands (a shuffle's lane, clamp and mask, selp's predicate) are read as is."""
     ops = inst.operands
     if inst.opcode == "mov" and len(ops) == 2 and all(isinstance(o, ast.Reg) for o in ops) and inst.types:
-        return ops[0].name, [ops[1].name], ptx_bits(inst.types[-1])
+        return ops[0].name, [ops[1].name], ptx_bits(inst.types[-1]), []
     if inst.opcode == "selp" and len(ops) == 4 and isinstance(ops[0], ast.Reg) and inst.types:
-        return ops[0].name, [o.name for o in ops[1:3] if isinstance(o, ast.Reg)], ptx_bits(inst.types[-1])
+        return ops[0].name, [o.name for o in ops[1:3] if isinstance(o, ast.Reg)], ptx_bits(inst.types[-1]), list(ops[3:])
     if inst.opcode == "shfl" and len(ops) >= 2 and isinstance(ops[1], ast.Reg):
         d = ops[0].dest if isinstance(ops[0], ast.PredOut) else ops[0]
         if isinstance(d, ast.Reg):
-            return d.name, [ops[1].name], 32
+            return d.name, [ops[1].name], 32, list(ops[2:])
     return None
 
 
@@ -115,7 +116,9 @@ def free_results(insts: Iterable[ast.Instruction], escaping: Iterable[str]) -> s
     for inst in insts:
         move = _move(inst)
         if move is not None:
-            moves.append(move)
+            moves.append(move[:3])
+            for name in ast.mentioned_names(move[3]):
+                need(name, SENSITIVE)
             continue
         uses = _uses(inst)
         if uses is None:
