@@ -46,8 +46,12 @@ I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
 # done when they execute, so there is nothing to order between proxies.
 NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "applypriority",
           "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep"}
-CLONE_LIMIT = 2000  # PTX instructions in a function above which no converged clones are made
-FRAME_REGS_LIMIT = 2000  # ... and a kernel keeps its registers in the warp frame
+# PTX instructions in a function above which no converged clones are made: a clone doubles a
+# block's IR, and cub's 900-instruction scan kernels compiled 4x faster without them while
+# Thrust's scan of 4M ints took 1.0-1.5x as long (docs/cpu_target.md, "Converged clones only
+# below 500 PTX instructions")
+CLONE_LIMIT = 500
+FRAME_REGS_LIMIT = 2000  # PTX instructions above which a kernel keeps its registers in the warp frame
 SEARCH = -1  # the dispatcher's `want`: find the lowest block a lane waits at
 # launch-record slots the host sets before a launch and nothing changes during it
 LAUNCH_CONSTANT = frozenset({Ctx.PARAMS, Ctx.GRID_X, Ctx.GRID_Y, Ctx.GRID_Z, Ctx.BLOCK_X, Ctx.BLOCK_Y, Ctx.BLOCK_Z})
