@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from zluda_py.compiler import compile
+from zluda_py.compiler.cpu import memory
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +21,22 @@ def cuda_module(nvcc):
         return cache[key]
 
     return build
+
+
+def compile_recording_plans(ptx: str):
+    """(module, {(kernel, opcode, address register): set of plans}) of `ptx` compiled for the
+    CPU, with the access plan cpu/memory.py chose for every ld/st."""
+    seen: dict[tuple[str, str, str], set[str]] = {}
+    original = memory.MemoryMixin._plan
+
+    def spy(self, inst, addr, space, nbytes):
+        plan = original(self, inst, addr, space, nbytes)
+        seen.setdefault((self.fn.name, inst.opcode, addr.base.name), set()).add(plan)
+        return plan
+
+    memory.MemoryMixin._plan = spy
+    try:
+        module = compile(ptx)
+    finally:
+        memory.MemoryMixin._plan = original
+    return module, seen

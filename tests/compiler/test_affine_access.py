@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from zluda_py.compiler import LaunchError, compile, pipeline, register_memory, unregister_memory
-from zluda_py.compiler.cpu import memory
+from zluda_py.compiler import LaunchError, pipeline, register_memory, unregister_memory
+from tests.compiler.conftest import compile_recording_plans
 from zluda_py.compiler.cpu.module import helpers_ir
 from zluda_py.compiler.cpu.runtime import target_machine
 from zluda_py.compiler.linker import link
@@ -290,20 +290,7 @@ DONE:
 @pytest.fixture(scope="module")
 def plans():
     """{(kernel, opcode, address register): set of plans} chosen while compiling PTX."""
-    seen: dict[tuple[str, str, str], set[str]] = {}
-    original = memory.MemoryMixin._plan
-
-    def spy(self, inst, addr, space, nbytes):
-        plan = original(self, inst, addr, space, nbytes)
-        seen.setdefault((self.fn.name, inst.opcode, addr.base.name), set()).add(plan)
-        return plan
-
-    memory.MemoryMixin._plan = spy
-    try:
-        module = compile(PTX)
-    finally:
-        memory.MemoryMixin._plan = original
-    return module, seen
+    return compile_recording_plans(PTX)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from zluda_py.compiler import LaunchError, compile, register_memory, unregister_memory
-from zluda_py.compiler.cpu import memory
+from tests.compiler.conftest import compile_recording_plans
 
 HEAD = ".version 7.8\n.target sm_80\n.address_size 64\n"
 
@@ -172,20 +172,7 @@ LOOP2:
 @pytest.fixture(scope="module")
 def compiled():
     """(module, {(kernel, opcode, address register): plans})."""
-    seen: dict[tuple[str, str, str], set[str]] = {}
-    original = memory.MemoryMixin._plan
-
-    def spy(self, inst, addr, space, nbytes):
-        plan = original(self, inst, addr, space, nbytes)
-        seen.setdefault((self.fn.name, inst.opcode, addr.base.name), set()).add(plan)
-        return plan
-
-    memory.MemoryMixin._plan = spy
-    try:
-        module = compile(PTX)
-    finally:
-        memory.MemoryMixin._plan = original
-    return module, seen
+    return compile_recording_plans(PTX)
 
 
 @pytest.fixture
