@@ -44,6 +44,7 @@ def test_calls_and_plain_code_can_be_split(body: str) -> None:
     "mov.u64 %q, ident;",                   # a plain operand
     "{\n  mov.u64 %q, ident;\n  }",         # inside a nested block
     "call (%q), other, (ident);",           # a call's argument, beside the callee
+    "call (%q), ident, (ident);",           # an argument naming the callee itself
 ])
 def test_an_address_taken_keeps_the_module_whole(body: str) -> None:
     assert whole_reason(parse(MODULE.replace("BODY", body))) == "the address of ident is taken in k"

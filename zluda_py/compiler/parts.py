@@ -16,7 +16,7 @@ A module stays whole (`whole_reason` says why) where a part could not stand alon
 
 from __future__ import annotations
 
-from zluda_py.compiler.inline import _callee, _initializer_syms
+from zluda_py.compiler.inline import _initializer_syms, _split_call
 from zluda_py.compiler.layout import directive_dims, kernel_params, max_threads
 from zluda_py.ptx import ast
 
@@ -64,8 +64,11 @@ def whole_reason(module: ast.Module) -> str | None:
             if isinstance(s, ast.Directive) and s.name == "calltargets":
                 return f"{f.name} has .calltargets (an indirect call)"
             if isinstance(s, ast.Instruction) and _names_a_function(s, functions):
-                callee = _callee(s)
-                names = ast.mentioned_names([s]) - {callee}
+                ops = list(s.operands)
+                target = _split_call(s)[1] if s.opcode == "call" else None
+                if isinstance(target, ast.Sym):  # calling a function does not take its address
+                    ops = [op for op in ops if op is not target]
+                names = ast.mentioned_names(ops) | ({s.guard.reg} if s.guard is not None else set())
                 taken = next((n for n in names if n in functions), None)
                 if taken:
                     return f"the address of {taken} is taken in {f.name}"
