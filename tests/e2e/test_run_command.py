@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+
+import pytest
 
 
 def test_exit_code_is_the_programs(run, tmp_path):
@@ -81,3 +85,29 @@ def test_environment_backend_is_validated(run):
     r = run(sys.executable, "-c", CUINIT, env_extra={"ZLUDA_BACKEND": "gpu"})
     assert r.stdout.split() == ["100"]
     assert "ZLUDA_BACKEND='gpu': expected one of cpu, hip, auto" in r.stderr
+
+
+def test_an_interpreter_is_not_warned_about(run):
+    # python reaches libcuda through the frameworks it loads (CuPy, numba-cuda): libpython
+    # calls dlopen, which is what tells it apart from /bin/true
+    r = run(os.path.realpath(sys.executable), "-c", "pass")
+    assert r.returncode == 0 and "does not look like a CUDA program" not in r.stderr
+
+
+@pytest.mark.parametrize("calls_dlopen", [True, False])
+def test_a_program_that_loads_libraries_is_not_warned_about(run, tmp_path, calls_dlopen):
+    body = 'return dlopen("libm.so.6", RTLD_NOW) ? 0 : 1;' if calls_dlopen else "return 0;"
+    src = tmp_path / "p.c"
+    src.write_text(f"#include <dlfcn.h>\nint main(void) {{ {body} }}\n")
+    subprocess.run(["gcc", "-o", str(tmp_path / "p"), str(src)], check=True)
+    r = run(tmp_path / "p")
+    assert r.returncode == 0
+    assert ("does not look like a CUDA program" in r.stderr) is not calls_dlopen
+
+
+def test_a_malformed_elf_gives_a_message_not_a_traceback(run, tmp_path):
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"\x7fELF" + bytes(range(256)) * 4)
+    bad.chmod(0o755)
+    r = run(bad)
+    assert r.returncode == 126 and "cannot execute" in r.stderr and "Traceback" not in r.stderr

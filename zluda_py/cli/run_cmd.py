@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from .. import backends
+from .elf_imports import loads_libraries
 
 SHIM_DIR = Path(__file__).resolve().parent.parent / "_shim"
 # where Triton looks for ptxas (the second for sm_100 and newer); a user's choice is kept
@@ -87,9 +88,9 @@ def run(args: argparse.Namespace) -> int:
     except backends.BackendUnavailable as e:
         print(f"zluda run: --backend {args.backend}: {e}; the program will see CUDA_ERROR_NO_DEVICE",
               file=sys.stderr)
-    if not _uses_cuda(path):
+    if not _uses_cuda(path) and not loads_libraries(path):
         print(f"zluda run: warning: {program[0]} does not look like a CUDA program (no device code, does not "
-              f"use libcuda or libcudart); running it anyway", file=sys.stderr)
+              f"use libcuda or libcudart, loads no libraries at run time); running it anyway", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: the
