@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import stat
@@ -87,6 +88,29 @@ def test_key_covers_ptx_order_target_and_compiler(cache_dir, monkeypatch):
         get("sm_86")
     gfx90a, gfx942 = k([a], get("gfx90a")), k([a], get("gfx942"))
     assert len({plain, gfx90a, gfx942}) == 3
+
+
+class _CountedText(str):
+    """PTX text that counts how often it is encoded (hashed for a key)."""
+
+    encoded = 0
+
+    def encode(self, *args, **kwargs) -> bytes:
+        type(self).encoded += 1
+        return super().encode(*args, **kwargs)
+
+
+def test_a_module_text_is_hashed_once_for_all_its_parts(cache_dir):
+    text = _CountedText(add_kernel_ptx(5) + "// a text no other test hashes\n")
+    parts = [None, "@variables", "add", "other"]
+    got = [cache.cache_key([text], CPU, part) for part in parts]
+    assert _CountedText.encoded == 1
+    for part, k in zip(parts, got):  # the key as key.py's docstring defines it, hashed here independently
+        data = str(text).encode()
+        h = hashlib.sha256(key.build_id(CPU).encode() + len(data).to_bytes(8, "little") + data)
+        if part is not None:
+            h.update(b"\0part\0" + part.encode())
+        assert k == h.hexdigest()
 
 
 def test_compiler_change_misses(cache_dir, monkeypatch):
