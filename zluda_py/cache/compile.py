@@ -14,6 +14,7 @@ from zluda_py.compiler.target import Target
 
 from . import events, progress
 from .key import build_id, cache_key
+from .part_source import PartSource
 from .settings import Settings, from_environment
 from .store import store_for
 
@@ -104,7 +105,8 @@ def _compile(ptx: list[str], target: Target, todo: list[tuple[str, str | None]],
     if todo[0][1] is None:
         results = [compile_object(ptx, target)]
     else:
-        results = compile_parts(module if module is not None else linked(ptx), [part for _, part in todo], target)
+        names = [part for _, part in todo]
+        results = compile_parts(module if module is not None else _part_module(ptx, names), names, target)
     seconds = time.perf_counter() - start
     built = []
     for (key, _), (ir_text, object_code, metadata) in zip(todo, results):
@@ -152,6 +154,43 @@ def linked(ptx: list[str]):
         module = link([parse(text) for text in ptx])
         with _linked_lock:
             module = _linked.setdefault(key, module)
+    return module
+
+
+_sources: dict[tuple[str, ...], PartSource] = {}
+
+
+def release(ptx: list[str]) -> None:
+    """Let the linked AST of a module built per kernel go, keeping its text to parse parts from
+    (part_source.py); a module linked from several texts keeps its AST."""
+    key = tuple(ptx)
+    with _linked_lock:
+        module = _linked.get(key)
+    if module is None or len(ptx) != 1:
+        return
+    source = PartSource.of(module, ptx[0])
+    if source is not None:
+        with _linked_lock:
+            _sources[key] = source
+            _linked.pop(key, None)
+
+
+def _part_module(ptx: list[str], parts: list[str]):
+    """The AST these parts of a module built per kernel are lowered from: the linked module
+    while this process holds it, else the text of what the kernels reach, parsed."""
+    from zluda_py.compiler.parts import VARIABLES
+
+    key = tuple(ptx)
+    with _linked_lock:
+        module, source = _linked.get(key), _sources.get(key)
+    if module is not None:
+        return module
+    if source is not None and VARIABLES not in parts:
+        from zluda_py.compiler.linker import link
+
+        return link([source.module(parts)])
+    module = linked(ptx)  # the load did not parse it (its variables' part was cached)
+    release(ptx)
     return module
 
 

@@ -21,7 +21,7 @@ from zluda_py.compiler.kernels import KernelInfo
 from zluda_py.compiler.parts import VARIABLES, parts
 
 from . import events
-from .compile import Built, compile_cached, known, linked, parts_once
+from .compile import Built, compile_cached, known, linked, parts_once, release
 
 
 def eager() -> bool:
@@ -91,4 +91,5 @@ def load(ptx: list[str], name: str = ""):
     lazy = LazyModule(ptx, name)
     if eager():
         lazy.build(list(lazy.kernels))
+    release(ptx)  # the kernels built later are parsed from the text of what they reach
     return lazy
