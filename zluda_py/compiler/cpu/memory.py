@@ -222,10 +222,7 @@ class MemoryMixin:
             return
         align = nbytes if align is None else align
         if space in ("shared", "local"):
-            window, size = self._window_size(space), ir.Constant(I64, nbytes)
-            # [value, value+nbytes) outside the window; one smaller than an access holds nothing
-            bad = b.or_(b.icmp_unsigned(">", value, V.splat(b, b.sub(window, size))),
-                        V.splat(b, b.icmp_unsigned("<", window, size)))
+            bad = _outside_window(b, value, self._window_size(space), ir.Constant(I64, nbytes))
             if _alignment_checked(align):
                 bad = b.or_(bad, b.icmp_unsigned("!=", b.and_(value, V.splat_const(I64, align - 1)),
                                                  V.splat_const(I64, 0)))
@@ -341,16 +338,21 @@ class MemoryMixin:
         included, is one call of a shared out-of-line helper (`_lanes_function`), which checks
         host addresses lane by lane: inline, that path was about a quarter of a small kernel's IR."""
         host = acc.offsets is not None and acc.space not in ("shared", "local", "param")
-        if acc.offsets is not None and not host:  # window checks stay inline (small)
+        call = host or not self.cloned or elt.width not in (32, 64)  # byte gathers are 32 scalar branches each
+        # the helper tests a .shared window itself: inline, the test and its fault call were ~13 % of
+        # a large kernel's IR (one without clones); a .local window needs each lane's stack base
+        shared = call and acc.offsets is not None and acc.space == "shared"
+        if acc.offsets is not None and not host and not shared:
             self.check_bounds(acc.offsets, acc.space, acc.nbytes, mask)
-        if host or not self.cloned or elt.width not in (32, 64):  # byte gathers are 32 scalar branches each
-            return self._per_lane_call(acc, mask, cache if host else None, elt, n, values)
+        if call:
+            return self._per_lane_call(acc, mask, cache if host else None, elt, n, values, shared)
         return _move_lanes(self.b, acc.host, mask, elt, n, values)
 
     def _per_lane_call(self, acc: Access, mask: ir.Value, cache: ir.Value | None, elt: ir.IntType, n: int,
-                       values: list[ir.Value] | None) -> list[ir.Value]:
-        """The per-lane move through `_lanes_function` (with a `cache`: it checks host addresses,
-        alignment first, and a fault leaves through the function's shared fault block)."""
+                       values: list[ir.Value] | None, shared: bool = False) -> list[ir.Value]:
+        """The per-lane move through `_lanes_function` (with a `cache`: it checks host addresses;
+        `shared`: the lanes' offsets into the .shared window; alignment first, and a fault leaves
+        through the function's shared fault block)."""
         b = self.b
         addrs, data = self._lane_buffers()
         b.store(acc.host, addrs)
@@ -361,8 +363,8 @@ class MemoryMixin:
             b.store(v, slot(k))
         fn = _lanes_function(self.mod, "gather" if values is None else "scatter", elt, n)
         status = b.call(fn, [self.ctx, addrs, V.mask_bits(b, mask), ir.Constant(I64, acc.nbytes),
-                             cache if cache is not None else ir.Constant(PTR, None), data])
-        if cache is not None:
+                             cache if cache is not None else ir.Constant(PTR, None), data, ir.Constant(I1, shared)])
+        if cache is not None or shared:
             with b.if_then(b.icmp_unsigned("!=", status, ir.Constant(I32, 0)), likely=False):
                 self._leave_recorded(status)
         if values is not None:
@@ -830,7 +832,7 @@ def _bounds_function(mod) -> ir.Function:
         return fn
     ctx, addrs, mask, size, cache = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    slot = lambda i: b.load(b.gep(ctx, [ir.Constant(I64, 8 * i)], source_etype=V.I8), typ=I64)  # noqa: E731
+    slot = functools.partial(_ctx_slot, b, ctx)
     cache_hi = b.gep(cache, [ir.Constant(I64, 1)], source_etype=I64)
     threads = b.mul(b.mul(slot(Ctx.BLOCK_X), slot(Ctx.BLOCK_Y)), slot(Ctx.BLOCK_Z))
     windows = [(slot(Ctx.SHARED), slot(Ctx.SHARED_WINDOW)), (slot(Ctx.STACK), b.mul(threads, slot(Ctx.STACK_SIZE))),
@@ -914,6 +916,11 @@ def _bounds_function(mod) -> ir.Function:
     return fn
 
 
+def _ctx_slot(b: ir.IRBuilder, ctx: ir.Value, i: int) -> ir.Value:
+    """A helper's load of launch-record slot `i` (i64)."""
+    return b.load(b.gep(ctx, [ir.Constant(I64, 8 * i)], source_etype=V.I8), typ=I64)
+
+
 @functools.lru_cache(maxsize=None)
 def _lane_offsets(stride: int, period: int = WARP) -> ir.Constant:
     """<0, stride, 2*stride, ...> as i64, restarting every `period` lanes (one object per
@@ -946,12 +953,18 @@ def _window_fault_function(mod) -> ir.Function:
     ctx, value, mask, size, align_bits, window = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     misaligned = b.icmp_unsigned("!=", b.and_(value, V.splat(b, align_bits)), V.splat_const(I64, 0))
-    outside = b.or_(b.icmp_unsigned(">", value, V.splat(b, b.sub(window, size))),
-                    V.splat(b, b.icmp_unsigned("<", window, size)))
+    outside = _outside_window(b, value, window, size)
     for status, lanes in ((CUDA_ERROR_MISALIGNED_ADDRESS, misaligned), (CUDA_ERROR_ILLEGAL_ADDRESS, outside)):
         _return_first_lane(b, ctx, value, b.and_(mask, lanes), status)
     b.ret(ir.Constant(I32, 0))
     return fn
+
+
+def _outside_window(b: ir.IRBuilder, value: ir.Value, window: ir.Value, size: ir.Value) -> ir.Value:
+    """Per lane: [value, value+size) is not inside [0, window) (a window smaller than an access
+    holds nothing)."""
+    return b.or_(b.icmp_unsigned(">", value, V.splat(b, b.sub(window, size))),
+                 V.splat(b, b.icmp_unsigned("<", window, size)))
 
 
 def _return_first_lane(b: ir.IRBuilder, ctx: ir.Value, addrs: ir.Value, bad: ir.Value, status: int) -> None:
@@ -987,11 +1000,12 @@ def _lanes_check_function(mod) -> ir.Function:
 
 
 def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
-    """`i32 zluda.<kind>.iW.xN(ctx, ptr addrs, i32 mask, i64 size, ptr cache, ptr data)`: with a
-    `cache` (host addresses), check every active lane's address first: the first misaligned lane
-    gives 716, else a lane out of bounds 700 (lane and address recorded in the launch record,
-    nothing moved); then gather N consecutive elements per lane into `data` (N vectors) or scatter
-    them from it, in lane order (the highest lane's value stays where lanes collide). Returns the
+    """`i32 zluda.<kind>.iW.xN(ctx, ptr addrs, i32 mask, i64 size, ptr cache, ptr data, i1 shared)`:
+    with a `cache` (host addresses), check every active lane's address first: the first
+    misaligned lane gives 716, else a lane out of bounds 700 (lane and address recorded in the
+    launch record, nothing moved); with `shared`, the same for the lanes' offsets into the
+    .shared window (address - arena base), as `zluda.window_fault` finds them; then gather N
+    consecutive elements per lane into `data` (N vectors) or scatter them from it, in lane order (the highest lane's value stays where lanes collide). Returns the
     status (0: moved). Out of line, with its operands in memory: a 32-lane gather is much machine
     code and the rare path of most accesses. (LLVM 22's preserve_allcc, which would spare the
     caller its spills around the call, lost the upper quarters of vector registers here.)"""
@@ -999,16 +1013,23 @@ def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
     fn = mod.ir.globals.get(name)
     if fn is not None:
         return fn
-    fn = _helper(mod, name, I32, [PTR, PTR, I32, I64, PTR, PTR])
+    fn = _helper(mod, name, I32, [PTR, PTR, I32, I64, PTR, PTR, I1])
     if not _defined_here(mod, fn.name):
         return fn
-    ctx, addrs_p, bits, size, cache, data = fn.args
+    ctx, addrs_p, bits, size, cache, data, shared = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     addrs, mask, vt = b.load(addrs_p, typ=V.vec(I64)), V.bits_mask(b, bits), V.vec(elt)
+    # PTX wants natural alignment: the access size when it is a power of two
+    pow2 = b.icmp_unsigned("==", b.and_(size, b.sub(size, ir.Constant(I64, 1))), ir.Constant(I64, 0))
+    low = b.select(pow2, b.sub(size, ir.Constant(I64, 1)), ir.Constant(I64, 0))
+    with b.if_then(shared):
+        offsets = b.sub(addrs, V.splat(b, _ctx_slot(b, ctx, Ctx.SHARED)))
+        window = _ctx_slot(b, ctx, Ctx.SHARED_WINDOW)
+        bad = b.or_(_outside_window(b, offsets, window, size),
+                    b.icmp_unsigned("!=", b.and_(offsets, V.splat(b, low)), V.splat_const(I64, 0)))
+        with b.if_then(V.any_lane(b, b.and_(mask, bad)), likely=False):
+            b.ret(b.call(_window_fault_function(mod), [ctx, offsets, mask, size, low, window]))
     with b.if_then(b.icmp_unsigned("!=", cache, ir.Constant(PTR, None))):
-        # PTX wants natural alignment: the access size when it is a power of two
-        pow2 = b.icmp_unsigned("==", b.and_(size, b.sub(size, ir.Constant(I64, 1))), ir.Constant(I64, 0))
-        low = b.select(pow2, b.sub(size, ir.Constant(I64, 1)), ir.Constant(I64, 0))
         misaligned = b.icmp_unsigned("!=", b.and_(addrs, V.splat(b, low)), V.splat_const(I64, 0))
         _return_first_lane(b, ctx, addrs, b.and_(mask, misaligned), CUDA_ERROR_MISALIGNED_ADDRESS)
         ok = b.call(_lanes_check_function(mod), [ctx, addrs, mask, size, cache])
