@@ -1,6 +1,7 @@
 """Lazy module loading (CUDA_MODULE_LOADING, LAZY by default as on NVIDIA's driver since CUDA
 12.2): a load parses and checks the PTX (unless its variables' part is cached: see `load`) and
-builds only the module's variables; a kernel is
+builds only the module's variables, then keeps the PTX text rather than its AST
+(part_source.py); a kernel is
 built (from the cache, or compiled) the first time it is needed: launched, or asked for what
 only its code knows (`kernel(name)`). EAGER builds every kernel at load, in parallel.
 
