@@ -15,6 +15,7 @@ import pytest
 
 from zluda_py import reference
 from zluda_py.compiler import LaunchError, compile
+from zluda_py.compiler.cpu.memory import SHARED_WINDOW_CHECK
 from zluda_py.compiler.cpu.target import CPU
 from zluda_py.compiler.linker import link
 from zluda_py.ptx import parse
@@ -89,9 +90,11 @@ def case(request):
     text = kernel(bits, padding)
     part = CPU.lower_part(link([parse(text)]), "sites").text
     assert bool(re.search(r"^all\d+:", part, re.M)) is cloned
-    # where the helper moves the lanes it checks the window (its last argument), and a kernel
-    # without clones (no fast paths) makes no window test of its own
-    helped = len(re.findall(r"call i32 @\"zluda\.(gather|scatter)\.i\d+\.x1\"\(.*, i1 true\)", part))
+    # where the helper moves the lanes it checks the window (the flag in its size operand), and a
+    # kernel without clones (no fast paths) makes no window test of its own
+    call = r"call i32 @\"zluda\.(?:gather|scatter)\.i\d+\.x1\"\(ptr %\S+, [^,]+, i32 %\S+, i64 (\d+),"
+    sizes = re.findall(call, part)
+    helped = sum(int(size) == SHARED_WINDOW_CHECK | bits // 8 for size in sizes)
     assert helped == (0 if bits == 32 and cloned else SITES * (2 if cloned else 1))  # a clone: two copies
     assert ("zluda.window_fault" in part) is cloned
     ref = np.zeros(SITES * 32, np.uint32)

@@ -362,8 +362,9 @@ class MemoryMixin:
         for k, v in enumerate(values or []):
             b.store(v, slot(k))
         fn = _lanes_function(self.mod, "gather" if values is None else "scatter", elt, n)
-        status = b.call(fn, [self.ctx, addrs, V.mask_bits(b, mask), ir.Constant(I64, acc.nbytes),
-                             cache if cache is not None else ir.Constant(PTR, None), data, ir.Constant(I1, shared)])
+        size = acc.nbytes | (SHARED_WINDOW_CHECK if shared else 0)
+        status = b.call(fn, [self.ctx, addrs, V.mask_bits(b, mask), ir.Constant(I64, size),
+                             cache if cache is not None else ir.Constant(PTR, None), data])
         if cache is not None or shared:
             with b.if_then(b.icmp_unsigned("!=", status, ir.Constant(I32, 0)), likely=False):
                 self._leave_recorded(status)
@@ -1000,24 +1001,27 @@ def _lanes_check_function(mod) -> ir.Function:
 
 
 def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
-    """`i32 zluda.<kind>.iW.xN(ctx, ptr addrs, i32 mask, i64 size, ptr cache, ptr data, i1 shared)`:
-    with a `cache` (host addresses), check every active lane's address first: the first
-    misaligned lane gives 716, else a lane out of bounds 700 (lane and address recorded in the
-    launch record, nothing moved); with `shared`, the same for the lanes' offsets into the
-    .shared window (address - arena base), as `zluda.window_fault` finds them; then gather N
-    consecutive elements per lane into `data` (N vectors) or scatter them from it, in lane order (the highest lane's value stays where lanes collide). Returns the
-    status (0: moved). Out of line, with its operands in memory: a 32-lane gather is much machine
-    code and the rare path of most accesses. (LLVM 22's preserve_allcc, which would spare the
-    caller its spills around the call, lost the upper quarters of vector registers here.)"""
+    """`i32 zluda.<kind>.iW.xN(ctx, ptr addrs, i32 mask, i64 size, ptr cache, ptr data)`: with a
+    `cache` (host addresses), check every active lane's address first: the first misaligned lane
+    gives 716, else a lane out of bounds 700 (lane and address recorded in the launch record,
+    nothing moved); with SHARED_WINDOW_CHECK set in `size`, the same for the lanes' offsets into
+    the .shared window (address - arena base), as `zluda.window_fault` finds them; then gather N
+    consecutive elements per lane into `data` (N vectors) or scatter them from it, in lane order
+    (the highest lane's value stays where lanes collide). Returns the status (0: moved). Out of
+    line, with its operands in memory: a 32-lane gather is much machine code and the rare path
+    of most accesses. (LLVM 22's preserve_allcc, which would spare the caller its spills around
+    the call, lost the upper quarters of vector registers here.)"""
     name = _lanes_name(kind, elt.width, n)
     fn = mod.ir.globals.get(name)
     if fn is not None:
         return fn
-    fn = _helper(mod, name, I32, [PTR, PTR, I32, I64, PTR, PTR, I1])
+    fn = _helper(mod, name, I32, [PTR, PTR, I32, I64, PTR, PTR])
     if not _defined_here(mod, fn.name):
         return fn
-    ctx, addrs_p, bits, size, cache, data, shared = fn.args
+    ctx, addrs_p, bits, size, cache, data = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    shared = b.icmp_unsigned("!=", b.and_(size, ir.Constant(I64, SHARED_WINDOW_CHECK)), ir.Constant(I64, 0))
+    size = b.and_(size, ir.Constant(I64, SHARED_WINDOW_CHECK - 1))
     addrs, mask, vt = b.load(addrs_p, typ=V.vec(I64)), V.bits_mask(b, bits), V.vec(elt)
     # PTX wants natural alignment: the access size when it is a power of two
     pow2 = b.icmp_unsigned("==", b.and_(size, b.sub(size, ir.Constant(I64, 1))), ir.Constant(I64, 0))
@@ -1060,6 +1064,11 @@ def _move_lanes(b: ir.IRBuilder, addrs: ir.Value, mask: ir.Value, elt: ir.IntTyp
             V.intrinsic(b, f"llvm.masked.scatter.v{WARP}i{elt.width}.v{WARP}p0", ir.VoidType(),
                         [values[k], p, align, mask])
     return out
+
+
+# a flag in the per-lane helpers' size operand: test the lanes' .shared window offsets first (a
+# flag, not a seventh argument: that one would go on the stack at every call, host ones included)
+SHARED_WINDOW_CHECK = 1 << 32
 
 
 def _lanes_name(kind: str, width: int, n: int) -> str:
