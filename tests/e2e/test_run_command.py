@@ -26,6 +26,19 @@ def test_non_cuda_program_is_warned_about(run):
     assert r.returncode == 0 and "does not look like a CUDA program" in r.stderr
 
 
+def test_the_launcher_does_not_load_the_cpu_backend(tmp_path):
+    """`zluda run` only sets the program up; the CPU backend (the compiler, LLVM, NumPy) is
+    imported by the program's own process, at cuInit."""
+    script = tmp_path / "exit0.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "zluda_py.cli", "run", "--backend", "cpu", "--",
+                        str(script)], capture_output=True, text=True, timeout=120)
+    imported = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    assert r.returncode == 0 and "zluda_py.cli.elf_imports" in imported, r.stderr  # its checks ran
+    assert not {"zluda_py.backends.cpu", "zluda_py.compiler", "llvmlite", "numpy"} & imported
+
+
 def test_library_comes_first_for_dlopen_by_bare_name(run, tmp_path):
     code = ("import ctypes; lib = ctypes.CDLL('libcuda.so.1'); v = ctypes.c_int(); "
             "print(lib.cuDriverGetVersion(ctypes.byref(v)), v.value, hasattr(lib, 'zluda_shim_path'))")

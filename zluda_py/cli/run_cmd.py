@@ -83,11 +83,12 @@ def run(args: argparse.Namespace) -> int:
     if not os.access(path, os.X_OK) or os.path.isdir(path):
         print(f"zluda run: {program[0]}: not an executable file", file=sys.stderr)
         return 126
-    try:
-        backends.choose(args.backend)
-    except backends.BackendUnavailable as e:
-        print(f"zluda run: --backend {args.backend}: {e}; the program will see CUDA_ERROR_NO_DEVICE",
-              file=sys.stderr)
+    if args.backend != "cpu":  # the host CPU is always there: importing its backend (LLVM, NumPy) here
+        try:                    # cost 0.4 s of CPU per run, and cuInit reports a broken install anyway
+            backends.choose(args.backend)
+        except backends.BackendUnavailable as e:
+            print(f"zluda run: --backend {args.backend}: {e}; the program will see CUDA_ERROR_NO_DEVICE",
+                  file=sys.stderr)
     if not _uses_cuda(path) and not loads_libraries(path):
         print(f"zluda run: warning: {program[0]} does not look like a CUDA program (no device code, does not "
               f"use libcuda or libcudart, loads no libraries at run time); running it anyway", file=sys.stderr)
