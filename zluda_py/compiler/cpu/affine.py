@@ -217,16 +217,23 @@ class Analysis:
         f = resize(self.at.get((id(inst), reg)), 32, False)
         return f.const if f is not None and f.uniform else None
 
-    def one_lane_side(self, bra: ast.Instruction) -> bool | None:
-        """For a guarded `bra` whose predicate is `setp.eq/ne` of a value distinct in every lane
-        (affine, stride not 0) against a uniform one, which side a whole warp never takes (at
-        most one lane, or a few in 2-D blocks): True the branch, False the fall-through
-        (`if (threadIdx.x == 0)`); else None."""
+    def equality_setp(self, bra: ast.Instruction) -> ast.Instruction | None:
+        """The unguarded integer `setp.eq/ne` that alone defines a guarded `bra`'s predicate, if one does."""
         d = self._guard_def.get(id(bra))
         setp = self._def_inst.get(d) if d is not None else None
         if setp is None or setp.opcode != "setp" or setp.guard is not None or len(setp.operands) != 3 \
                 or not isinstance(setp.operands[0], ast.Reg) or not ({"eq", "ne"} & set(setp.mods)) \
                 or setp.types[-1][0] not in "sub":  # integers: a float compare is not affine
+            return None
+        return setp
+
+    def one_lane_side(self, bra: ast.Instruction) -> bool | None:
+        """For a guarded `bra` whose predicate is `setp.eq/ne` of a value distinct in every lane
+        (affine, stride not 0) against a uniform one, which side a whole warp never takes (at
+        most one lane, or a few in 2-D blocks): True the branch, False the fall-through
+        (`if (threadIdx.x == 0)`); else None."""
+        setp = self.equality_setp(bra)
+        if setp is None:
             return None
         bits = ptx_bits(setp.types[-1])
         forms = []

@@ -53,6 +53,9 @@ NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "app
 CLONE_LIMIT = 500
 FRAME_REGS_LIMIT = 2000  # PTX instructions above which a kernel keeps its registers in the warp frame
 SEARCH = -1  # the dispatcher's `want`: find the lowest block a lane waits at
+# PTX instructions up to which a side before a return (`if (lane == 0) store; ret`) runs in place
+# in a converged warp instead of through the dispatcher: one more copy of the block per split
+SIDE_LIMIT = 8
 # launch-record slots the host sets before a launch and nothing changes during it
 LAUNCH_CONSTANT = frozenset({Ctx.PARAMS, Ctx.GRID_X, Ctx.GRID_Y, Ctx.GRID_Z, Ctx.BLOCK_X, Ctx.BLOCK_Y, Ctx.BLOCK_Z})
 # Families we refuse: the tensor cores past mma.sync, wmma and the matrix moves (cpu/mma.py).
@@ -494,11 +497,11 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         taken = self.guarded(term, mask)
         op = term.opcode
         if op == "bra":
-            target = self.body.labels[next(o for o in term.operands if isinstance(o, ast.Sym)).name]
+            target = self._bra_target(term)
             if term.guard is None:
                 self.jump(mask, target, converged)
             else:
-                self.branch(mask, taken, target, blk.fallthrough, converged)
+                self.branch(term, mask, taken, target, blk.fallthrough, converged)
             return
         if term.guard is not None:
             self.goto(b.and_(mask, b.not_(taken)), blk.fallthrough)
@@ -529,7 +532,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self.goto(lanes, target)
         b.branch(self.dispatch_block)
 
-    def branch(self, lanes: ir.Value, taken: ir.Value, target: int, other: int | None, converged: bool) -> None:
+    def branch(self, bra: ast.Instruction, lanes: ir.Value, taken: ir.Value, target: int, other: int | None,
+               converged: bool) -> None:
         """A conditional branch; in a converged warp a uniform condition stays on the fast path."""
         b = self.b
         if converged and other is not None:
@@ -544,9 +548,51 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             b.position_at_end(all_taken)
             b.branch(self._converged_entry(lanes, target))
             b.position_at_end(split)
+            side = self._side_in_place(bra, target, other)
+            if side is not None:
+                join = other if side == target else target
+                self._run_side(side, join, taken if side == target else b.and_(lanes, b.not_(taken)), lanes)
+                return
         self.goto(b.and_(lanes, b.not_(taken)), other)
         self.goto(taken, target)
         b.branch(self.dispatch_block)
+
+    def _side_in_place(self, bra: ast.Instruction, target: int, other: int) -> int | None:
+        """The side of a split whose lanes a converged warp runs in place: a short block
+        numbered before the other side whose only way on is to that other side (no call, exit,
+        barrier or further branch), where the warp returns, after a `setp.eq/ne` (`lane == 0`,
+        which splits every whole warp; an ordered compare such as `i < n` mostly does not). The
+        dispatcher would run the side first, for its lanes, and then find the whole warp at the
+        other side; running it here skips that round trip (warp reduction 1.3x). Other sides
+        measured slower (docs/cpu_target.md, "Short sides in place")."""
+        if self.affine().equality_setp(bra) is None:
+            return None
+        for side, join in ((target, other), (other, target)):
+            blk = self.body.blocks[side]
+            term = blk.insts[-1] if blk.insts and cfg.is_terminator(blk.insts[-1]) else None
+            if term is None:
+                to = blk.fallthrough
+            elif term.opcode == "bra" and term.guard is None:
+                to = self._bra_target(term)
+            else:
+                continue
+            end = self.body.blocks[join].insts
+            returns = len(end) == 1 and end[0].opcode in ("ret", "exit") and end[0].guard is None
+            if returns and side < join and to == join and len(blk.insts) <= SIDE_LIMIT:
+                return side
+        return None
+
+    def _run_side(self, side: int, join: int, side_lanes: ir.Value, lanes: ir.Value) -> None:
+        """Block `side` for `side_lanes` (its divergent copy, in place), then the whole warp
+        (`lanes`) at `join`, where the side leads."""
+        blk = self.body.blocks[side]
+        self.cur_mask = side_lanes
+        for inst in blk.insts[:-1] if blk.insts and cfg.is_terminator(blk.insts[-1]) else blk.insts:
+            self.lower_inst(inst)
+        self.b.branch(self._converged_entry(lanes, join))
+
+    def _bra_target(self, bra: ast.Instruction) -> int:
+        return self.body.labels[next(o for o in bra.operands if isinstance(o, ast.Sym)).name]
 
     def _converged_entry(self, lanes: ir.Value, target: int) -> ir.Block:
         """Where a whole warp continues at `target` from a converged block: its clone, or for a
