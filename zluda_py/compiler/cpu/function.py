@@ -21,6 +21,7 @@ from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
 from zluda_py.compiler.cpu.mbarrier import MbarrierMixin
 from zluda_py.compiler.cpu.mma import MmaMixin
+from zluda_py.compiler.cpu.scalar_lanes import ScalarLanesMixin
 from zluda_py.compiler.cpu.memory import HALF, MemoryMixin
 from zluda_py.compiler.cpu.texops import TextureMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
@@ -104,7 +105,7 @@ class Symbol:
     size: int = 0
 
 
-class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, MbarrierMixin, MmaMixin):
+class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, TextureMixin, MbarrierMixin, MmaMixin):
     def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
         self.mod = mod
         self.fn = fn
@@ -134,6 +135,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         self.in_frame = self.is_kernel and sum(len(b.insts) for b in self.body.blocks) > FRAME_REGS_LIMIT
         self._kernel_params: dict[tuple[int, int], ir.Value] = {}  # (offset, bits) -> kernel_param's load
         self.resumable = False  # a kernel returning at barriers: its entry block runs at every resume
+        self.lane_copies: dict[str, list[ir.Value]] = {}  # register -> its scalar lane copies (scalar_lanes.py)
+        self.tid_copies: list[list[ir.Value]] = []
 
     # ------------------------------------------------------------------ setup
     def lower(self) -> None:
@@ -175,6 +178,7 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             start = self.llfn.append_basic_block("start")
             has_barriers = self.has_waits or any(cfg.is_block_barrier(i) for blk in self.body.blocks for i in blk.insts)
             self.resumable = has_barriers
+            self._set_up_lane_copies()
             self.resume_block = self.llfn.append_basic_block("resume") if has_barriers else start
             b.switch(self.resume, self.resume_block).add_case(ir.Constant(I32, 0), start)
             b.position_at_end(start)
@@ -638,6 +642,8 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
             self.lower_semantic(inst, mask)
         else:
             raise unsupported(inst)
+        if self.lane_copies:
+            self.copy_lanes_of(inst)
 
     def lower_semantic(self, inst: ast.Instruction, mask: ir.Value) -> None:
         lower_semantic(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask),
@@ -723,11 +729,13 @@ class FunctionLowering(MemoryMixin, WarpMixin, CallMixin, TextureMixin, Mbarrier
         pre = b.block
         multi = self.llfn.append_basic_block("tid.3d")
         joined = self.llfn.append_basic_block("tid")
+        self.store_tid_copies(base, None)
         b.cbranch(one_d, joined, multi)
         b.position_at_end(multi)
         qx = b.udiv(base, nx)
         tx, q = self._divmod_lanes(b.urem(base, nx), qx, nx, V.LANE_IDS)
         ty, tz = self._divmod_lanes(b.urem(qx, ny), b.udiv(qx, ny), ny, b.sub(q, V.splat(b, qx)))
+        self.store_tid_copies(base, [tx, ty, tz])
         last = b.block
         b.branch(joined)
         b.position_at_end(joined)

@@ -53,6 +53,9 @@ class Access:
     plan: str
     rows: tuple[int, bool] | None = None
     kparam: int | None = None  # a kernel parameter's offset in the blob (a scalar plan's load of it)
+    # lane -> (host address, offset) as scalars, from the address register's lane copies
+    # (cpu/scalar_lanes.py): the fast paths' tests read them instead of the vectors
+    lanes: dict[int, tuple[ir.Value, ir.Value]] | None = None
 
 
 class MemoryMixin:
@@ -159,7 +162,37 @@ class MemoryMixin:
             return Access(host, offsets if checked else None, space, nbytes, "uniform")
         plan = self._plan_for_size(self._plan(inst, addr, space, nbytes))
         rows = self._rows(inst, addr, space, nbytes) if self.cloned else None
-        return Access(host, offsets if checked else None, space, nbytes, plan, rows)
+        return Access(host, offsets if checked else None, space, nbytes, plan, rows,
+                      lanes=self._lanes(inst, addr, space))
+
+    def _lanes(self, inst: ast.Instruction, addr: ast.Addr, space: str
+               ) -> dict[int, tuple[ir.Value, ir.Value]] | None:
+        """Access.lanes, where the address register has lane copies and one definition reaches
+        this use (a known form; scalar_lanes.py's argument)."""
+        name = addr.base.name
+        if name not in self.lane_copies or space not in ("global", "shared", "generic") \
+                or self._form(inst, addr, space) is None:
+            return None
+        b, out = self.b, {}
+        width = 64 if self.reg_bits(addr.base) == 64 else 32
+        for k in self.copy_lanes:  # as _locate computes each lane
+            value = V.resize(b, self.lane_copy(name, k), width, False)
+            if addr.offset:
+                value = b.add(value, ir.Constant(value.type, addr.offset & ((1 << width) - 1)))
+            value = V.resize(b, value, 64, False)
+            out[k] = (b.add(self.ctx_i64(Ctx.SHARED), value) if space == "shared" else value), value
+        return out
+
+    def _lane_host(self, acc: Access, lane: ir.Value) -> ir.Value:
+        """Lane `lane`'s host address: its scalar copy where there is one, else from the vector."""
+        if acc.lanes and isinstance(lane, ir.Constant) and lane.constant in acc.lanes:
+            return acc.lanes[lane.constant][0]
+        return self.b.extract_element(acc.host, lane)
+
+    def _lane_offset(self, acc: Access, lane: ir.Value) -> ir.Value:
+        if acc.lanes and isinstance(lane, ir.Constant) and lane.constant in acc.lanes:
+            return acc.lanes[lane.constant][1]
+        return self.b.extract_element(acc.offsets, lane)
 
     def _form(self, inst: ast.Instruction, addr: ast.Addr, space: str) -> affine.Form | None:
         if space == "local":  # each lane's own stack window
@@ -244,7 +277,7 @@ class MemoryMixin:
         b = self.b
         if acc.offsets is None or acc.space == "param":
             return
-        lo, top = b.extract_element(acc.offsets, first), b.extract_element(acc.offsets, last)
+        lo, top = self._lane_offset(acc, first), self._lane_offset(acc, last)
         if _alignment_checked(acc.nbytes):  # the lanes share the first one's address or its alignment
             with b.if_then(b.icmp_unsigned("!=", b.and_(lo, ir.Constant(I64, acc.nbytes - 1)), ir.Constant(I64, 0)),
                            likely=False):
@@ -269,7 +302,7 @@ class MemoryMixin:
         b = self.b
         if acc.offsets is None or acc.space == "param":
             return
-        starts = [b.extract_element(acc.offsets, ir.Constant(I32, h)) for h in (0, HALF)]
+        starts = [self._lane_offset(acc, ir.Constant(I32, h)) for h in (0, HALF)]
         if _alignment_checked(acc.nbytes):  # a half's lanes share its first one's alignment
             low = [b.and_(s, ir.Constant(I64, acc.nbytes - 1)) for s in starts]
             with b.if_then(b.icmp_unsigned("!=", b.or_(*low), ir.Constant(I64, 0)), likely=False):
@@ -452,7 +485,7 @@ class MemoryMixin:
             return [V.splat(b, v) for v in self._scalar_loads(acc.host, elt, n)]
 
         def uniform(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
-            return [V.splat(b, v) for v in self._scalar_loads(b.extract_element(acc.host, first), elt, n)]
+            return [V.splat(b, v) for v in self._scalar_loads(self._lane_host(acc, first), elt, n)]
 
         def contiguous(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
             wide = ir.VectorType(elt, WARP * n)
@@ -488,7 +521,7 @@ class MemoryMixin:
             return
 
         def uniform(_first: ir.Value, last: ir.Value) -> list[ir.Value]:
-            self._scalar_stores(b.extract_element(acc.host, last), [b.extract_element(v, last) for v in values])
+            self._scalar_stores(self._lane_host(acc, last), [b.extract_element(v, last) for v in values])
             return []
 
         def contiguous(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
@@ -541,8 +574,8 @@ class MemoryMixin:
             stride, test = acc.rows
             go = self.rows_in_halves
             for h in (0, HALF) if test else ():  # each half's last lane on its first one's line
-                span = b.sub(b.extract_element(acc.host, ir.Constant(I32, h + HALF - 1)),
-                             b.extract_element(acc.host, ir.Constant(I32, h)))
+                span = b.sub(self._lane_host(acc, ir.Constant(I32, h + HALF - 1)),
+                             self._lane_host(acc, ir.Constant(I32, h)))
                 go = b.and_(go, b.icmp_unsigned("==", span, ir.Constant(I64, (HALF - 1) * stride)))
             fast, other = b.append_basic_block("mem.rows"), b.append_basic_block("mem.other")
             b.cbranch(go, fast, other).set_weights([1000, 1])
@@ -558,7 +591,7 @@ class MemoryMixin:
         # and two 16-lane moves are the same two vector loads/stores as one of 32 lanes
         if acc.plan != "gather" and not (rows and acc.plan == "check"):
             if acc.plan == "ends":
-                span = b.sub(b.extract_element(acc.host, last), b.extract_element(acc.host, first))
+                span = b.sub(self._lane_host(acc, last), self._lane_host(acc, first))
                 go = b.select(some, b.icmp_unsigned("==", span, b.mul(b.zext(b.sub(last, first), I64),
                                                                        ir.Constant(I64, acc.nbytes))), ir.Constant(I1, 0))
             elif acc.plan == "check":  # contiguous if every active lane is at lane 0's address + lane * nbytes
@@ -613,11 +646,11 @@ class MemoryMixin:
     def _base(self, acc: Access, first: ir.Value) -> ir.Value:
         """Where lane 0's element would be, from the first active lane's address (contiguous lanes)."""
         b = self.b
-        start = b.extract_element(acc.host, first)
+        start = self._lane_host(acc, first)
         return b.inttoptr(b.sub(start, b.mul(b.zext(first, I64), ir.Constant(I64, acc.nbytes))), PTR)
 
     def _half_base(self, acc: Access, half: int, pointer: bool = True) -> ir.Value:
-        start = self.b.extract_element(acc.host, ir.Constant(I32, half))
+        start = self._lane_host(acc, ir.Constant(I32, half))
         return self.b.inttoptr(start, PTR) if pointer else start
 
     def _scalar_loads(self, address: ir.Value, elt: ir.IntType, n: int) -> list[ir.Value]:
