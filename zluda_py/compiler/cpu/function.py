@@ -565,12 +565,13 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         """The side of a split whose lanes a converged warp runs in place: a short block
         numbered before the other side whose only way on is to that other side (no call, exit,
         barrier or further branch), where the warp returns, after a `setp.eq/ne` (`lane == 0`,
-        which splits every whole warp; an ordered compare such as `i < n` mostly does not). The
-        dispatcher would run the side first, for its lanes, and then find the whole warp at the
-        other side; running it here skips that round trip (warp reduction 1.3x). Other sides
-        measured slower (docs/cpu_target.md, "Short sides in place")."""
-        if self.affine().equality_setp(bra) is None:
-            return None
+        which splits every whole warp; an ordered compare such as `i < n` mostly does not), or
+        where it waits at a block barrier after any compare (`if (t < stride) s[t] += ...;
+        __syncthreads()`: the warp leaves for the block runner there anyway). The dispatcher
+        would run the side first, for its lanes, and then find the whole warp at the other side;
+        running it here skips that round trip (warp reduction 1.3x, tree reduction ~1.15x).
+        Other sides measured slower (docs/cpu_target.md, "Short sides in place")."""
+        equality = self.affine().equality_setp(bra) is not None
         for side, join in ((target, other), (other, target)):
             blk = self.body.blocks[side]
             term = blk.insts[-1] if blk.insts and cfg.is_terminator(blk.insts[-1]) else None
@@ -581,8 +582,10 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
             else:
                 continue
             end = self.body.blocks[join].insts
-            returns = len(end) == 1 and end[0].opcode in ("ret", "exit") and end[0].guard is None
-            if returns and side < join and to == join and len(blk.insts) <= SIDE_LIMIT:
+            only = end[0] if len(end) == 1 and end[0].guard is None else None
+            returns = only is not None and only.opcode in ("ret", "exit") and equality
+            waits = only is not None and cfg.is_block_barrier(only) and not only.has("arrive")
+            if (returns or waits) and side < join and to == join and len(blk.insts) <= SIDE_LIMIT:
                 return side
         return None
 
