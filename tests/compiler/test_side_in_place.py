@@ -1,8 +1,8 @@
 """A converged warp runs the short side of a split in place (`FunctionLowering._run_side`): the
-`if (lane == 0) store` tail of a shuffle reduction, or a side that branches back to the join.
-The side's lanes alone execute it: its register writes, memory accesses and warp collectives
-(shuffles with member-mask subsets and clamped, out-of-range sources; ballots) see only them,
-and the warp goes on whole at the join. Whole warps take the in-place path, the partial last
+`if (lane == 0) store` tail of a shuffle reduction, a lane-0 store before a barrier, or a side
+that branches back to the join. The side's lanes alone execute it: its register writes, memory
+accesses and warp collectives (shuffles with member-mask subsets and clamped, out-of-range
+sources; ballots) see only them, and the warp goes on whole at the join. Whole warps take the in-place path, the partial last
 warp of each block the dispatcher's. Expected values: the reference interpreter."""
 
 from __future__ import annotations
@@ -108,6 +108,53 @@ LAST:
 """
 
 
+# A two-level block reduction: lane 0 of each warp stores its warp's butterfly sum to shared
+# memory before a barrier (a side whose join is the barrier), then thread 0 adds the two warps'.
+TWO_LEVEL = HEAD + """
+.visible .entry two_level(.param .u64 in, .param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .f32 %f<5>;
+    .reg .b32 %r<9>;
+    .reg .b64 %rd<7>;
+    .shared .align 4 .f32 s[2];
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mad.lo.s32 %r4, %r2, %r3, %r1;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    shfl.sync.bfly.b32 %f2, %f1, 16, 31, -1;
+    add.f32 %f1, %f1, %f2;
+    shfl.sync.bfly.b32 %f2, %f1, 1, 31, -1;
+    add.f32 %f1, %f1, %f2;
+    and.b32 %r5, %r1, 31;
+    shr.u32 %r6, %r1, 5;
+    mov.u32 %r7, s;
+    shl.b32 %r8, %r6, 2;
+    add.s32 %r8, %r7, %r8;
+    setp.ne.u32 %p1, %r5, 0;
+    @%p1 bra JOIN;
+    st.shared.f32 [%r8], %f1;
+JOIN:
+    bar.sync 0;
+    setp.ne.u32 %p2, %r1, 0;
+    @%p2 bra DONE;
+    ld.shared.f32 %f3, [s];
+    ld.shared.f32 %f4, [s+4];
+    add.f32 %f3, %f3, %f4;
+    mul.wide.u32 %rd5, %r2, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.f32 [%rd6], %f3;
+DONE:
+    ret;
+}
+"""
+
+
 def test_warp_reduce_tail_per_warp_and_partial_warps():
     n = 1000  # the last block's last warps lie partly or wholly past n
     x = np.random.default_rng(5).standard_normal(n).astype(np.float32)
@@ -135,9 +182,21 @@ def test_sides_with_collectives_and_a_side_after_its_return():
             assert (got[0::2][lanes == 31] >= 1000).all()
 
 
+def test_two_level_reduction_with_a_side_before_a_barrier():
+    grid = 3
+    x = np.random.default_rng(7).standard_normal(64 * grid).astype(np.float32)
+    got, want = (np.full(grid, -1, np.float32) for _ in range(2))
+    compile(TWO_LEVEL).launch("two_level", grid, 64, [x, got])
+    reference(TWO_LEVEL, "two_level", (grid,), (64,), [x, want])
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def test_both_sides_run_in_place(monkeypatch):
     sides = []
     run_side = FunctionLowering._run_side
     monkeypatch.setattr(FunctionLowering, "_run_side", lambda self, side, *a: sides.append(side) or run_side(self, side, *a))
     compile(SIDES)
     assert sides == [1, 1]  # fours' block after the split; last's LAST, numbered before DONE
+    sides.clear()
+    compile(TWO_LEVEL)
+    assert sides == [1, 4]  # the shared store before the barrier; thread 0's tail
