@@ -72,6 +72,8 @@ class Form:
         has fewer than 64 - ext trailing zero bits, so a lane off the line moves the last one."""
         if self.tangled or self.rows or self.stride == 0:
             return False
+        if self.tid and self.ext == 0 and abs(_signed(self.stride, self.bits)) >> (self.bits - 1 - WIDEN_SHIFT):
+            return False  # %tid.x's jumps, k * ntid * stride, could be 0 mod 2**bits with a wide stride
         return self._ext_testable
 
     @property
