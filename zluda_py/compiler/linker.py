@@ -10,7 +10,7 @@ from zluda_py.compiler.parts import _reached, _statements
 from zluda_py.compiler.ptxtypes import var_size
 from zluda_py.ptx import ast
 from zluda_py.ptx.errors import PtxError
-from zluda_py.ptx.checks import NVIDIA_ABSENT_TXQ
+from zluda_py.ptx.facts import absent_query
 
 
 def _is_definition(item: ast.Function | ast.Variable) -> bool:
@@ -20,10 +20,11 @@ def _is_definition(item: ast.Function | ast.Variable) -> bool:
 
 
 def _absent_query(f: ast.Function) -> bool:
-    """Whether f queries a texture or sampler handle (a register, not a .texref) for one of
-    the properties NVIDIA's driver builds no kernel with (NVIDIA_ABSENT_TXQ)."""
-    return any(isinstance(s, ast.Instruction) and s.opcode == "txq" and NVIDIA_ABSENT_TXQ.intersection(s.mods)
-               and isinstance(s.operands[1].base, ast.Reg) for s in _statements(f.body or []))
+    """Whether f makes a query NVIDIA's driver builds no kernel with (facts.absent_query), as the
+    front end's checker recorded it (`Function.facts`) or found by walking f's body."""
+    if f.facts is not None:
+        return f.facts.absent_query
+    return any(isinstance(s, ast.Instruction) and absent_query(s) for s in _statements(f.body or []))
 
 
 def absent_kernels(module: ast.Module) -> set[str]:

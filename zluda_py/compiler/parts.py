@@ -16,9 +16,10 @@ A module stays whole (`whole_reason` says why) where a part could not stand alon
 
 from __future__ import annotations
 
-from zluda_py.compiler.inline import _initializer_syms, _split_call
+from zluda_py.compiler.inline import _initializer_syms
 from zluda_py.compiler.layout import directive_dims, kernel_params, max_threads
 from zluda_py.ptx import ast
+from zluda_py.ptx.facts import facts_for, statement_reason
 
 VARIABLES = "@variables"  # the variables' part; PTX names cannot start with "@"
 
@@ -31,47 +32,21 @@ def _statements(body: list[ast.Statement]):
             yield s
 
 
-def _names_a_function(inst: ast.Instruction, functions: set[str]) -> bool:
-    """Whether a name `inst` mentions (ast.mentioned_names) is a function's. The common
-    operands are tested in place: a module load runs this on every instruction (CuPy's CUB
-    module: 517k), where building a set of names per instruction took twice as long."""
-    if inst.guard is not None and inst.guard.reg in functions:
-        return True
-    for op in inst.operands:
-        kind = type(op)
-        if kind is ast.Reg or kind is ast.Sym:
-            if op.name in functions:
-                return True
-        elif kind is ast.Addr and not op.extra:
-            if op.base is not None and op.base.name in functions:
-                return True
-        elif kind is not ast.Imm and ast.mentioned_names([op]) & functions:
-            return True
-    return False
-
-
 def whole_reason(module: ast.Module) -> str | None:
-    """Why the (linked) module cannot be built per kernel, or None when it can."""
+    """Why the (linked) module cannot be built per kernel, or None when it can. A function's
+    bodies are walked only where the front end's checker did not record the answer against
+    these function names (`Function.facts`)."""
     functions = {f.name for f in module.functions()}
     for v in module.variables():
         taken = next((s.name for s in _initializer_syms(v.init) if s.name in functions), None)
         if taken:
             return f"the address of {taken} is taken (initializer of {v.name})"
     for f in module.functions():
-        for s in _statements(f.body or []):
-            if isinstance(s, ast.Variable) and s.space in ("global", "const"):
-                return f".{s.space} variable {s.name} declared inside {f.name}"
-            if isinstance(s, ast.Directive) and s.name == "calltargets":
-                return f"{f.name} has .calltargets (an indirect call)"
-            if isinstance(s, ast.Instruction) and _names_a_function(s, functions):
-                ops = list(s.operands)
-                target = _split_call(s)[1] if s.opcode == "call" else None
-                if isinstance(target, ast.Sym):  # calling a function does not take its address
-                    ops = [op for op in ops if op is not target]
-                names = ast.mentioned_names(ops) | ({s.guard.reg} if s.guard is not None else set())
-                taken = next((n for n in names if n in functions), None)
-                if taken:
-                    return f"the address of {taken} is taken in {f.name}"
+        known = facts_for(f, functions)
+        reason = known.whole if known is not None else next(
+            filter(None, (statement_reason(s, f.name, functions) for s in _statements(f.body or []))), None)
+        if reason:
+            return reason
     return None
 
 

@@ -32,7 +32,10 @@ Compatible extensions made by the front end (issue 2):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from .facts import BodyFacts
 
 # Every PTX fundamental type, plus the packed and narrow float forms.
 SCALAR_TYPES: frozenset[str] = frozenset(
@@ -364,6 +367,8 @@ class Function:
     body: list[Statement] | None = None
     directives: list[Directive] = field(default_factory=list)
     pos: Pos = field(default=NOPOS, compare=False)
+    # what the checker's walk of the body found for the compiler (facts.py); None if not checked
+    facts: BodyFacts | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

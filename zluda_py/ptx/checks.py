@@ -12,6 +12,9 @@ from .ast import (
     PredOut, Reg, Sink, Sym, Variable, Vec,
 )
 from .errors import CUDA_ERROR_NOT_SUPPORTED, PtxError
+from .facts import (
+    NVIDIA_ABSENT_TXQ, BodyFacts, absent_query, names_a_function, taken_function, taken_reason, variable_reason,
+)
 from .source import Source
 
 # Special registers (without `%`); vector ones take .x/.y/.z (and .w for some).
@@ -57,13 +60,7 @@ _RELAXED = frozenset(("ld", "st", "cvt", "ldu"))
 # JIT and ptxas cubin alike, though the PTX manual lists them (an H100, driver 580.159.04:
 # tests/hardware/golden/ptx_forms_probe.txt); txq's same fields load (below). Refused the same way here.
 NVIDIA_REFUSED_SUQ = frozenset({"channel_order", "channel_data_type", "memory_layout", "array_size"})
-# txq queries of a texture or sampler handle with which NVIDIA's driver loads the module but
-# builds no kernel that uses them: cuModuleGetFunction answers CUDA_ERROR_NOT_FOUND (same H100,
-# same golden file; the size queries, txq.level's too, build). compiler/linker.py leaves those
-# kernels out.
-NVIDIA_ABSENT_TXQ = frozenset({"channel_order", "channel_data_type", "num_samples", "normalized_coords",
-                               "filter_mode", "addr_mode_0", "addr_mode_1", "addr_mode_2", "array_size",
-                               "num_mipmap_levels"})
+# txq's queries that load but build no kernel: NVIDIA_ABSENT_TXQ (facts.py).
 
 
 def _sm_number(target: tuple[str, ...]) -> int | None:
@@ -203,6 +200,12 @@ class Checker:
         self.directive_gates: dict[str, str] = {}
         self.labels: dict[str, object] = {}
         self.pending: list[tuple] = []
+        # for Function.facts (facts.py): the module's function names; the current function's
+        # name, first reason to stay whole and whether it makes an absent query
+        self.functions = frozenset(i.name for i in module.items if isinstance(i, Function))
+        self.fn_name = ""
+        self.whole: str | None = None
+        self.absent = False
 
     def error(self, pos, message: str) -> None:
         self.errors.append(self.src.error_at(pos, message))
@@ -280,7 +283,9 @@ class Checker:
         # module scope once the whole body has been seen.
         self.labels = {}
         self.pending = []
+        self.fn_name, self.whole, self.absent = fn.name, None, False
         self.block(fn.body, [scope])
+        fn.facts = BodyFacts(self.functions, self.whole, self.absent)
         labels, module = self.labels, self.globals
         for op, insn, addr, guard in self.pending:
             v = labels.get(op.name)
@@ -310,6 +315,8 @@ class Checker:
                 else:
                     labels[s.name] = s
             elif t is Variable:
+                if self.whole is None:
+                    self.whole = variable_reason(s, self.fn_name)
                 if s.align is not None or s.array:
                     self.layout(s)
                 if s.count is not None and s.count > EXPANDED_RANGE:
@@ -329,6 +336,8 @@ class Checker:
                 self.block(s.body, scopes)
             elif t is Directive:
                 self.gate_directive(s)
+                if s.name == "calltargets" and self.whole is None:
+                    self.whole = f"{self.fn_name} has .calltargets (an indirect call)"
                 if s.name in ("callprototype", "branchtargets", "calltargets"):
                     self.declare(self.labels, s.args[0], s, s.pos)
                 if s.name in ("branchtargets", "calltargets"):
@@ -356,8 +365,8 @@ class Checker:
         plan = self.plans.get(key)
         if plan is None:
             plan = self.plans[key] = self.plan(insn)
-        verdict, roles, wants, accepts = plan
-        if insn.opcode == "suq" and NVIDIA_REFUSED_SUQ.intersection(insn.mods):
+        verdict, roles, wants, accepts, query = plan
+        if query == "suq":
             refused = self.src.error_at(insn.pos, f"suq.{'.'.join(insn.mods)}: NVIDIA's driver does not load "
                                                   "modules with this surface query (CUDA_ERROR_NOT_SUPPORTED)")
             refused.cu_result = CUDA_ERROR_NOT_SUPPORTED
@@ -366,8 +375,11 @@ class Checker:
             self.error(insn.pos, verdict)
             if "(module " not in verdict:  # gated forms are still checked further
                 return
+        functions = self.functions
         g = insn.guard
+        mentions = False  # a name of the operands (or guard) is a function's (facts.py)
         if g is not None:
+            mentions = g.reg in functions
             for scope in reversed(scopes):
                 v = scope.get(g.reg)
                 if v is not None:
@@ -381,6 +393,8 @@ class Checker:
         for k, op in enumerate(ops):
             t = type(op)
             if t is Reg:
+                if op.name in functions:
+                    mentions = True
                 v = local_get(op.name)
                 if v is None:
                     v = self.resolve(op, scopes, insn, None)
@@ -395,19 +409,29 @@ class Checker:
                     self.operand(insn, op, scopes, "p", wants[k])
             elif t is Addr and type(op.base) is Reg and not op.extra:
                 # `[%rd1+8]`: only the base register needs resolving (a register has no space)
+                if op.base.name in functions:
+                    mentions = True
                 v = local_get(op.base.name)
                 if v is None:
                     v = self.resolve(op.base, scopes, insn, op)
                 if v is not None and (type(v) is not Variable or v.space != "reg"):
                     self.check_space(insn, op, v)
             else:
+                if not mentions and names_a_function(op, functions):
+                    mentions = True
                 new = self.operand(insn, op, scopes, roles[k], wants[k])
                 if new is not op:
                     ops[k] = new
+        # after the loop, which may turn a Sym naming a register into a Reg
+        if mentions and self.whole is None and (taken := taken_function(insn, functions)):
+            self.whole = taken_reason(taken, self.fn_name)
+        if query == "txq" and not self.absent:
+            self.absent = absent_query(insn)
 
-    def plan(self, insn: Instruction) -> tuple[str, tuple, tuple, tuple]:
-        """Per (opcode, mods, operand count): the form verdict, and per operand its role, the
-        register type it wants and the register types it accepts (None: unchecked)."""
+    def plan(self, insn: Instruction) -> tuple[str, tuple, tuple, tuple, str]:
+        """Per (opcode, mods, operand count): the form verdict; per operand its role, the
+        register type it wants and the register types it accepts (None: unchecked); "suq" for
+        a query NVIDIA refuses, "txq" for one it may leave kernels out for, else ""."""
         types = insn.types
         roles = _ROLES.get(insn.opcode) if types else None
         n = len(insn.operands)
@@ -415,7 +439,12 @@ class Checker:
         wants = tuple(self.want(insn, role, types, k) for k, role in enumerate(role_of))
         relaxed = insn.opcode in _RELAXED
         accepts = tuple(None if w is None else _accepted(w, relaxed) for w in wants)
-        return self.form_verdict(insn), role_of, wants, accepts
+        query = ""
+        if insn.opcode == "suq" and not NVIDIA_REFUSED_SUQ.isdisjoint(insn.mods):
+            query = "suq"
+        elif insn.opcode == "txq" and not NVIDIA_ABSENT_TXQ.isdisjoint(insn.mods):
+            query = "txq"
+        return self.form_verdict(insn), role_of, wants, accepts, query
 
     @staticmethod
     def want(insn: Instruction, role: str | None, types: tuple[str, ...], k: int) -> str | None:
