@@ -555,7 +555,8 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
             side = self._side_in_place(bra, target, other)
             if side is not None:
                 join = other if side == target else target
-                self._run_side(side, join, taken if side == target else b.and_(lanes, b.not_(taken)), lanes)
+                self._run_side(side, join, taken if side == target else b.and_(lanes, b.not_(taken)), lanes,
+                               self._equal_side(bra) == (side == target))
                 return
         self.goto(b.and_(lanes, b.not_(taken)), other)
         self.goto(taken, target)
@@ -589,14 +590,22 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
                 return side
         return None
 
-    def _run_side(self, side: int, join: int, side_lanes: ir.Value, lanes: ir.Value) -> None:
+    def _run_side(self, side: int, join: int, side_lanes: ir.Value, lanes: ir.Value, equal: bool) -> None:
         """Block `side` for `side_lanes` (its divergent copy, in place), then the whole warp
-        (`lanes`) at `join`, where the side leads."""
+        (`lanes`) at `join`, where the side leads. `equal`: the side of `lane == k`, mostly one
+        lane, whose memory accesses first test for one active lane (MemoryMixin.one_lane)."""
         blk = self.body.blocks[side]
-        self.cur_mask = side_lanes
+        self.cur_mask, self.one_lane = side_lanes, equal
         for inst in blk.insts[:-1] if blk.insts and cfg.is_terminator(blk.insts[-1]) else blk.insts:
             self.lower_inst(inst)
+        self.one_lane = False
         self.b.branch(self._converged_entry(lanes, join))
+
+    def _equal_side(self, bra: ast.Instruction) -> bool | None:
+        """For a branch on an integer `setp.eq/ne`: True when lanes whose operands are equal take
+        it, False when they fall through; None for any other branch."""
+        setp = self.affine().equality_setp(bra)
+        return None if setp is None else ("eq" in setp.mods) != bra.guard.negated
 
     def _bra_target(self, bra: ast.Instruction) -> int:
         return self.body.labels[next(o for o in bra.operands if isinstance(o, ast.Sym)).name]

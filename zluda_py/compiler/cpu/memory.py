@@ -59,6 +59,11 @@ class Access:
 
 
 class MemoryMixin:
+    # set while lowering the `lane == k` side of a split (FunctionLowering._run_side): an access
+    # there tests first for exactly one active lane, then checks and moves that lane's element as
+    # a scalar (the tail of a shuffle reduction: `if (lane == 0) out[w] = v`)
+    one_lane = False
+
     # ------------------------------------------------------------------ addresses
     def lane_local_base(self) -> ir.Value:
         """Generic address of local offset 0 for each lane (its stack window)."""
@@ -561,15 +566,31 @@ class MemoryMixin:
         cache = self._bounds_cache() if acc.offsets is not None else None
         full = mask is V.ALL
         known_rows = full and acc.rows is not None and halves is not None
+        paths: list[tuple[ir.Block, list[ir.Value]]] = []
+        # (a uniform plan's path is scalar already)
+        one_lane = self.one_lane and not full and acc.plan != "uniform" and acc.offsets is not None \
+            and acc.space not in ("local", "param")
+        join = b.append_basic_block("mem.done") if one_lane else None
+        if one_lane:
+            # one lane: first == last, so the range check is that lane's scalar test (716 or 700
+            # naming it, as on the other paths) and the move is the uniform plan's scalar one
+            bits = V.mask_bits(b, mask)
+            one, more = b.append_basic_block("mem.one"), b.append_basic_block("mem.more")
+            b.cbranch(b.icmp_unsigned("==", V.popcount(b, bits), ir.Constant(I32, 1)), one, more).set_weights([1000, 1])
+            b.position_at_end(one)
+            lane = V.intrinsic(b, "llvm.cttz.i32", I32, [bits, ir.Constant(I1, 1)])
+            self._check_range(acc, mask, lane, lane, cache)
+            paths.append((b.block, uniform(lane, lane)))
+            b.branch(join)
+            b.position_at_end(more)
         if acc.plan == "gather" and not known_rows:
-            return per_lane(cache)
+            return self._merge(join, paths, per_lane(cache), types) if paths else per_lane(cache)
+        join = join or b.append_basic_block("mem.done")
         bits = V.mask_bits(b, mask)
         first = ir.Constant(I32, 0) if full else V.intrinsic(b, "llvm.cttz.i32", I32, [bits, ir.Constant(I1, 0)])
         last = ir.Constant(I32, WARP - 1) if full else b.sub(
             ir.Constant(I32, WARP - 1), V.intrinsic(b, "llvm.ctlz.i32", I32, [bits, ir.Constant(I1, 0)]))
         some = ir.Constant(I1, 1) if full else V.any_lane(b, mask)
-        paths: list[tuple[ir.Block, list[ir.Value]]] = []
-        join = b.append_basic_block("mem.done")
         if known_rows:  # proven to follow the rows of 16-wide blocks: scalar tests only
             stride, test = acc.rows
             go = self.rows_in_halves
@@ -621,6 +642,12 @@ class MemoryMixin:
             b.branch(join)
             b.position_at_end(lanes)
         moved = [V.undef(t) for t in types] if acc.plan in ("uniform", "contiguous") else per_lane(cache)
+        return self._merge(join, paths, moved, types)
+
+    def _merge(self, join: ir.Block, paths: list[tuple[ir.Block, list[ir.Value]]], moved: list[ir.Value],
+               types: list[ir.Type]) -> list[ir.Value]:
+        """End _emit's last path (`moved` its values) at `join`; the loaded values over all paths."""
+        b = self.b
         paths.append((b.block, moved))
         b.branch(join)
         b.position_at_end(join)
