@@ -1100,11 +1100,36 @@ def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
         with b.if_then(b.not_(ok), likely=False):
             b.ret(ir.Constant(I32, CUDA_ERROR_ILLEGAL_ADDRESS))
     slots = [b.gep(data, [ir.Constant(I64, k * WARP * elt.width // 8)], source_etype=V.I8) for k in range(n)]
-    moved = _move_lanes(b, addrs, mask, elt, n, None if kind == "gather" else [b.load(p, typ=vt) for p in slots])
+    values = None if kind == "gather" else [b.load(p, typ=vt) for p in slots]
+    if n == 1:  # active lanes at consecutive elements (a large kernel's tile loads): one masked move
+        _contiguous_move(b, addrs, bits, mask, elt, values, slots[0])
+    moved = _move_lanes(b, addrs, mask, elt, n, values)
     for v, p in zip(moved, slots):
         b.store(v, p)
     b.ret(ir.Constant(I32, 0))
     return fn
+
+
+def _contiguous_move(b: ir.IRBuilder, addrs: ir.Value, bits: ir.Value, mask: ir.Value, elt: ir.IntType,
+                     values: list[ir.Value] | None, slot: ir.Value) -> None:
+    """In a per-lane helper (lanes checked): if every active lane's address is the first one's
+    plus (lane - first) elements, move them with one masked vector load/store (into `slot`) and
+    return 0; else fall through to the gather/scatter."""
+    size = elt.width // 8
+    first = V.intrinsic(b, "llvm.cttz.i32", I32, [bits, ir.Constant(I1, 0)])
+    some = b.icmp_unsigned("!=", bits, ir.Constant(I32, 0))
+    start = b.sub(b.extract_element(addrs, b.select(some, first, ir.Constant(I32, 0))),
+                  b.mul(b.zext(first, I64), ir.Constant(I64, size)))
+    on_line = b.icmp_unsigned("==", addrs, b.add(V.splat(b, start), _lane_offsets(size)))
+    fits = V.reduce(b, "and", b.select(mask, on_line, V.ALL))
+    with b.if_then(b.and_(some, fits), likely=True):
+        base, align, vt = b.inttoptr(start, PTR), ir.Constant(I32, size), V.vec(elt)
+        if values is None:
+            whole = V.intrinsic(b, f"llvm.masked.load.v{WARP}i{elt.width}.p0", vt, [base, align, mask, ir.Constant(vt, None)])
+            b.store(whole, slot)
+        else:
+            V.intrinsic(b, f"llvm.masked.store.v{WARP}i{elt.width}.p0", ir.VoidType(), [values[0], base, align, mask])
+        b.ret(ir.Constant(I32, 0))
 
 
 def _move_lanes(b: ir.IRBuilder, addrs: ir.Value, mask: ir.Value, elt: ir.IntType, n: int,
