@@ -247,7 +247,7 @@ class Guard:
     negated: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Instruction:
     opcode: str
     mods: tuple[str, ...] = ()
@@ -264,7 +264,7 @@ class Instruction:
         return mod in self.mods
 
 
-@dataclass
+@dataclass(slots=True)
 class Label:
     name: str
     pos: Pos = field(default=NOPOS, compare=False)
