@@ -27,6 +27,9 @@ Compatible extensions made by the front end (issue 2):
   `Addr(Reg, offset)` node between all the operands of a module written the same way
   (`a.operands[1] is b.operands[2]` may hold); shared nodes have `pos` NOPOS (the
   instruction's `pos` locates them). Build a new node instead of assigning to one.
+* `Function.facts` (issue 14): what the checker's walk of a body found for the compiler
+  (facts.py: why the module stays whole, an absent txq query); excluded from equality and repr.
+* `Instruction` and `Label` have `__slots__` (issue 14): no attributes beyond their fields.
 """
 
 from __future__ import annotations
