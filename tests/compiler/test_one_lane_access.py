@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from zluda_py.compiler import LaunchError, compile
+from zluda_py.compiler.cpu.function import FunctionLowering
 from zluda_py.compiler.cpu.target import CPU
 from zluda_py.ptx import parse
 
@@ -171,3 +172,60 @@ def test_the_side_accesses_take_the_one_lane_path(text, name):
     store to out[0] is scalar already); the dispatcher's copy of the side does not."""
     ir = CPU.lower_part(parse(text), name).text
     assert len(re.findall(r"^mem\.one[.0-9]*:", ir, re.M)) == 2
+
+
+# thread `sel` alone: dst[sel] = src[sel >> 1]; the side computes the load's address (a shift on
+# the way) and then writes %r5 and %rd5, which the store's address read before
+REDEFINED = HEAD + """
+.visible .entry redefined(.param .u64 src, .param .u64 dst, .param .u32 sel)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<9>;
+    ld.param.u64 %rd1, [src];
+    ld.param.u64 %rd2, [dst];
+    ld.param.u32 %r2, [sel];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd5, %r1, 4;
+    setp.ne.s32 %p1, %r1, %r2;
+    @%p1 bra DONE;
+    shr.u32 %r5, %r1, 1;
+    mul.wide.u32 %rd6, %r5, 4;
+    add.s64 %rd7, %rd1, %rd6;
+    add.s64 %rd8, %rd2, %rd5;
+    mov.b64 %rd5, 0;
+    mov.u32 %r5, 3;
+    ld.global.u32 %r3, [%rd7];
+    st.global.u32 [%rd8], %r3;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize("sel, block", [(0, 32), (13, 32), (31, 64), (37, 40)])
+def test_an_address_from_registers_the_side_writes_later(sel, block):
+    src, dst = np.arange(100, 140, dtype=np.uint32), np.zeros(40, np.uint32)
+    compile(REDEFINED).launch("redefined", (1,), (block,), [src, dst, np.uint32(sel)])
+    want = np.zeros(40, np.uint32)
+    want[sel] = src[sel >> 1]
+    np.testing.assert_array_equal(dst, want)
+
+
+def test_a_store_past_the_end_after_the_side_redefines_its_register():
+    src, dst = np.arange(100, 140, dtype=np.uint32), np.zeros(13, np.uint32)
+    with pytest.raises(LaunchError) as e:
+        compile(REDEFINED).launch("redefined", (1,), (32,), [src, dst, np.uint32(13)])
+    assert e.value.cu_result == 700
+    assert str(e.value).endswith(f"lane 13 (thread (13,0,0)), address 0x{dst.ctypes.data + 13 * 4:x}"), str(e.value)
+
+
+def test_the_lane_address_is_evaluated_where_the_side_defines_it(monkeypatch):
+    """The load's address comes from the side's shr/mul.wide/add at width 1; the store's reads
+    %rd5, which the side writes after that read, so it is the lane of the vector."""
+    found = []
+    address = FunctionLowering.one_lane_address
+    monkeypatch.setattr(FunctionLowering, "one_lane_address",
+                        lambda self, *a: found.append(address(self, *a)) or found[-1])
+    compile(REDEFINED)
+    assert [f is not None for f in found] == [True, False]

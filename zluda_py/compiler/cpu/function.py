@@ -595,9 +595,10 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         (`lanes`) at `join`, where the side leads. `equal`: the side of `lane == k`, mostly one
         lane, whose memory accesses first test for one active lane (MemoryMixin.one_lane)."""
         blk = self.body.blocks[side]
-        self.cur_mask, self.one_lane = side_lanes, equal
+        self.cur_mask, self.one_lane, self.side_done = side_lanes, equal, []
         for inst in blk.insts[:-1] if blk.insts and cfg.is_terminator(blk.insts[-1]) else blk.insts:
             self.lower_inst(inst)
+            self.side_done.append(inst)
         self.one_lane = False
         self.b.branch(self._converged_entry(lanes, join))
 

@@ -12,7 +12,8 @@ run time), else a gather/scatter through an out-of-line helper that checks every
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from llvmlite import ir
 
@@ -56,6 +57,10 @@ class Access:
     # lane -> (host address, offset) as scalars, from the address register's lane copies
     # (cpu/scalar_lanes.py): the fast paths' tests read them instead of the vectors
     lanes: dict[int, tuple[ir.Value, ir.Value]] | None = None
+    # (lane, host address, offset) as scalars for the one active lane of a `lane == k` side
+    # (MemoryMixin.one_lane), computed from that lane's operands (ScalarLanesMixin.one_lane_address)
+    pinned: tuple[ir.Value, ir.Value, ir.Value] | None = None
+    at_lane: Callable[[ir.Value], tuple[ir.Value, ir.Value] | None] | None = None  # lane -> pinned's pair
 
 
 class MemoryMixin:
@@ -167,8 +172,10 @@ class MemoryMixin:
             return Access(host, offsets if checked else None, space, nbytes, "uniform")
         plan = self._plan_for_size(self._plan(inst, addr, space, nbytes))
         rows = self._rows(inst, addr, space, nbytes) if self.cloned else None
+        at_lane = (lambda lane: self.one_lane_address(addr, space, lane)) \
+            if self.one_lane and space in ("global", "shared", "generic") else None
         return Access(host, offsets if checked else None, space, nbytes, plan, rows,
-                      lanes=self._lanes(inst, addr, space))
+                      lanes=self._lanes(inst, addr, space), at_lane=at_lane)
 
     def _lanes(self, inst: ast.Instruction, addr: ast.Addr, space: str
                ) -> dict[int, tuple[ir.Value, ir.Value]] | None:
@@ -192,11 +199,15 @@ class MemoryMixin:
         """Lane `lane`'s host address: its scalar copy where there is one, else from the vector."""
         if acc.lanes and isinstance(lane, ir.Constant) and lane.constant in acc.lanes:
             return acc.lanes[lane.constant][0]
+        if acc.pinned is not None and acc.pinned[0] is lane:
+            return acc.pinned[1]
         return self.b.extract_element(acc.host, lane)
 
     def _lane_offset(self, acc: Access, lane: ir.Value) -> ir.Value:
         if acc.lanes and isinstance(lane, ir.Constant) and lane.constant in acc.lanes:
             return acc.lanes[lane.constant][1]
+        if acc.pinned is not None and acc.pinned[0] is lane:
+            return acc.pinned[2]
         return self.b.extract_element(acc.offsets, lane)
 
     def _form(self, inst: ast.Instruction, addr: ast.Addr, space: str) -> affine.Form | None:
@@ -489,8 +500,8 @@ class MemoryMixin:
                 return [V.splat(b, self.kernel_param(acc.kparam + k * size, elt)) for k in range(n)]
             return [V.splat(b, v) for v in self._scalar_loads(acc.host, elt, n)]
 
-        def uniform(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
-            return [V.splat(b, v) for v in self._scalar_loads(self._lane_host(acc, first), elt, n)]
+        def uniform(first: ir.Value, _last: ir.Value, at: Access = acc) -> list[ir.Value]:
+            return [V.splat(b, v) for v in self._scalar_loads(self._lane_host(at, first), elt, n)]
 
         def contiguous(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
             wide = ir.VectorType(elt, WARP * n)
@@ -525,8 +536,8 @@ class MemoryMixin:
                 self._scalar_stores(acc.host, [b.extract_element(v, last) for v in values])
             return
 
-        def uniform(_first: ir.Value, last: ir.Value) -> list[ir.Value]:
-            self._scalar_stores(self._lane_host(acc, last), [b.extract_element(v, last) for v in values])
+        def uniform(_first: ir.Value, last: ir.Value, at: Access = acc) -> list[ir.Value]:
+            self._scalar_stores(self._lane_host(at, last), [b.extract_element(v, last) for v in values])
             return []
 
         def contiguous(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
@@ -579,8 +590,10 @@ class MemoryMixin:
             b.cbranch(b.icmp_unsigned("==", V.popcount(b, bits), ir.Constant(I32, 1)), one, more).set_weights([1000, 1])
             b.position_at_end(one)
             lane = V.intrinsic(b, "llvm.cttz.i32", I32, [bits, ir.Constant(I1, 1)])
-            self._check_range(acc, mask, lane, lane, cache)
-            paths.append((b.block, uniform(lane, lane)))
+            at = acc.at_lane(lane) if acc.at_lane is not None else None
+            one_acc = replace(acc, pinned=(lane, *at)) if at is not None else acc
+            self._check_range(one_acc, mask, lane, lane, cache)
+            paths.append((b.block, uniform(lane, lane, one_acc)))
             b.branch(join)
             b.position_at_end(more)
         if acc.plan == "gather" and not known_rows:

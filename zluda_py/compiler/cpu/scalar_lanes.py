@@ -37,6 +37,7 @@ from zluda_py.ptx import ast
 ROW_LANES = (0, 15, 16, 31)  # each half-warp's two ends (`MemoryMixin._emit`'s rows paths)
 WARP_LANES = (0, 31)
 OPS = {"add", "sub", "mul", "mad", "shl", "cvt", "mov"}
+SIDE_OPS = OPS | {"shr"}  # evaluated for one lane of a side (one_lane_address)
 # launch constants (the same in every lane: lane k of the splat) and the lane's position
 SPECIAL = {f"%{r}.{a}" for r in ("ctaid", "ntid", "nctaid") for a in "xyz"} | {"%warpid", "%laneid"}
 TID = {"%tid.x": 0, "%tid.y": 1, "%tid.z": 2}
@@ -82,11 +83,12 @@ def invariant_registers(blocks, addresses: set[str], uniform: set[str], kernel_p
     return used
 
 
-def _sources(inst: ast.Instruction, kernel_param, uniform_symbol) -> list[str] | None:
-    """The registers read by `inst` when it may define an invariant register, else None."""
+def _sources(inst: ast.Instruction, kernel_param, uniform_symbol, ops: set[str] = OPS) -> list[str] | None:
+    """The registers read by `inst` when it may define an invariant register (or, with `ops`,
+    be evaluated at width 1 from its operands), else None."""
     if inst.opcode == "ld":
         return [] if kernel_param(inst) else None
-    if inst.opcode not in OPS and inst.opcode != "cvta" or "cc" in inst.mods:
+    if inst.opcode not in ops and inst.opcode != "cvta" or "cc" in inst.mods:
         return None
     if inst.opcode == "cvta" and space_of(inst) not in ("global", "shared", "generic"):
         return None
@@ -97,6 +99,10 @@ def _sources(inst: ast.Instruction, kernel_param, uniform_symbol) -> list[str] |
                                                and uniform_symbol(s.name) for s in srcs):
         return None
     return [s.name for s in srcs if isinstance(s, ast.Reg)]
+
+
+class _Unknown(Exception):
+    """A one-lane value the side's instructions cannot give (ScalarLanesMixin.one_lane_address)."""
 
 
 class ScalarLanesMixin:
@@ -186,6 +192,63 @@ class ScalarLanesMixin:
             base = self.ctx_i64(Ctx.SHARED)
             value = b.sub(value, base) if inst.has("to") else b.add(value, base)
         write(inst.operands[0], value, t)
+
+
+    def one_lane_address(self, addr: ast.Addr, space: str, lane: ir.Value) -> tuple[ir.Value, ir.Value] | None:
+        """`[reg+offset]`'s host address and offset for one lane (`lane`, not a constant), as
+        _locate computes them, with `reg` evaluated at width 1 through its definitions among the
+        side's instructions lowered so far (`side_done`, straight-line); operands the side does
+        not write are that lane of their vectors. None where the side does not define `reg`, or
+        defines something on the way in a form not evaluated here (the vector then serves)."""
+        b = self.b
+        try:
+            value = self._side_scalar(addr.base.name, lane, len(self.side_done))
+        except _Unknown:
+            return None
+        if value is None:
+            return None
+        width = 64 if self.reg_bits(addr.base) == 64 else 32
+        value = V.resize(b, value, width, False)
+        if addr.offset:
+            value = b.add(value, ir.Constant(value.type, addr.offset & ((1 << width) - 1)))
+        value = V.resize(b, value, 64, False)
+        return (b.add(self.ctx_i64(Ctx.SHARED), value) if space == "shared" else value), value
+
+    def _side_scalar(self, name: str, lane: ir.Value, upto: int) -> ir.Value | None:
+        """Register `name` in `lane` after the side's first `upto` instructions, if one of them
+        wrote it last (None: none did)."""
+        for i in range(upto - 1, -1, -1):
+            inst = self.side_done[i]
+            if name not in affine.written(inst):
+                continue
+            if inst.guard is not None or _sources(inst, lambda _: False, self._uniform_symbol, SIDE_OPS) is None:
+                raise _Unknown
+            out: dict[str, ir.Value] = {}
+            read = lambda op, t: self._side_operand(op, t, lane, i)  # noqa: E731
+            write = lambda op, v, t: out.__setitem__(  # noqa: E731
+                op.name, V.resize(self.b, v, self.regs[op.name][1], t.startswith("s")))
+            if inst.opcode == "cvta":
+                self._copy_cvta(inst, read, write)
+            else:
+                lower_semantic(Lanes(self.b, 1), inst, read, write)
+            if name not in out:
+                raise _Unknown
+            return out[name]
+        return None
+
+    def _side_operand(self, op: ast.Operand, ptype: str, lane: ir.Value, at: int) -> ir.Value:
+        """Operand `op` of the side's instruction number `at`, in `lane`, read as `ptype`."""
+        b, bits = self.b, ptx_bits(ptype)
+        if isinstance(op, ast.Imm):
+            return ir.Constant(ir.IntType(bits), immediate_bits(op, ptype))
+        if isinstance(op, ast.Sym):  # a uniform symbol's address (_sources)
+            return b.extract_element(self.read(op, ptype), ir.Constant(V.I32, 0))
+        v = self._side_scalar(op.name, lane, at) if op.name in self.regs else None
+        if v is not None:
+            return V.resize(b, v, bits, ptype.startswith("s"))
+        if any(op.name in affine.written(x) for x in self.side_done[at:]):
+            raise _Unknown  # its vector now holds a later value
+        return b.extract_element(self.read(op, ptype), lane)
 
 
 def _address_operands(inst: ast.Instruction) -> list[int]:
