@@ -116,3 +116,48 @@ def test_an_error_found_when_a_kernel_is_built_points_into_the_module(cache_dir)
         m.launch("bad", 1, 1, [np.zeros(1, np.uint64)])
     line = MODULE.splitlines().index("  " + BAD) + 1
     assert (e.value.line, e.value.col) == (line, 3) and "is a .surfref" in e.value.message
+
+
+# nvcc declares vprintf before the module's variables; a variable's position is its name, so
+# blanking the unreached declaration up to that position also took `.const .align 4 .u32 `
+DECLARED_THEN_VARIABLES = """.version 8.0
+.target sm_80
+.address_size 64
+.extern .func (.param .b32 func_retval0) vprintf
+(
+.param .b64 vprintf_param_0,
+.param .b64 vprintf_param_1
+)
+;  // a comment after it: }
+.const .align 4 .u32 bias = 7;
+.global .align 4 .b8 table[8] = {3, 0, 0, 0, 1, 0, 0, 0};
+.func (.reg .u32 r) unused(.reg .u32 a) { add.u32 r, a, 1; ret; }  // }; trailing
+.global .align 4 .u32 after_func = 11;
+.visible .entry add_bias(.param .u64 buf)
+{
+  .reg .b32 %v<5>; .reg .b64 %p;
+  ld.param.u64 %p, [buf];
+  ld.global.u32 %v1, [%p];
+  ld.const.u32 %v2, [bias];
+  ld.global.u32 %v3, [table+4];
+  ld.global.u32 %v4, [after_func];
+  add.u32 %v1, %v1, %v2;
+  add.u32 %v1, %v1, %v3;
+  add.u32 %v1, %v1, %v4;
+  st.global.u32 [%p], %v1;
+  ret;
+}
+"""
+
+
+def test_variables_after_an_unreached_declaration_keep_their_directives(cache_dir):
+    whole = link([parse(DECLARED_THEN_VARIABLES)])
+    text = PartSource.of(whole, DECLARED_THEN_VARIABLES).text_of(["add_bias"])
+    assert ".const .align 4 .u32 bias = 7;" in text and ".global .align 4 .u32 after_func = 11;" in text
+    assert "vprintf" not in text and "unused" not in text
+    assert text.count("\n") == DECLARED_THEN_VARIABLES.count("\n")
+    assert _lowered(link([parse(text)]), "add_bias") == _lowered(whole, "add_bias")
+    m = load([DECLARED_THEN_VARIABLES])
+    a = np.array([100], np.uint32)
+    m.launch("add_bias", 1, 1, [a])
+    assert a[0] == 100 + 7 + 1 + 11

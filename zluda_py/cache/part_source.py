@@ -25,7 +25,9 @@ class PartSource:
     text: str
     filename: str
     header_end: int  # .version, .target, .address_size: text[:header_end]
-    items: tuple[tuple[int, int, str | None], ...]  # each top-level item: start, end, the function's name or None
+    # each top-level item: start, end (the next item's position), the function's name or None,
+    # and where a function's own text ends (its body's brace or its declaration's semicolon)
+    items: tuple[tuple[int, int, str | None, int], ...]
 
     @classmethod
     def of(cls, module: ast.Module, text: str) -> PartSource | None:
@@ -42,15 +44,15 @@ class PartSource:
         if not starts or starts != sorted(starts):
             return None
         ends = starts[1:] + [len(text)]
-        items = tuple((start, end, item.name if isinstance(item, ast.Function) else None)
-                      for item, start, end in zip(module.items, starts, ends))
+        items = tuple((start, end, item.name, _definition_end(text, start, end)) if isinstance(item, ast.Function)
+                      else (start, end, None, end) for item, start, end in zip(module.items, starts, ends))
         return cls(text, module.filename, starts[0], items)
 
     def _reached(self, kernels: list[str]) -> set[str]:
         """The kernels and the functions they may call: every function named in a reached body's
         text (comments included: more is harmless, `parts.part_module` prunes the AST exactly)."""
         bodies: dict[str, list[tuple[int, int]]] = {}
-        for start, end, name in self.items:
+        for start, end, name, _ in self.items:
             if name is not None:
                 bodies.setdefault(name, []).append((start, end))
         seen, todo = set(), list(kernels)
@@ -68,16 +70,30 @@ class PartSource:
         keep = self._reached(kernels)
         text = self.text
         pieces = [text[:self.header_end]]
-        for start, end, name in self.items:
+        for start, end, name, own_end in self.items:
             if name is None or name in keep:
                 pieces.append(text[start:end])
                 continue
-            lines = text.count("\n", start, end)
-            column = end - start if lines == 0 else end - text.rfind("\n", start, end) - 1
-            pieces.append("\n" * lines + " " * column)
+            # only the function's own text: a variable's position is its name, so the text
+            # before the next item's position also holds that variable's directives
+            lines = text.count("\n", start, own_end)
+            column = own_end - start if lines == 0 else own_end - text.rfind("\n", start, own_end) - 1
+            pieces.append("\n" * lines + " " * column + text[own_end:end])
         return "".join(pieces)
 
     def module(self, kernels: list[str]) -> ast.Module:
         """The AST that these kernels' parts are lowered from (not the variables' part, which
         records every kernel's declaration)."""
         return parse(self.text_of(kernels), self.filename)
+
+
+def _definition_end(text: str, start: int, end: int) -> int:
+    """Just past the last `}` or `;` in text[start:end] outside a `//` comment: the end of the
+    function declared or defined at `start` (what follows up to `end` belongs to the next item)."""
+    i = end
+    while True:
+        i = max(text.rfind("}", start, i), text.rfind(";", start, i))
+        if i < 0:
+            return end
+        if "//" not in text[max(text.rfind("\n", start, i) + 1, start):i]:
+            return i + 1
