@@ -85,7 +85,22 @@ def absent_query(inst: Instruction) -> bool:
             and isinstance(inst.operands[1].base, Reg))
 
 
+# the last (recorded, asked) pair of name sets found equal: the checker records one set for all
+# of a module's functions and whole_reason asks with one, so a module compares them once, not
+# once per function (quadratic in a module of thousands of functions)
+_agreed: tuple[frozenset[str], frozenset[str] | set[str]] | None = None
+
+
 def facts_for(f: Function, functions: frozenset[str] | set[str]) -> BodyFacts | None:
     """f's facts if the checker recorded them against these function names, else None."""
+    global _agreed
     facts = f.facts
-    return facts if facts is not None and facts.functions == functions else None
+    if facts is None:
+        return None
+    agreed = _agreed
+    if agreed is not None and agreed[0] is facts.functions and agreed[1] is functions:
+        return facts
+    if facts.functions != functions:
+        return None
+    _agreed = (facts.functions, functions)
+    return facts
