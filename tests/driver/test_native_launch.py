@@ -352,3 +352,29 @@ def test_registered_host_memory_sends_launches_through_python():
     """Launches check that registered host memory is still mapped (backends/cpu.py), in Python."""
     lines, _, _ = run("registered", native=True)
     assert lines[0] == "native with registered memory 0"
+
+
+def test_a_fault_message_is_written_whole_before_its_error_is_visible(monkeypatch):
+    """A program that sees a launch's error may exit at once, killing the worker thread that
+    reported it: the message must already be out, in one write with its newline."""
+    import types
+
+    from zluda_py.compiler import LaunchError
+    from zluda_py.driver.stream import Stream
+
+    stream = types.SimpleNamespace(ctx=types.SimpleNamespace(sticky_error=0), error=0)
+    writes = []
+
+    class Err:
+        def write(self, text):
+            writes.append((text, stream.ctx.sticky_error, stream.error))
+
+        def flush(self):
+            writes.append(("<flush>", stream.ctx.sticky_error, stream.error))
+
+    monkeypatch.setattr("sys.stderr", Err())
+    Stream.fail(stream, LaunchError(700, "add: an illegal memory access was encountered at lane 0"))
+    Stream.fail(stream, LaunchError(1, "add: other"))  # not sticky: the stream's error
+    assert writes == [("zluda: add: an illegal memory access was encountered at lane 0\n", 0, 0), ("<flush>", 0, 0),
+                      ("zluda: add: other\n", 700, 0), ("<flush>", 700, 0)]
+    assert (stream.ctx.sticky_error, stream.error) == (700, 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import sys
 import threading
 import time
 from typing import Callable
@@ -119,13 +120,15 @@ class Stream:
     def fail(self, e: Exception) -> None:
         """An op of this stream failed with e (a launch run by the native path too)."""
         code = getattr(e, "cu_result", None) or (e.code if isinstance(e, CudaError) else CUDA_ERROR_LAUNCH_FAILED)
+        if not isinstance(e, CudaError):
+            # Written whole and flushed before the error is visible: a program that sees the error
+            # and exits at once must not cut the message (a worker thread dies at exit).
+            sys.stderr.write(f"zluda: {e}\n")
+            sys.stderr.flush()
         if code in STICKY_ERRORS:
             self.ctx.sticky_error = code
         else:
             self.error = self.error or code
-        if not isinstance(e, CudaError):
-            import sys
-            print(f"zluda: {e}", file=sys.stderr)
 
     def idle(self) -> bool:
         last = self.last
