@@ -23,7 +23,7 @@ INVALID_VALUE, NOT_FOUND = 1, 500
 
 PTX = """
 .version 6.0
-.target sm_80
+.target sm_70
 .address_size 64
 .global .texref tex_arr;
 .global .texref tex_lin;
@@ -250,7 +250,7 @@ def test_state_getters_and_errors(drv):
 
 MIP_PTX = """
 .version 6.0
-.target sm_80
+.target sm_70
 .address_size 64
 .global .texref mt;
 
@@ -310,7 +310,7 @@ def test_reference_bound_to_a_mipmapped_array(drv):
 
 SRGB_PTX = """
 .version 6.0
-.target sm_80
+.target sm_70
 .address_size 64
 .global .texref colours;
 

@@ -25,7 +25,7 @@ THREADS = W * H
 
 PTX = """
 .version 6.0
-.target sm_80
+.target sm_70
 .address_size 64
 .visible .entry params(.param .texref t, .param .u64 outp, .param .surfref s, .param .samplerref unused)
 {
@@ -133,7 +133,7 @@ def _last_logged(cu, since: c_uint) -> str:
 def test_parameter_of_another_reference_type_is_refused(cu, param, use, want):
     """Refused when the kernel is built (its first launch under lazy loading, else its load),
     by parameter and line, with CUDA_ERROR_INVALID_PTX."""
-    ptx = (".version 6.0\n.target sm_80\n.address_size 64\n"
+    ptx = (".version 6.0\n.target sm_70\n.address_size 64\n"
            f".visible .entry k({param})\n{{\n.reg .b32 %r<4>; .reg .f32 %f<6>; .reg .pred %p<2>;\nmov.u32 %r1, 0;\n{use}\nret;\n}}\n")
     since = c_uint()
     cu.ok(cu.cuLogsCurrent(byref(since), 0))

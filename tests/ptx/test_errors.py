@@ -30,7 +30,7 @@ CASES = [
     ("unknown modifier", body("\tld.global.v3.f32 %f1, [%rd1];"), 11, 2, "unknown modifier .v3 for 'ld'"),
     ("operand count", body("\tadd.s32 %r1, %r2;"), 11, 2, "'add' takes 3 operands, found 2"),
     ("version gating", body("\tredux.sync.add.u32 %r1, %r2, %r3;",
-                            head=".version 6.5\n.target sm_80\n.address_size 64\n"),
+                            head=".version 6.5\n.target sm_75\n.address_size 64\n"),
      11, 2, "requires PTX ISA 7.0 or later (module has .version 6.5)"),
     ("target gating", body("\tredux.sync.add.u32 %r1, %r2, %r3;",
                            head=".version 9.0\n.target sm_75\n.address_size 64\n"),

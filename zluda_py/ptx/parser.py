@@ -405,10 +405,19 @@ class Parser:
         if tok[1] != ".target":
             raise self.err(tok, "expected '.target'")
         self.next()
-        names = [self.ident("a target name such as sm_80")[0]]
+        names = [self._target_name("a target name such as sm_80")]
         while self.accept(","):
-            names.append(self.ident("a target name")[0])
+            names.append(self._target_name("a target name"))
         return tuple(names)
+
+    def _target_name(self, what: str) -> str:
+        """A `.target` entry; NVIDIA's driver refuses an sm_NN that the module's .version predates."""
+        name, pos = self.ident(what)
+        isa = versions.target_isa(name)
+        if isa is not None and self.ptx_version < isa:
+            (v0, v1), (i0, i1) = self.ptx_version, isa
+            raise self.src.error(pos, f".target {name} requires PTX ISA {i0}.{i1} or later (module has .version {v0}.{v1})")
+        return name
 
     def top_level(self, tok: tuple[str, str, int]) -> list:
         if tok[0] != "dot":
