@@ -1,5 +1,6 @@
-"""The reference executor against NVIDIA hardware: fuzz kernels recorded on an H200
-(tests/hardware/golden/fuzz_digests.txt, docs/fuzz.md "Against NVIDIA hardware")."""
+"""The reference executor against NVIDIA hardware: fuzz kernels recorded on an H200 (seeds 0-20299)
+and an H100 (20300-80299) (tests/hardware/golden/fuzz_digests.txt, docs/fuzz.md "Against NVIDIA
+hardware")."""
 
 from __future__ import annotations
 
@@ -11,21 +12,21 @@ from zluda_py.fuzz import campaign
 from zluda_py.fuzz.generate import generate
 
 GOLDEN = Path(__file__).parents[1] / "hardware" / "golden" / "fuzz_digests.txt"
-SAMPLE = range(0, 20300, 500)  # across the recorded range
+SAMPLE = range(0, 80300, 500)  # across both recordings
 
 
 def test_reference_matches_h200_on_a_sample() -> None:
     pytest.importorskip("zluda_py.reference")
     golden = campaign.load_digests(GOLDEN)
     kernels = [k for k in map(generate, SAMPLE) if k.seed in golden and campaign.hardware_comparable(k)]
-    assert len(kernels) >= 25
+    assert len(kernels) >= 90
     wrong = []
     for k in kernels:
         ref = campaign.run_reference(k)
         assert ref.error is None, ref.error
         d = campaign.digest(ref.fault is not None, ref.out, ref.acc)
         if d != golden[k.seed]:
-            wrong.append(f"seed {k.seed}: reference {d}, H200 {golden[k.seed]}")
+            wrong.append(f"seed {k.seed}: reference {d}, hardware {golden[k.seed]}")
     assert not wrong, "\n".join(wrong)
 
 
