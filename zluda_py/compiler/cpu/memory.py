@@ -536,8 +536,11 @@ class MemoryMixin:
                 self._scalar_stores(acc.host, [b.extract_element(v, last) for v in values])
             return
 
-        def uniform(_first: ir.Value, last: ir.Value, at: Access = acc) -> list[ir.Value]:
-            self._scalar_stores(self._lane_host(at, last), [b.extract_element(v, last) for v in values])
+        def uniform(first: ir.Value, last: ir.Value, at: Access = acc) -> list[ir.Value]:
+            # one active lane (_emit's one-lane path passes it as both): its value picked from the
+            # registers; else the last active lane's, extracted (LLVM folds that of a splat)
+            self._scalar_stores(self._lane_host(at, last), [V.lane_of(b, v, last) if first is last
+                                                            else b.extract_element(v, last) for v in values])
             return []
 
         def contiguous(first: ir.Value, _last: ir.Value) -> list[ir.Value]:

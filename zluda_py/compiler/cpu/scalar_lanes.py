@@ -248,7 +248,7 @@ class ScalarLanesMixin:
             return V.resize(b, v, bits, ptype.startswith("s"))
         if any(op.name in affine.written(x) for x in self.side_done[at:]):
             raise _Unknown  # its vector now holds a later value
-        return b.extract_element(self.read(op, ptype), lane)
+        return V.lane_of(b, self.read(op, ptype), lane)
 
 
 def _address_operands(inst: ast.Instruction) -> list[int]:

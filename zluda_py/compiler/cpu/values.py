@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import cache
+
+from llvmlite import binding as llvm
 from llvmlite import ir
 
 from zluda_py.compiler.cpu.abi import WARP
@@ -59,6 +62,55 @@ def intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Value]) ->
     if fn is None:
         fn = ir.Function(module, ir.FunctionType(ret, [a.type for a in args]), name)
     return b.call(fn, args)
+
+
+@cache
+def _avx512() -> bool:
+    """The host's code (runtime.target_machine: host CPU, all its features) may use AVX-512F."""
+    return bool(llvm.get_host_cpu_features().get("avx512f"))
+
+
+def lane_of(b: ir.IRBuilder, v: ir.Value, lane: ir.Value) -> ir.Value:
+    """Lane `lane` (a run-time i32 in 0..31) of a warp vector. LLVM extracts at a variable index
+    through the stack (the vector stored, 128 or 256 bytes, and one element loaded back); with
+    AVX-512 a 32/64-bit lane is picked from the registers instead (`_lane_function`)."""
+    el = v.type.element
+    if isinstance(lane, ir.Constant) or isinstance(v, ir.Constant) or _is_splat(v) \
+            or not isinstance(el, ir.IntType) or el.width not in (32, 64) or not _avx512():
+        return b.extract_element(v, lane)  # (LLVM folds a splat's or a constant lane's)
+    return b.call(_lane_function(b.module, el), [v, lane])
+
+
+def _is_splat(v: ir.Value) -> bool:
+    return isinstance(v, ir.instructions.ShuffleVector) and v.operands[2] is _ZEROS
+
+
+def _lane_function(module: ir.Module, el: ir.IntType) -> ir.Function:
+    """`zluda.lane.iN(v, lane)`, inlined at every call: a two-table permute picks the lane
+    (vpermi2d over the two registers of 32 dwords; vpermi2q over each pair of the four registers
+    of 32 qwords, then the lane's bit 4 chooses between the two results)."""
+    name = f"zluda.lane.i{el.width}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(el, [vec(el), I32]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block())
+    v, lane = fn.args
+    n = 512 // el.width  # elements per register
+    regs = [b.shuffle_vector(v, undef(v.type), ir.Constant(ir.VectorType(I32, n), list(range(k, k + n))))
+            for k in range(0, WARP, n)]
+    poison = _Splat(regs[0].type, "poison")
+    at = b.insert_element(poison, b.zext(lane, el) if el.width == 64 else lane, ir.Constant(I32, 0))
+    at = b.shuffle_vector(at, poison, ir.Constant(ir.VectorType(I32, n), [0] * n))
+    permute = f"llvm.x86.avx512.vpermi2var.{'d' if el.width == 32 else 'q'}.512"
+    picked = [b.extract_element(intrinsic(b, permute, regs[0].type, [regs[k], at, regs[k + 1]]), ir.Constant(I32, 0))
+              for k in range(0, len(regs), 2)]
+    b.ret(picked[0] if len(picked) == 1 else
+          b.select(b.icmp_unsigned("<", lane, ir.Constant(I32, WARP // 2)), picked[0], picked[1]))
+    return fn
 
 
 def mask_bits(b: ir.IRBuilder, mask: ir.Value) -> ir.Value:
