@@ -8,11 +8,16 @@ give some lanes another lane's value. Expected outputs come from numpy models of
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from zluda_py.compiler import cfg, compile
-from zluda_py.compiler.cpu import affine
+from zluda_py.compiler.cpu import affine, function
+from zluda_py.compiler.cpu.abi import FRAME_HEADER
+from zluda_py.compiler.cpu.target import CPU
+from zluda_py.compiler.linker import link
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import parse
@@ -155,3 +160,34 @@ def test_uniform_loop_with_barrier_and_divergent_body(block: int) -> None:
     tid = np.arange(block)
     expected = total + np.where(tid < k, total + n, 0)  # slot sum + %r5 + %r6
     np.testing.assert_array_equal(out, expected.astype(np.uint32))
+
+
+def _scalar_frame_stores(ir_text: str) -> int:
+    """Stores of one i32 into a register's place in the warp frame (past its header)."""
+    frame = re.search(r'^define internal i32 @"[^"]+\.warp"\(ptr %"[^"]+", ptr (%"[^"]+")', ir_text, re.M).group(1)
+    frame_regs = re.findall(rf'^\s+(%"[^"]+") = getelementptr i8, ptr {re.escape(frame)}, i64 ([0-9]+)$', ir_text, re.M)
+    places = {name for name, offset in frame_regs if int(offset) >= FRAME_HEADER}
+    return sum(1 for dest in re.findall(r'^\s+store i32 %"[^"]+", ptr (%"[^"]+")$', ir_text, re.M) if dest in places)
+
+
+@pytest.fixture
+def registers_in_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every kernel keeps its registers in the warp frame, as those above FRAME_REGS_LIMIT do
+    (cub's 3k-instruction radix sort kernel)."""
+    monkeypatch.setattr(function, "FRAME_REGS_LIMIT", 0)
+
+
+def test_frame_kernels_keep_uniform_registers_as_scalars(registers_in_frame: None) -> None:
+    text = CPU.lower_part(link([parse(UNIFORM_LOOP)]), "uniform_loop").text
+    # %r1, %r2 (parameters), the counter %r4 and the sum %r5, each written as one i32 in its place
+    assert _scalar_frame_stores(text) >= 4
+
+
+@pytest.mark.parametrize("block", [64, 40])
+def test_frame_kernel_with_uniform_loop_barrier_and_divergent_body(registers_in_frame: None, block: int) -> None:
+    test_uniform_loop_with_barrier_and_divergent_body(block)
+
+
+def test_frame_kernels_divergent_registers_stay_vectors(registers_in_frame: None) -> None:
+    test_divergent_loop_counter()
+    test_values_from_two_paths()
