@@ -201,14 +201,23 @@ class MemoryMixin:
             return acc.lanes[lane.constant][0]
         if acc.pinned is not None and acc.pinned[0] is lane:
             return acc.pinned[1]
-        return self.b.extract_element(acc.host, lane)
+        return self._pick(acc, acc.host, lane)
 
     def _lane_offset(self, acc: Access, lane: ir.Value) -> ir.Value:
         if acc.lanes and isinstance(lane, ir.Constant) and lane.constant in acc.lanes:
             return acc.lanes[lane.constant][1]
         if acc.pinned is not None and acc.pinned[0] is lane:
             return acc.pinned[2]
-        return self.b.extract_element(acc.offsets, lane)
+        return self._pick(acc, acc.offsets, lane)
+
+    def _pick(self, acc: Access, vector: ir.Value, lane: ir.Value) -> ir.Value:
+        """An address vector's lane at a run-time index (a divergent access's first or last lane).
+        .shared addresses, the arena's base plus a widened 32-bit offset, pick it from the 32-bit
+        register (V.lane_of); others extract it: 64-bit permutes in the dispatcher's copies of
+        the shuffle reduction made its converged path 1.4x slower (the whole function's register
+        allocation), and a one-lane side reaches the vector only on its cold several-lanes path."""
+        return V.lane_of(self.b, vector, lane) if acc.space == "shared" and not self.one_lane \
+            else self.b.extract_element(vector, lane)
 
     def _form(self, inst: ast.Instruction, addr: ast.Addr, space: str) -> affine.Form | None:
         if space == "local":  # each lane's own stack window
@@ -632,7 +641,7 @@ class MemoryMixin:
                 go = b.select(some, b.icmp_unsigned("==", span, b.mul(b.zext(b.sub(last, first), I64),
                                                                        ir.Constant(I64, acc.nbytes))), ir.Constant(I1, 0))
             elif acc.plan == "check":  # contiguous if every active lane is at lane 0's address + lane * nbytes
-                start = b.sub(b.extract_element(acc.host, first), b.mul(b.zext(first, I64), ir.Constant(I64, acc.nbytes)))
+                start = b.sub(self._pick(acc, acc.host, first), b.mul(b.zext(first, I64), ir.Constant(I64, acc.nbytes)))
                 expect = b.add(V.splat(b, start), _lane_offsets(acc.nbytes))
                 fits = V.reduce(b, "and", b.select(mask, b.icmp_unsigned("==", acc.host, expect), V.ALL))
                 go = b.select(some, fits, ir.Constant(I1, 0))  # no active lane: the per-lane path does nothing

@@ -73,11 +73,17 @@ def _avx512() -> bool:
 def lane_of(b: ir.IRBuilder, v: ir.Value, lane: ir.Value) -> ir.Value:
     """Lane `lane` (a run-time i32 in 0..31) of a warp vector. LLVM extracts at a variable index
     through the stack (the vector stored, 128 or 256 bytes, and one element loaded back); with
-    AVX-512 a 32/64-bit lane is picked from the registers instead (`_lane_function`)."""
+    AVX-512 a 32/64-bit lane is picked from the registers instead (`_lane_function`), that of a
+    widened 32-bit vector or of a sum with a splat from the narrower or other operands."""
     el = v.type.element
     if isinstance(lane, ir.Constant) or isinstance(v, ir.Constant) or _is_splat(v) \
             or not isinstance(el, ir.IntType) or el.width not in (32, 64) or not _avx512():
         return b.extract_element(v, lane)  # (LLVM folds a splat's or a constant lane's)
+    if isinstance(v, ir.CastInstr) and v.opname in ("zext", "sext") and v.operands[0].type.element.width == 32:
+        return (b.zext if v.opname == "zext" else b.sext)(lane_of(b, v.operands[0], lane), el)
+    if isinstance(v, ir.Instruction) and v.opname == "add" \
+            and any(isinstance(x, ir.Constant) or _is_splat(x) for x in v.operands):
+        return b.add(*(lane_of(b, x, lane) for x in v.operands))
     return b.call(_lane_function(b.module, el), [v, lane])
 
 
