@@ -95,6 +95,9 @@ EXPANDED_RANGE = 4096
 # the largest `.align`: page alignment is the most real code asks for; far more costs memory to place
 MAX_ALIGN = 1 << 16
 MAX_KERNEL_PARAMS = 32764  # bytes: NVIDIA's limit since CUDA 12.1 (ptxas refuses more)
+# ptxas 13.0's limits, which NVIDIA's driver applies at load (golden/hostile_nvidia.txt, H100):
+MAX_CONST_BYTES = 1 << 16  # a module's .const variables together ("too much global constant data")
+MAX_COUNT = (1 << 32) - 1  # a `.reg %r<N>` count and each .maxntid/.reqntid size ("constant overflow")
 _BITS = re.compile(r"\d+")  # of a type name: u32, b128, f16x2 (an element's size, low by at most 2)
 
 
@@ -211,6 +214,7 @@ class Checker:
         self.errors.append(self.src.error_at(pos, message))
 
     def run(self) -> list[PtxError]:
+        self.const_bytes()
         for item in self.m.items:
             if isinstance(item, (Function, Variable)):
                 self.declare(self.globals, item.name, item, item.pos)
@@ -224,6 +228,17 @@ class Checker:
             if isinstance(item, Function):
                 self.function(item)
         return self.errors
+
+    def const_bytes(self) -> None:
+        """The module's .const variables fit the 64 KiB constant bank (said at the first past it)."""
+        total = 0
+        for v in self.m.items:
+            if isinstance(v, Variable) and v.space == "const":
+                total += _size(v)
+                if total > MAX_CONST_BYTES:
+                    self.error(v.pos, f"the module's .const variables take {total} bytes up to '{v.name}', "
+                                      f"more than {MAX_CONST_BYTES}")
+                    return
 
     def layout(self, v: Variable) -> None:
         """`.align` is a power of two (LLVM refuses the IR otherwise), and a huge one would make
@@ -270,6 +285,8 @@ class Checker:
     def function(self, fn: Function) -> None:
         for d in fn.directives:
             self.gate_directive(d)
+            if d.name in ("maxntid", "reqntid") and any(not (isinstance(a, int) and 0 < a <= MAX_COUNT) for a in d.args):
+                self.error(d.pos, f".{d.name} {', '.join(map(str, d.args))}: each size must be from 1 to {MAX_COUNT}")
         if fn.body is None:
             return
         if fn.kind == "entry" and (size := sum(map(_size, fn.params))) > MAX_KERNEL_PARAMS:
@@ -319,7 +336,9 @@ class Checker:
                     self.whole = variable_reason(s, self.fn_name)
                 if s.align is not None or s.array:
                     self.layout(s)
-                if s.count is not None and s.count > EXPANDED_RANGE:
+                if s.count is not None and s.count > MAX_COUNT:
+                    self.error(s.pos, f"'{s.name}<{s.count}>': more than {MAX_COUNT} registers")
+                elif s.count is not None and s.count > EXPANDED_RANGE:
                     if not isinstance(local, _Scope):  # plain dicts keep the common lookups fast
                         local = scopes[-1] = _Scope(local)
                     local.add_range(s)  # names resolved on lookup: memory stays proportional to use
