@@ -44,7 +44,8 @@ def test_dynamic_parallelism_is_refused_by_name():
     """A device-side launch (nvcc's -rdc code calls the CDP2 device runtime) runs on the CPU
     target only; the AMDGPU target names it instead of asking for a module that defines it."""
     text = HEADER + (".extern .func (.param .b32 r) __cudaCDP2LaunchDeviceV2(.param .b64 p0, .param .b64 p1);\n"
-                     ".visible .entry k() { ret; }\n")
+                     ".visible .entry k() { .param .b64 a; .param .b64 b; .param .b32 r;\n"
+                     "call.uni (r), __cudaCDP2LaunchDeviceV2, (a, b); ret; }\n")
     with pytest.raises(UnsupportedError) as err:
         lower(parse(text, "cdp.ptx"), "gfx942")
     assert str(err.value).startswith("unsupported: dynamic parallelism (__cudaCDP2LaunchDeviceV2)")

@@ -64,6 +64,13 @@ def _reached(module: ast.Module, kernel: str) -> set[str]:
     return seen
 
 
+def mentioned(module: ast.Module, name: str) -> bool:
+    """Whether any function body or variable initializer of the module names `name`: a declared
+    function nothing calls or takes the address of needs no definition (ptxas leaves it out)."""
+    return (any(name in ast.mentioned_names(f.body) for f in module.functions() if f.body)
+            or any(s.name == name for v in module.variables() for s in _initializer_syms(v.init)))
+
+
 def part_module(module: ast.Module, part: str) -> ast.Module:
     """The module reduced to one part: every variable, plus (for a kernel) that kernel and the
     functions it reaches (their declarations included)."""

@@ -18,6 +18,7 @@ from functools import cached_property
 
 from llvmlite import ir
 
+from zluda_py.compiler import parts
 from zluda_py.compiler.amdgpu.codegen import CODE_OBJECT_FLAG
 from zluda_py.compiler.amdgpu.function import (ENVREG_WORKSPACE, GRID_WORKSPACE_ARG, GRID_WORKSPACE_BYTES, SYSCALLS,
                                                FunctionLowering, Symbol)
@@ -266,7 +267,7 @@ class ModuleLowering:
     def _declare(self, f: ast.Function) -> None:
         self.functions[f.name] = f
         if f.body is None:
-            if f.name in SYSCALLS:
+            if f.name in SYSCALLS or not parts.mentioned(self.ast, f.name):
                 return
             if f.name in LAUNCH_FUNCTIONS:
                 raise UnsupportedError(f"dynamic parallelism ({f.name}): device-side launches run on the CPU target only",

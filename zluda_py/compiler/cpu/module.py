@@ -14,6 +14,7 @@ from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.calls import SYSCALLS
 from zluda_py.compiler.cpu.abi import (BAR_SLOTS, BASE_ALIGN, FAULT_DEADLOCK, NBARRIERS, STACK_ALIGN, STALLED_ROUNDS,
                                        WARP, BarSlot, Ctx, Frame)
+from zluda_py.compiler import parts
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
 from zluda_py.compiler.cpu.memory import define_shared_helpers
 from zluda_py.compiler.cpu.shared import layout_shared
@@ -120,7 +121,7 @@ class ModuleLowering:
             if any(g.name == f.name and g.body is not None for g in self.ast.functions()):
                 return  # a forward declaration of a function defined in this module
             self.functions[f.name] = f
-            if f.name in SYSCALLS:
+            if f.name in SYSCALLS or not parts.mentioned(self.ast, f.name):
                 return
             raise UnsupportedError(f"unresolved .extern .func {f.name} (link the module that defines it)", f.pos)
         self.functions[f.name] = f
