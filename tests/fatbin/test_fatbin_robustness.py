@@ -187,6 +187,23 @@ def test_non_elf_and_non_ptx_files(tmp_path):
         ptx_from_file(tmp_path / "missing", 80)
 
 
+def test_ptx_text_with_a_broken_header_or_a_stray_byte_is_ptx():
+    """NVIDIA's driver answers such text as PTX (218, its JIT's error), not as an unknown image
+    (200): an H100 did so for the hostile suite's cases (tests/hardware/golden/hostile_nvidia.txt)."""
+    from zluda_py import ptx
+    for text, line_col in ((b".version 8.0\n.targe: sm_80\n.address_size 64\n", "<ptx>:2:1:"),
+                           (b".version 8.0\n.target\n.address_size 64\n", "<ptx>:3:1:"),
+                           (b".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\nmov.u32 %r1, \xa2;\n}\n",
+                            "<ptx>:6:14:")):
+        (module,) = ptx_images_from_bytes(text + b"\0", 80)[0:1][0]
+        with pytest.raises(ptx.PtxError, match=line_col) as err:
+            ptx.parse(module.text)
+        assert err.value.cu_result == 218
+    # a stray byte in a comment is harmless, as it is to NVIDIA's JIT
+    (module,) = ptx_images_from_bytes(b"// caf\xe9\n.version 8.0\n.target sm_80\n.address_size 64\n", 80)[0]
+    assert module.sm == 80 and ptx.parse(module.text).target == ("sm_80",)
+
+
 def test_truncated_elf_and_garbage_section_table(build):
     data = build("lz4").read_bytes()
     for cut in (4, 30, 64, 1000, len(data) // 2):
