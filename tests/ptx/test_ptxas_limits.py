@@ -24,12 +24,21 @@ CASES = {  # name: (module, accepted by ptxas)
     "maxntid 2^32": (".visible .entry k() .maxntid 4294967296, 1, 1\n{\nret;\n}\n", False),
     "maxntid 0": (".visible .entry k() .maxntid 0, 1, 1\n{\nret;\n}\n", False),
     "reqntid 0": (".visible .entry k() .reqntid 32, 0\n{\nret;\n}\n", False),
+    # whole modules: the .target line itself (a NUL byte cut one hostile case to `.target sm_`)
+    "target sm_": (".version 8.0\n.target sm_\n.address_size 64\n", False),
+    "target foo": (".version 8.0\n.target foo\n.address_size 64\n", False),
+    "target compute_80": (".version 8.0\n.target compute_80\n.address_size 64\n", True),
+    "target texmode_independent": (".version 8.0\n.target sm_80, texmode_independent\n.address_size 64\n", True),
 }
+
+
+def module(text: str) -> str:
+    return text if text.startswith(".version") else HEAD + text
 
 
 def accepted_by_us(text: str) -> bool:
     try:
-        ptx.parse(HEAD + text)
+        ptx.parse(module(text))
     except ptx.PtxError as e:
         assert e.cu_result == 218 and ":" in str(e)
         return False
@@ -40,7 +49,7 @@ def accepted_by_us(text: str) -> bool:
 def test_limits_as_ptxas_draws_them(name):
     text, ptxas_accepts = CASES[name]
     try:
-        _ptxas(HEAD + text, "sm_90")
+        _ptxas(module(text) + ".visible .entry k0()\n{\nret;\n}\n", "sm_90")
         ptxas_said = True
     except subprocess.CalledProcessError:
         ptxas_said = False
@@ -56,3 +65,5 @@ def test_the_messages_say_what_and_how_much():
         ptx.parse(HEAD + CASES["reg 2^32"][0])
     with pytest.raises(ptx.PtxError, match=r"\.maxntid 0, 1, 1: each size must be from 1 to 4294967295"):
         ptx.parse(HEAD + CASES["maxntid 0"][0])
+    with pytest.raises(ptx.PtxError, match=r":2:9: error: unsupported \.target 'sm_'"):
+        ptx.parse(CASES["target sm_"][0])

@@ -51,6 +51,8 @@ LINE_DIRECTIVES = frozenset(("file", "loc"))
 # after it, and no compiler emits more than a few levels. Initializer braces (a level per
 # array dimension) are held to the same depth.
 MAX_NESTING = 256
+# what ptxas takes in .target: an architecture (it ignores letters after the number) or a flag
+_TARGET_NAME = re.compile(r"(?:sm|compute)_\d+\w*|texmode_unified|texmode_independent|debug|map_f64_to_f32")
 # Operands (vectors, argument lists, addresses) nest one level in valid PTX; deeper is refused
 # long before the recursion that reads them nears Python's limit.
 MAX_OPERAND_NESTING = 16
@@ -413,6 +415,8 @@ class Parser:
     def _target_name(self, what: str) -> str:
         """A `.target` entry; NVIDIA's driver refuses an sm_NN that the module's .version predates."""
         name, pos = self.ident(what)
+        if not _TARGET_NAME.fullmatch(name):
+            raise self.src.error(pos, f"unsupported .target '{name}'")
         isa = versions.target_isa(name)
         if isa is not None and self.ptx_version < isa:
             (v0, v1), (i0, i1) = self.ptx_version, isa
