@@ -53,7 +53,7 @@ _PR_SET_PDEATHSIG = 1
 
 @dataclasses.dataclass
 class Limits:
-    memory: int = 2 << 30  # RLIMIT_AS, bytes
+    memory: int = 2 << 30  # RLIMIT_AS, bytes (0: none; NVIDIA's driver reserves far more address space)
     cpu: int = 20  # RLIMIT_CPU, seconds
     wall: float = 300.0  # seconds; generous: on a loaded machine a child gets a fraction of a core
 
@@ -65,6 +65,7 @@ class Result:
     detail: str  # the failing call and its message, the signal, or why the outcome is wrong
     cpu: float  # seconds of CPU, the child's children included
     rss: int  # peak resident set, bytes
+    steps: list = dataclasses.field(default_factory=list)  # (driver call, CUresult) in order, if it finished
 
 
 def prepare() -> None:
@@ -77,14 +78,15 @@ def prepare() -> None:
     import zluda_py.fatbin  # noqa: F401
 
 
-def run(cases: Iterable[Case], jobs: int = 1, limits: Limits = Limits()) -> Iterator[Result]:
-    """The result of each case, in the order the children finish."""
+def run(cases: Iterable[Case], jobs: int = 1, limits: Limits = Limits(), library: Path | str = SHIM) -> Iterator[Result]:
+    """The result of each case, in the order the children finish, through the CUDA driver at
+    `library` (ours; NVIDIA's to record its answers, tests/hardware/record_hostile.py)."""
     running: dict[int, _Child] = {}
     pending = iter(cases)
     with tempfile.TemporaryDirectory(prefix="zluda-hostile-") as scratch:
         while True:
             while len(running) < jobs and (case := next(pending, None)) is not None:
-                child = _Child.start(case, limits, Path(scratch))
+                child = _Child.start(case, limits, Path(scratch), library)
                 running[child.pid] = child
             if not running:
                 return
@@ -107,41 +109,42 @@ class _Child:
         self.killed = False
 
     @classmethod
-    def start(cls, case: Case, limits: Limits, scratch: Path) -> "_Child":
+    def start(cls, case: Case, limits: Limits, scratch: Path, library: Path | str) -> "_Child":
         result, stderr = tempfile.TemporaryFile(), tempfile.TemporaryFile()
         pid = os.fork()
         if pid == 0:
-            _child(case, limits, scratch, result.fileno(), stderr.fileno())
+            _child(case, limits, scratch, result.fileno(), stderr.fileno(), library)
         return cls(case, pid, time.monotonic() + limits.wall, result, stderr)
 
     def finish(self, status: int, usage: resource.struct_rusage, limits: Limits) -> Result:
         cpu = usage.ru_utime + usage.ru_stime
         rss = usage.ru_maxrss << 10
-        outcome, detail = self._classify(status, cpu, limits)
+        outcome, detail, steps = self._classify(status, cpu, limits)
         self.result.close()
         self.stderr.close()
         # without its image: what this process holds counts against every later child's RLIMIT_AS
-        return Result(dataclasses.replace(self.case, image=b""), outcome, detail, cpu, rss)
+        return Result(dataclasses.replace(self.case, image=b""), outcome, detail, cpu, rss, steps)
 
-    def _classify(self, status: int, cpu: float, limits: Limits) -> tuple[str, str]:
+    def _classify(self, status: int, cpu: float, limits: Limits) -> tuple[str, str, list]:
         self.stderr.seek(0)
         err = self.stderr.read().decode(errors="replace")
         self.result.seek(0)
         raw = self.result.read()
         if self.killed:
-            return "hang", f"no result after {limits.wall:.0f} s of wall time ({cpu:.1f} s of CPU)"
+            return "hang", f"no result after {limits.wall:.0f} s of wall time ({cpu:.1f} s of CPU)", []
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu):
-                return "hang", f"{limits.cpu} s of CPU time"
-            return "crash", f"signal {signal.Signals(sig).name}; stderr: {_tail(err)}"
+                return "hang", f"{limits.cpu} s of CPU time", []
+            return "crash", f"signal {signal.Signals(sig).name}; stderr: {_tail(err)}", []
         if "Traceback (most recent call last)" in err:
-            return "crash", f"traceback: {_tail(err)}"
+            return "crash", f"traceback: {_tail(err)}", []
         if "internal error" in err:
-            return "crash", _tail(err)
+            return "crash", _tail(err), []
         if os.WEXITSTATUS(status) != 0 or not raw:
-            return "crash", f"exit status {os.WEXITSTATUS(status)} without a result; stderr: {_tail(err)}"
-        return _judge(self.case, json.loads(raw))
+            return "crash", f"exit status {os.WEXITSTATUS(status)} without a result; stderr: {_tail(err)}", []
+        result = json.loads(raw)
+        return (*_judge(self.case, result), [tuple(step) for step in result["steps"]])
 
 
 def _tail(text: str, lines: int = 3) -> str:
@@ -165,11 +168,12 @@ def _judge(case: Case, result: dict) -> tuple[str, str]:
 
 
 # ---- the child ----
-def _child(case: Case, limits: Limits, scratch: Path, result_fd: int, stderr_fd: int) -> NoReturn:
+def _child(case: Case, limits: Limits, scratch: Path, result_fd: int, stderr_fd: int, library: Path | str) -> NoReturn:
     """Runs in the forked child; never returns into the parent's code."""
     status = 70
     try:
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+        if limits.memory:
+            resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu, limits.cpu + 1))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # a killed runner leaves no case running
@@ -177,7 +181,7 @@ def _child(case: Case, limits: Limits, scratch: Path, result_fd: int, stderr_fd:
         os.dup2(null, 0)
         os.dup2(null, 1)  # device printf
         os.dup2(stderr_fd, 2)
-        os.write(result_fd, json.dumps(_drive(case, scratch)).encode())
+        os.write(result_fd, json.dumps(_drive(case, scratch, library)).encode())
         status = 0
     except BaseException:
         traceback.print_exc()
@@ -204,8 +208,8 @@ def _placed(image: bytes) -> int:
 _keep: list[mmap.mmap] = []  # the placed images live as long as the child
 
 
-def _drive(case: Case, scratch: Path) -> dict:
-    cu = ctypes.CDLL(str(SHIM))
+def _drive(case: Case, scratch: Path, library: Path | str) -> dict:
+    cu = ctypes.CDLL(str(library))
     p = ctypes.c_void_p
     steps: list[tuple[str, int]] = []
     out: dict = {"steps": steps}
