@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from zluda_py.compiler import device_runtime
 from zluda_py.compiler.errors import UnsupportedError
-from zluda_py.compiler.parts import _reached, _statements
+from zluda_py.compiler.parts import _statements, reached
 from zluda_py.compiler.ptxtypes import var_size
 from zluda_py.ptx import ast
 from zluda_py.ptx.errors import PtxError
@@ -33,7 +33,7 @@ def absent_kernels(module: ast.Module) -> set[str]:
     querying = {f.name for f in module.functions() if _absent_query(f)}
     if not querying:
         return set()
-    return {k.name for k in module.kernels() if querying & _reached(module, k.name)}
+    return {k.name for k in module.kernels() if querying & reached(module, k.name)}
 
 
 def link(modules: list[ast.Module]) -> ast.Module:

@@ -50,7 +50,7 @@ def whole_reason(module: ast.Module) -> str | None:
     return None
 
 
-def _reached(module: ast.Module, kernel: str) -> set[str]:
+def reached(module: ast.Module, kernel: str) -> set[str]:
     """The kernel and every function it calls, directly or not."""
     bodies = {f.name: f.body for f in module.functions() if f.body is not None}
     functions = {f.name for f in module.functions()}
@@ -74,7 +74,7 @@ def mentioned(module: ast.Module, name: str) -> bool:
 def part_module(module: ast.Module, part: str) -> ast.Module:
     """The module reduced to one part: every variable, plus (for a kernel) that kernel and the
     functions it reaches (their declarations included)."""
-    keep = set() if part == VARIABLES else _reached(module, part)
+    keep = set() if part == VARIABLES else reached(module, part)
     items = [i for i in module.items if not isinstance(i, ast.Function) or i.name in keep]
     return ast.Module(module.version, module.target, module.address_size, items, module.filename)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from zluda_py.compiler import limits
 from zluda_py.compiler.cpu.target import CPU
 from zluda_py.compiler.linker import link
 from zluda_py.compiler.target import Target
@@ -22,7 +23,9 @@ def compile_object(ptx: "str | ast.Module | list[str | ast.Module]", target: Tar
     """`compile` without the final `load`: (LLVM IR text, object code, metadata), for the
     compiled-code cache and `zluda-compile --dump`."""
     modules = ptx if isinstance(ptx, list) else [ptx]
-    lowered = target.lower(link([_parse(m) for m in modules]))
+    module = link([_parse(m) for m in modules])
+    limits.check(module)
+    lowered = target.lower(module)
     object_code, metadata = target.generate(lowered)
     return lowered.text, object_code, metadata
 
@@ -30,6 +33,7 @@ def compile_object(ptx: "str | ast.Module | list[str | ast.Module]", target: Tar
 def compile_parts(module: ast.Module, names: list[str], target: Target = CPU) -> list[tuple[str, bytes, dict]]:
     """(LLVM IR text, object code, metadata) of parts of a linked module (`compiler/parts.py`),
     each pruned to what it reaches; their code is generated together."""
+    limits.check(module, names)
     lowered = [target.lower_part(module, name) for name in names]
     objects = target.generate_parts(lowered)
     return [(part.text, obj, part.metadata) for part, obj in zip(lowered, objects)]
