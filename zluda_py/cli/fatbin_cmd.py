@@ -6,27 +6,33 @@ import argparse
 import sys
 
 from zluda_py.fatbin import FatbinError
-from zluda_py.fatbin.listing import extract, rows, uncompressed_size
+from zluda_py.fatbin.listing import extract, scan, uncompressed_size
 
 _COLUMNS = ("#", "section", "kind", "arch", "ptx", "compression", "stored", "size", "name")
 
 
 def _list(args: argparse.Namespace) -> int:
     table = [_COLUMNS]
-    for r in rows(args.binary):
+    found, damage = scan(args.binary)
+    for r in found:
         e = r.entry
         table.append((f"{r.fatbin}.{e.index}", r.section, e.kind_name, r.arch, r.ptx_version,
                       e.compression, str(len(e.stored)), str(uncompressed_size(e)), e.name or "-"))
     widths = [max(len(row[i]) for row in table) for i in range(len(_COLUMNS))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
-    return 0
+    for e in damage:  # the entries above were read; these could not be
+        print(f"zluda fatbin: error: {e}", file=sys.stderr)
+    return 1 if damage else 0
 
 
 def _extract(args: argparse.Namespace) -> int:
-    for path in extract(args.binary, args.output):
+    written, damage = extract(args.binary, args.output)
+    for path in written:
         print(path)
-    return 0
+    for e in damage:
+        print(f"zluda fatbin: error: {e}", file=sys.stderr)
+    return 1 if damage else 0
 
 
 def _guarded(fn):

@@ -5,7 +5,9 @@ u16 header_size, u64 entries_size}`; each entry has a header of at least 64 byte
 `{u16 kind, u16 0x0101, u32 header_size, u64 payload_size, u32 compressed_size,
 u32 -, u16 minor, u16 major, u32 sm, u32 name_offset, u32 name_length, u64 flags,
 u64 -, u64 uncompressed_size}` and its payload right after the header.
-Every size is checked against the buffer before it is used.
+Every size is checked against the buffer before it is used. An entry that fails a check is
+left out (`Fatbin.skipped` says why), as NVIDIA's driver ignores damage in entries it does not
+use: only when no usable entry remains does the damage fail the load.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Fatbin:
     offset: int
     size: int  # header plus entries, as the header declares
     entries: tuple[Entry, ...]
+    skipped: tuple[FatbinError, ...] = ()  # why entries (or a cut-off tail) were left out
 
 
 def _fail(message: str, offset: int) -> FatbinError:
@@ -92,18 +95,32 @@ def parse_fatbin(data: bytes | memoryview, start: int = 0, base: int = 0) -> Fat
     extent = fatbin_extent(bytes(view[start:start + FATBIN_HEADER.size]), base + start)
     header_size = FATBIN_HEADER.unpack_from(view, start)[2]
     end = start + extent
-    if end > len(view):
-        raise _fail(f"fatbin declares {extent} bytes but only {len(view) - start} remain", base + start + 8)
+    skipped = []
+    if end > len(view):  # the entries that are whole are read; the cut one is damage
+        skipped.append(_fail(f"fatbin declares {extent} bytes but only {len(view) - start} remain", base + start + 8))
+        end = len(view)
     entries = []
-    pos = start + header_size
+    pos, index = start + header_size, 0
     while pos < end:
-        entries.append(_parse_entry(view, pos, end, len(entries), base))
-        pos += entries[-1].header_size + _payload_size(view, pos)
-    return Fatbin(base + start, extent, tuple(entries))
+        step = _entry_extent(view, pos, end)
+        try:
+            entries.append(_parse_entry(view, pos, end, index, base))
+        except FatbinError as e:
+            skipped.append(e)
+        if step is None:  # no way to find the next entry
+            break
+        pos, index = pos + step, index + 1
+    return Fatbin(base + start, extent, tuple(entries), tuple(skipped))
 
 
-def _payload_size(view: memoryview, pos: int) -> int:
-    return struct.unpack_from("<Q", view, pos + 8)[0]
+def _entry_extent(view: memoryview, pos: int, end: int) -> int | None:
+    """Header plus payload of the entry at `pos`, when its header says so consistently."""
+    if end - pos < ENTRY_HEADER.size:
+        return None
+    header_size, payload_size = struct.unpack_from("<IQ", view, pos + 4)
+    if header_size < ENTRY_HEADER.size or header_size + payload_size > end - pos:
+        return None
+    return header_size + payload_size
 
 
 def _parse_entry(view: memoryview, pos: int, end: int, index: int, base: int) -> Entry:

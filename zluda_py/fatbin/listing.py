@@ -48,7 +48,16 @@ def _read(path: str | os.PathLike) -> bytes:
 
 
 def rows(path: str | os.PathLike) -> list[Row]:
-    """Every entry of every fatbin in a host ELF (`.nv_fatbin`, `__nv_relfatbin`) or fatbin file."""
+    """Every entry of every fatbin in a host ELF (`.nv_fatbin`, `__nv_relfatbin`) or fatbin file;
+    damage that left entries out fails only a file with no entry left (`scan` reports it all)."""
+    found, damage = scan(path)
+    if damage and not found:
+        raise damage[0]
+    return found
+
+
+def scan(path: str | os.PathLike) -> tuple[list[Row], list[FatbinError]]:
+    """`rows`, and why entries were left out (each error names the file and the offset)."""
     try:
         data = _read(path)
         if data[:4] == FATBIN_MAGIC.to_bytes(4, "little"):
@@ -62,19 +71,22 @@ def rows(path: str | os.PathLike) -> list[Row]:
     except FatbinError as e:
         raise e.with_origin(os.fspath(path)) from None
     fatbins = [(section, fb) for section, fbs in groups for fb in fbs]
-    return [Row(index, section, e) for index, (section, fb) in enumerate(fatbins) for e in fb.entries]
+    damage = [e.with_origin(os.fspath(path)) for _, fb in fatbins for e in fb.skipped]
+    return [Row(index, section, e) for index, (section, fb) in enumerate(fatbins) for e in fb.entries], damage
 
 
 def uncompressed_size(entry: Entry) -> int:
     return entry.uncompressed_size if entry.compression != "none" else len(entry.stored)
 
 
-def extract(path: str | os.PathLike, out_dir: str | os.PathLike) -> list[Path]:
-    """Write every entry of `path` into `out_dir`, decompressed; PTX without its trailing NUL."""
+def extract(path: str | os.PathLike, out_dir: str | os.PathLike) -> tuple[list[Path], list[FatbinError]]:
+    """Write every readable entry of `path` into `out_dir`, decompressed; PTX without its trailing
+    NUL. Returns the files and the damage that left entries out."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for row in rows(path):
+    found, damage = scan(path)
+    for row in found:
         try:
             data = ptx_text(row.entry).encode() if row.entry.kind == KIND_PTX else payload(row.entry)
         except FatbinError as e:
@@ -82,4 +94,4 @@ def extract(path: str | os.PathLike, out_dir: str | os.PathLike) -> list[Path]:
         target = out / row.file_name
         target.write_bytes(data)
         written.append(target)
-    return written
+    return written, damage

@@ -41,6 +41,8 @@ def select_ptx(fatbin: Fatbin, sm: int, above: bool = True) -> Entry:
         return max(fitting, key=lambda e: e.sm)
     if mode == "any" and above and ptx:
         return min(ptx, key=lambda e: e.sm)
+    if fatbin.skipped and not ptx:  # the PTX may have been in the damage: that is the error
+        raise fatbin.skipped[0]
     raise FatbinError(_no_ptx_message(fatbin, ptx, sm), fatbin.offset, CUDA_ERROR_NO_BINARY_FOR_GPU)
 
 
