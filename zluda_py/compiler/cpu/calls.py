@@ -16,6 +16,7 @@ from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.abi import DONE, FAULT_BRKPT, FRAME_HEADER, WARP, BarSlot, Ctx, Frame
 from zluda_py.compiler.cpu.frame_sync import written_since_resume
+from zluda_py.compiler.cpu.remat import Remat
 from zluda_py.compiler.device_runtime import LAUNCH_FUNCTIONS as DEVICE_RUNTIME
 from zluda_py.compiler.errors import CUDA_ERROR_ASSERT, CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import ptx_bits
@@ -351,11 +352,16 @@ class CallMixin:
             entry = self.llfn.append_basic_block(f"resume{site}")
             sw.add_case(ir.Constant(I32, site), entry)
             b.position_at_end(entry)
+            remat, rerun = self._remat(live, next_block) if whole else (set(), [])
             # %tid where the warp may read it: a whole warp only in blocks reachable from next_block
+            # (the definitions it reruns read no %tid: remat.py)
             if self.tid_slots and not (whole and not self.reads_tid_after(next_block)):
                 self.set_up_tid()
             if whole:  # all 32 lanes at next_block (lower_barrier)
-                self.reload(live, pc=False)
+                self.reload(live - remat, pc=False)
+                self.cur_mask, self.guarded_inst = V.ALL, False
+                for d in rerun:
+                    self.lower_inst(d)
                 b.store(V.splat_const(I32, next_block), self.pc, align=16)
                 self._resume_at(inst, dst, next_block)
                 continue
@@ -372,6 +378,17 @@ class CallMixin:
             self._resume_at(inst, dst, next_block)
             b.position_at_end(after)
             self._resume_at(inst, dst, next_block)
+
+    def _remat(self, live: set[str], next_block: int) -> tuple[set[str], list[ast.Instruction]]:
+        """The registers of `live` a whole warp recomputes at its resume point before `next_block`
+        and the definitions it reruns there (remat.py); none where registers live in the frame
+        or lanes park at mbarrier waits (they resume through the dispatcher)."""
+        if self.in_frame or self.has_waits:
+            return set(), []
+        if getattr(self, "_remat_plan", None) is None:
+            sites = set().union(*(s[3] for s in self.resume_sites if s[5]))
+            self._remat_plan = Remat(self.body, sites, self.uniform_regs, self._uniform_symbol)
+        return self._remat_plan.program(live, next_block)
 
     def _resume_at(self, inst: ast.Instruction | None, dst: ast.Operand | None, target: int | None) -> None:
         """Deliver a bar.red result and continue after a barrier at `target`, the block after it:
