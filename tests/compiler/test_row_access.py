@@ -8,12 +8,16 @@ naming the first misaligned lane."""
 from __future__ import annotations
 
 import mmap
+import re
 
 import numpy as np
 import pytest
 
 from zluda_py.compiler import LaunchError, compile, register_memory, unregister_memory
 from zluda_py.compiler.cpu import memory
+from zluda_py.compiler.cpu.target import CPU
+from zluda_py.compiler.linker import link
+from zluda_py.ptx import parse
 
 HEAD = ".version 7.8\n.target sm_80\n.address_size 64\n"
 
@@ -521,3 +525,139 @@ def test_offset_wrapping_inside_a_row_faults_like_per_lane_accesses(mod, guarded
         mod.launch("wrap_rows", (1,), (16, 2), [np.uint64((p - base) % (1 << 64)), np.uint32(base), out])
     assert e.value.cu_result == 700
     assert "lane 8 (thread (8,0,0))" in str(e.value), str(e.value)
+
+
+def test_stencil_rows_decided_once_for_a_widened_index():
+    """in[i], in[i-1], in[i+1], in[i+w] and out[i] are one widened index plus uniform terms
+    (affine.Form.root): each half-warp spans the same distance in all of them, so the block
+    tests the spans once (`rows.group`) and lowers its rest twice; only in[i-w] (another index,
+    which may cross its sign boundary elsewhere) tests its own where that test held. The other
+    tail tests each access as before."""
+    ir = CPU.lower_part(link([parse(PTX)]), "stencil").text
+    assert len(re.findall(r"^rows\.group:", ir, re.M)) == 1
+    assert len(re.findall(r"^mem\.rows[.\d]*:", ir, re.M)) == 1 + 6
+
+
+def test_stencil_rows_decided_once_still_checks_each_access(mod):
+    """Where the group's test holds, each access still checks its own rows: values as numpy's,
+    and in[i+w] of the last thread, one past the registered elements, faults with 700 naming
+    that lane and address although in[i] and in[i+1] of that lane are inside."""
+    w, gx, gy = 34, 32, 32
+    src = np.random.default_rng(7).integers(0, 1 << 30, w * (gy + 2), dtype=np.uint32)
+    out = np.zeros_like(src)
+    mod.launch("stencil", (2, 2), (16, 16), [np.uint32(w), src, out])
+    np.testing.assert_array_equal(out, _stencil_expect(src, w, gx, gy))
+    w, n = 18, 286  # 16x14 block: thread (15,13) has i = 268, i + w = 286
+    mem = np.ones(1024, np.uint32)
+    p = mem.ctypes.data
+    register_memory(p, n * 4)
+    try:
+        with pytest.raises(LaunchError) as e:
+            mod.launch("stencil", (1, 1), (16, 14), [np.uint32(w), p, np.zeros(16 * w, np.uint32)])
+    finally:
+        unregister_memory(p)
+    assert e.value.cu_result == 700
+    assert str(e.value).endswith(f"warp 6, lane 31 (thread (15,13,0)), address 0x{p + n * 4:x}"), str(e.value)
+
+
+# nvcc's stencil (bench/cuda/suite.cu): edge cells copied; in[i] before the branch, four loads
+# of the interior and the store after the join share one widened index
+BRANCHY = HEAD + r"""
+.visible .entry branchy(
+	.param .u32 p0,
+	.param .u64 p1,
+	.param .u64 p2
+)
+{
+	.reg .pred 	%p<8>;
+	.reg .f32 	%f<13>;
+	.reg .b32 	%r<14>;
+	.reg .b64 	%rd<14>;
+
+
+	ld.param.u32 	%r1, [p0];
+	ld.param.u64 	%rd5, [p1];
+	ld.param.u64 	%rd4, [p2];
+	mov.u32 	%r2, %ntid.x;
+	mov.u32 	%r3, %ctaid.x;
+	mov.u32 	%r4, %tid.x;
+	mad.lo.s32 	%r5, %r3, %r2, %r4;
+	mov.u32 	%r6, %ntid.y;
+	mov.u32 	%r7, %ctaid.y;
+	mov.u32 	%r8, %tid.y;
+	mad.lo.s32 	%r9, %r7, %r6, %r8;
+	mad.lo.s32 	%r10, %r9, %r1, %r5;
+	setp.eq.s32 	%p1, %r5, 0;
+	setp.eq.s32 	%p2, %r9, 0;
+	or.pred  	%p3, %p1, %p2;
+	add.s32 	%r11, %r1, -1;
+	setp.eq.s32 	%p4, %r5, %r11;
+	or.pred  	%p5, %p3, %p4;
+	setp.eq.s32 	%p6, %r9, %r11;
+	or.pred  	%p7, %p6, %p5;
+	cvt.s64.s32 	%rd1, %r10;
+	cvta.to.global.u64 	%rd2, %rd5;
+	mul.wide.s32 	%rd6, %r10, 4;
+	add.s64 	%rd3, %rd2, %rd6;
+	ld.global.f32 	%f12, [%rd3];
+	@%p7 bra 	$L__BB0_2;
+
+	cvt.u32.u64 	%r12, %rd1;
+	ld.global.f32 	%f4, [%rd3+-4];
+	add.f32 	%f5, %f12, %f4;
+	ld.global.f32 	%f6, [%rd3+4];
+	add.f32 	%f7, %f5, %f6;
+	sub.s32 	%r13, %r12, %r1;
+	mul.wide.s32 	%rd7, %r13, 4;
+	add.s64 	%rd8, %rd2, %rd7;
+	ld.global.f32 	%f8, [%rd8];
+	add.f32 	%f9, %f7, %f8;
+	mul.wide.s32 	%rd9, %r1, 4;
+	add.s64 	%rd10, %rd3, %rd9;
+	ld.global.f32 	%f10, [%rd10];
+	add.f32 	%f11, %f9, %f10;
+	mul.f32 	%f12, %f11, 0f3E4CCCCD;
+
+$L__BB0_2:
+	cvta.to.global.u64 	%rd11, %rd4;
+	shl.b64 	%rd12, %rd1, 2;
+	add.s64 	%rd13, %rd11, %rd12;
+	st.global.f32 	[%rd13], %f12;
+	ret;
+
+}
+"""
+
+
+def test_rows_decided_before_a_branch_carry_into_cloned_blocks():
+    """The first access of the group tests the spans; the interior and the join are lowered again
+    for warps where the test held (`rows.allN`), only in[i-w] testing its own there."""
+    ir = CPU.lower_part(link([parse(BRANCHY)]), "branchy").text
+    assert re.findall(r"^(rows\.all\d+):", ir, re.M) == ["rows.all1", "rows.all2"]
+
+
+def test_rows_decided_before_a_branch_values_and_faults():
+    """Values as numpy's (float32, the kernel's order of additions); in[i+w] of thread (5,15) of
+    block (1,0), a converged interior warp in a cloned block, is the first element past the
+    registered ones: 700 naming that lane and address."""
+    mod = compile(BRANCHY)
+    w = 48
+    src = np.random.default_rng(3).standard_normal(w * w).astype(np.float32)
+    out = np.zeros_like(src)
+    mod.launch("branchy", (3, 3), (16, 16), [np.int32(w), src, out])
+    g = src.reshape(w, w)
+    want = g.copy()
+    want[1:-1, 1:-1] = np.float32(0.2) * ((((g[1:-1, 1:-1] + g[1:-1, :-2]) + g[1:-1, 2:]) + g[:-2, 1:-1]) + g[2:, 1:-1])
+    np.testing.assert_array_equal(out, want.ravel())
+    n = 16 * w + 21  # row 16, x = 21
+    mem = np.ones(w * w, np.float32)
+    p = mem.ctypes.data
+    register_memory(p, n * 4)
+    try:
+        with pytest.raises(LaunchError) as e:
+            mod.launch("branchy", (2, 1), (16, 16), [np.int32(w), p, np.zeros(w * w, np.float32)])
+    finally:
+        unregister_memory(p)
+    assert e.value.cu_result == 700
+    assert "block (1,0,0)" in str(e.value), str(e.value)
+    assert str(e.value).endswith(f"warp 7, lane 21 (thread (5,15,0)), address 0x{p + n * 4:x}"), str(e.value)

@@ -17,7 +17,7 @@ the memory access then tests them (`Form.two_lane_test`) and keeps a per-lane pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from zluda_py.compiler import cfg
@@ -42,6 +42,11 @@ class Form:
     two-lane test otherwise; see `halves`. `scope`: blocks (first, last) of the loop outside
     which the form does not hold: built from a loop's induction register (`_inductions`), whose
     U changes from one iteration to the next but is the same in every lane running one.
+    `origin`: the definition whose value this is, as a register read gives it (None: a value
+    computed from it). `root`: for a widened form, (origin of the narrow value, signed, its
+    width), kept through adding uniform terms and constant factors: two forms with the same
+    root, scale and stride are the same lane-dependent value plus different uniform ones, so
+    their lanes' differences (each half-warp's span, `halves` "test") are equal.
     """
 
     stride: int
@@ -53,6 +58,8 @@ class Form:
     tangled: bool = False
     rows: bool = False
     scope: tuple[int, int] | None = None
+    origin: int | None = field(default=None, compare=False)
+    root: tuple[int, bool, int] | None = field(default=None, compare=False)
 
     @property
     def hazards(self) -> bool:
@@ -131,16 +138,18 @@ def resize(f: Form | None, bits: int, signed: bool) -> Form | None:
             const = _wrap(_signed(const, f.bits) if signed and bits > f.bits else const, bits)
         return Form(0, bits, const)
     if f.row_uniform:  # one value per half-warp widens exactly
-        return replace(f, bits=bits, const=None)
+        return replace(f, bits=bits, const=None, origin=None)
     if bits < f.bits:  # truncation keeps U + i*s exact mod 2**bits; past a widening only when
         # back within the widened width (the widened value is then the narrow one mod 2**bits)
         narrow = bits <= f.ext
         return replace(f, stride=_wrap(f.stride, bits), bits=bits, tangled=f.tangled or (f.ext != 0 and not narrow),
-                       ext=0 if narrow else f.ext, scale=1 if narrow else f.scale)
+                       ext=0 if narrow else f.ext, scale=1 if narrow else f.scale, origin=None,
+                       root=None if narrow else f.root)
     # without wrap-around between the lanes, U + i*s widens to ext(U) + i*s (s read as signed)
     s = _signed(f.stride, f.bits)
     wild = f.ext != 0 or f.tangled or abs(s) >> max(f.bits - 1 - WIDEN_SHIFT, 0) != 0
-    return Form(_wrap(s, bits), bits, None, f.tid, f.bits, 1, wild, f.rows)
+    root = None if wild or f.origin is None else (f.origin, signed, f.bits)
+    return Form(_wrap(s, bits), bits, None, f.tid, f.bits, 1, wild, f.rows, root=root)
 
 
 def _wrap(v: int, bits: int) -> int:
@@ -156,7 +165,7 @@ def _add(a: Form, b: Form, bits: int, sign: int = 1) -> Form:
     if a.uniform or b.uniform:  # U + affine keeps the affine side's hazards
         side = a if b.uniform else b
         const = None if a.const is None or b.const is None else _wrap(a.const + sign * b.const, bits)
-        return replace(side, stride=stride, bits=bits, const=const)
+        return replace(side, stride=stride, bits=bits, const=const, origin=None)
     # two lane-dependent values: fine when both are exact, else their jumps could cancel out;
     # two exact in each half-warp's row add up to one (`Form.halves`)
     if a.hazards or b.hazards:
@@ -173,7 +182,7 @@ def _mul(a: Form, b: Form, bits: int) -> Form | None:
             return Form(0, bits, 0)
         if b.uniform:
             return Form(0, bits, None if b.const is None else _wrap(c * b.const, bits))
-        return replace(b, stride=_wrap(c * b.stride, bits), bits=bits, const=None,
+        return replace(b, stride=_wrap(c * b.stride, bits), bits=bits, const=None, origin=None,
                        scale=_wrap(b.scale * c, 64) if b.ext else 1)
     if a.uniform and b.uniform:
         return Form(0, bits)
@@ -328,7 +337,9 @@ class Analysis:
                     if not f.scope[0] <= i <= f.scope[1]:
                         return None
                     scopes.append(f.scope)
-                return f
+                # the value of definition d (`Form.root`); within a block a def of the register
+                # moves `current`, and d reaches a use only if it ran before it on every path
+                return f if f is None or f.uniform or f.origin == d else replace(f, origin=d)
 
             for key, (head, last, d0, step, ptype) in inductions.items():
                 if head == blk.index:  # the forms of d0 and of the step reach the whole loop
@@ -405,7 +416,7 @@ class Analysis:
         for f in (start, step):
             if f.scope is not None:
                 scope = (max(scope[0], f.scope[0]), min(scope[1], f.scope[1]))
-        return replace(start, const=None, scope=scope) if scope[0] <= scope[1] else None
+        return replace(start, const=None, scope=scope, origin=None) if scope[0] <= scope[1] else None
 
     def _new_def(self, form: Form | None) -> int:
         self._defs.append(form)
@@ -502,7 +513,7 @@ class Analysis:
         if f is None:
             return {}
         if any(m.startswith("shared") for m in inst.mods):  # +- the arena's address
-            f = replace(f, const=None)
+            f = replace(f, const=None, origin=None)
         return self._store_all(inst.operands[0], f, t)
 
     def _store_all(self, dst: ast.Operand, f: Form, ptype: str) -> dict[str, Form]:

@@ -72,6 +72,30 @@ FORM_CHECKS: dict[str, Callable[[ast.Instruction], object]] = {"atom": wide_atom
                                                                 "movmatrix": matrix_form, "wmma": wmma_form}
 
 
+class _DecidedClones:
+    """Converged blocks as seen from where a row group's test held (FunctionLowering._fork_rows):
+    clones lowered with the group decided, made on first use, except blocks that may change
+    what the test saw (the root's definition) or that barriers, calls and waits reach from
+    elsewhere; at most CLONES of them."""
+
+    CLONES = 8
+
+    def __init__(self, fn: "FunctionLowering", shared, group: tuple) -> None:
+        self.fn, self.shared, self.made, self.pending = fn, shared, {}, []
+        root = fn.affine()._def_inst.get(group[0][0])
+        self.keep_out = {i for i, blk in enumerate(fn.body.blocks)
+                         if root is None or any(x is root or x.opcode == "call" or cfg.is_block_barrier(x) or is_wait(x)
+                                                for x in blk.insts)}
+
+    def __getitem__(self, i: int) -> ir.Block:
+        if i not in self.made:
+            if i in self.keep_out or i in self.fn.never_converged or len(self.made) >= self.CLONES:
+                return self.shared[i]
+            self.made[i] = self.fn.llfn.append_basic_block(f"rows.all{i}")
+            self.pending.append(i)
+        return self.made[i]
+
+
 def _successors(term: ir.Instruction | None) -> list[ir.Block]:
     if term is None:
         return []
@@ -490,10 +514,18 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         so LLVM drops the selects and masks), and uniform branches jump straight to the next
         converged block without the dispatcher."""
         self.cur_mask = V.ALL if converged else self.mask
+        self.rows_decided = {}
+        self._lower_from(blk, 0, converged)
+
+    def _lower_from(self, blk: cfg.BasicBlock, start: int, converged: bool) -> None:
+        """Lower `blk` from its instruction `start` on, its terminator included."""
         insts = blk.insts
         term = insts[-1] if insts and cfg.is_terminator(insts[-1]) else None
-        for inst in insts if term is None else insts[:-1]:
-            self.lower_inst(inst)
+        body = insts if term is None else insts[:-1]
+        for k in range(start, len(body)):
+            if converged and self._fork_rows(blk, k):
+                return
+            self.lower_inst(body[k])
         b = self.b
         if term is None or term.opcode == "call":
             if term is not None:
@@ -527,6 +559,46 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         # every lane of a converged warp leaving at an unguarded ret/exit: nothing left to run
         done = converged and term.guard is None and op in ("ret", "exit")
         b.branch(self.finished if done else self.dispatch_block)
+
+    def _fork_rows(self, blk: cfg.BasicBlock, k: int) -> bool:
+        """At a converged block's first access of a row group (`MemoryMixin.row_group`) that no
+        earlier block holds, where more of it follow in the block or its successors: test the
+        group's spans once and lower the rest of the block twice, where the test held without
+        the group's tests, going on in converged blocks cloned for that decision
+        (`_DecidedClones`), elsewhere as before. (Per access, the stencil's tests cost ~15 %:
+        docs/cpu_target.md.) False: no fork here."""
+        inst = blk.insts[k]
+        group = self.row_group(inst) if self.cloned else None
+        if group is None or self.rows_decided or inst.guard is not None:  # one fork a block: no 2**n tails
+            return False
+        if not any(self.row_group(later) == group for later in blk.insts[k + 1:]) \
+                and not any(self.row_group(x) == group for i in blk.succs for x in self.body.blocks[i].insts):
+            return False  # nothing in this block or the next ones to spare a test
+        if any(self.row_group(x) == group for other in self.body.blocks[:blk.index] for x in other.insts):
+            return False  # an earlier block forked: this one runs where its test failed, or rarely
+        addr, space = inst.operands[1 if inst.opcode == "ld" else 0], space_of(inst)
+        b = self.b
+        lanes = self._lanes(inst, addr, space) or {}  # the lane copies where the register has them
+        host = self._locate(addr, space)[0]
+        tested, untested = self.llfn.append_basic_block("rows.group"), self.llfn.append_basic_block("rows.each")
+        go = self.rows_go(lambda lane: lanes[lane][0] if lane in lanes
+                          else b.extract_element(host, ir.Constant(I32, lane)), group[2])
+        b.cbranch(go, tested, untested).set_weights([1000, 1])
+        shared = self.converged_blocks
+        clones = _DecidedClones(self, shared, group)
+        self.converged_blocks, self.rows_decided = clones, {group: True}
+        b.position_at_end(tested)
+        self._lower_from(blk, k, True)
+        while clones.pending:
+            i = clones.pending.pop()
+            b.position_at_end(clones.made[i])
+            self.cur_mask, self.rows_decided = V.ALL, {group: True}
+            self._lower_from(self.body.blocks[i], 0, True)
+        self.converged_blocks, self.rows_decided = shared, {group: False}  # each access tests itself
+        self.cur_mask = V.ALL  # a side run in place by a tail's branch changes it
+        b.position_at_end(untested)
+        self._lower_from(blk, k, True)
+        return True
 
     def jump(self, lanes: ir.Value, target: int | None, converged: bool) -> None:
         """All of `lanes` continue at `target`; a converged warp that stays whole skips the dispatcher."""
@@ -651,6 +723,7 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
             return
         mask = self.guarded(inst, self.cur_mask)
         self.guarded_inst = inst.guard is not None
+        self.cur_inst, self.site_calls = inst, 0
         handler = getattr(self, "op_" + op, None)
         if handler is not None:
             handler(inst, mask)

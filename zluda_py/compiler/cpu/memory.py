@@ -45,7 +45,8 @@ class Access:
     check (contiguous if every active lane is: a vector compare), else per lane; gather
     (per-lane checks, gather/scatter). `rows`, for a whole warp when %ntid.x is a multiple of
     16 (`affine.Form.halves`): (stride in a half-warp, 0 or nbytes; whether each half's two
-    ends are tested first), the two halves then moved by `halves` instead of the plan."""
+    ends are tested first), the two halves then moved by `halves` instead of the plan;
+    `row_group`: where that test is shared by other accesses (`MemoryMixin.row_group`)."""
 
     host: ir.Value
     offsets: ir.Value | None
@@ -53,6 +54,7 @@ class Access:
     nbytes: int
     plan: str
     rows: tuple[int, bool] | None = None
+    row_group: tuple | None = None
     kparam: int | None = None  # a kernel parameter's offset in the blob (a scalar plan's load of it)
     # lane -> (host address, offset) as scalars, from the address register's lane copies
     # (cpu/scalar_lanes.py): the fast paths' tests read them instead of the vectors
@@ -68,6 +70,11 @@ class MemoryMixin:
     # there tests first for exactly one active lane, then checks and moves that lane's element as
     # a scalar (the tail of a shuffle reduction: `if (lane == 0) out[w] = v`)
     one_lane = False
+    # row group -> True where a test of the group's spans dominates (FunctionLowering._fork_rows):
+    # its accesses in the rest of the block move their halves without testing again
+    rows_decided: dict[tuple, bool] = {}
+    cur_inst: ast.Instruction | None = None  # being lowered, and its _bounds_cache calls so far
+    site_calls = 0
 
     # ------------------------------------------------------------------ addresses
     def lane_local_base(self) -> ir.Value:
@@ -174,7 +181,8 @@ class MemoryMixin:
         rows = self._rows(inst, addr, space, nbytes) if self.cloned else None
         at_lane = (lambda lane: self.one_lane_address(addr, space, lane)) \
             if self.one_lane and space in ("global", "shared", "generic") else None
-        return Access(host, offsets if checked else None, space, nbytes, plan, rows,
+        group = self.row_group(inst) if rows is not None and rows[1] else None
+        return Access(host, offsets if checked else None, space, nbytes, plan, rows, group,
                       lanes=self._lanes(inst, addr, space), at_lane=at_lane)
 
     def _lanes(self, inst: ast.Instruction, addr: ast.Addr, space: str
@@ -246,6 +254,29 @@ class MemoryMixin:
                 or not self._reads_tid_yz():
             return None
         return form.stride, form.halves == "test"
+
+    def row_group(self, inst: ast.Instruction) -> tuple | None:
+        """For an ld/st whose address is a widened index plus uniform terms (`Form.root`; the
+        stencil's in[i-1], in[i+1], in[i+w]): a key equal for the accesses whose half-warps span
+        the same distance, so one test of the spans (`rows_go`) decides the rows for all of them."""
+        if inst.opcode not in ("ld", "st") or not self._reads_tid_yz():
+            return None
+        addr = inst.operands[1 if inst.opcode == "ld" else 0]
+        if not isinstance(addr, ast.Addr) or not isinstance(addr.base, ast.Reg) or addr.base.name not in self.regs:
+            return None
+        form = self._form(inst, addr, space_of(inst))
+        if form is None or form.halves != "test" or form.root is None:
+            return None
+        return form.root, form.scale, form.stride
+
+    def rows_go(self, lane_host: Callable[[int], ir.Value], stride: int) -> ir.Value:
+        """Whether a whole warp's addresses follow the 16-wide rows: %ntid.x a multiple of 16 and
+        each half's last lane on its first one's line (`Form.halves` "test")."""
+        b, go = self.b, self.rows_in_halves
+        for h in (0, HALF):
+            span = b.sub(lane_host(h + HALF - 1), lane_host(h))
+            go = b.and_(go, b.icmp_unsigned("==", span, ir.Constant(I64, (HALF - 1) * stride)))
+        return go
 
     def affine(self) -> affine.Analysis:
         """This function's uniform/affine register analysis (built at first use)."""
@@ -490,8 +521,12 @@ class MemoryMixin:
     def _bounds_cache(self) -> ir.Value:
         """[lo, hi) of the range this access site last hit: one of the worker's launch-record
         entries (zeroed per launch, kept across warps and blocks), shared round-robin by sites."""
-        self._bounds_sites = getattr(self, "_bounds_sites", 0) + 1
-        entry = Ctx.BOUNDS_CACHE + 2 * (self._bounds_sites % BOUNDS_CACHE_ENTRIES)
+        # an instruction lowered again (FunctionLowering._fork_rows's tails and clones) is the same
+        # site: another entry could be shared with a hot site of another array and miss every warp
+        key = (id(self.cur_inst), self.cur_mask is V.ALL, self.site_calls)
+        self.site_calls += 1
+        sites = self.__dict__.setdefault("_bounds_sites", {})
+        entry = Ctx.BOUNDS_CACHE + 2 * (sites.setdefault(key, len(sites) + 1) % BOUNDS_CACHE_ENTRIES)
         return self.b.gep(self.ctx, [ir.Constant(I64, 8 * entry)], source_etype=V.I8)
 
     def reg_bits(self, op: ast.Operand) -> int:
@@ -589,6 +624,9 @@ class MemoryMixin:
         cache = self._bounds_cache() if acc.offsets is not None else None
         full = mask is V.ALL
         known_rows = full and acc.rows is not None and halves is not None
+        if known_rows and self.rows_decided.get(acc.row_group):  # tested for the group: move the halves
+            self._check_halves(acc, cache, acc.rows[0])
+            return halves(acc.rows[0])
         paths: list[tuple[ir.Block, list[ir.Value]]] = []
         # (a uniform plan's path is scalar already)
         one_lane = self.one_lane and not full and acc.plan != "uniform" and acc.offsets is not None \
@@ -618,11 +656,8 @@ class MemoryMixin:
         some = ir.Constant(I1, 1) if full else V.any_lane(b, mask)
         if known_rows:  # proven to follow the rows of 16-wide blocks: scalar tests only
             stride, test = acc.rows
-            go = self.rows_in_halves
-            for h in (0, HALF) if test else ():  # each half's last lane on its first one's line
-                span = b.sub(self._lane_host(acc, ir.Constant(I32, h + HALF - 1)),
-                             self._lane_host(acc, ir.Constant(I32, h)))
-                go = b.and_(go, b.icmp_unsigned("==", span, ir.Constant(I64, (HALF - 1) * stride)))
+            go = self.rows_go(lambda k: self._lane_host(acc, ir.Constant(I32, k)), stride) if test \
+                else self.rows_in_halves
             fast, other = b.append_basic_block("mem.rows"), b.append_basic_block("mem.other")
             b.cbranch(go, fast, other).set_weights([1000, 1])
             b.position_at_end(fast)
