@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from zluda_py.compiler.parts import _statements
 from zluda_py.compiler.ptxtypes import align_up, is_dynamic_shared, var_align, var_size
 from zluda_py.ptx import ast
 from zluda_py.ptx.errors import PtxError
@@ -11,11 +12,7 @@ MAX_STATIC_SHARED = 0xC000  # bytes of static .shared per kernel ("uses too much
 
 
 def _declared(body: list[ast.Statement]):
-    for s in body:
-        if isinstance(s, ast.Block):
-            yield from _declared(s.body)
-        elif isinstance(s, ast.Variable):
-            yield s
+    return (s for s in _statements(body) if isinstance(s, ast.Variable))
 
 
 class _SharedUse:

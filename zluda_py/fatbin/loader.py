@@ -96,20 +96,22 @@ def _ptx_module(raw: bytes, offset: int, origin: str) -> PtxModule:
     """NUL-terminated (or whole) PTX text; no selection: the program chose this PTX itself."""
     head = raw[:8].hex(" ") or "none, it is empty"
     text_bytes = raw.split(b"\0", 1)[0]
-    try:
-        text = text_bytes.decode("utf-8")
-    except UnicodeDecodeError as e:
-        # PTX with a stray byte is still PTX: the front end says where (218), as NVIDIA's JIT does;
-        # in a comment or a file name it is harmless. Without a .version it is no image at all.
-        text = text_bytes.decode("utf-8", errors="replace")
-        if not _VERSION.search(text):
-            raise FatbinError(f"not a fatbin, ELF or PTX image: no known magic (first bytes {head}) and "
-                              f"byte {e.start} is not UTF-8 text", offset) from None
+    # PTX with a stray byte is still PTX: the front end says where (218), as NVIDIA's JIT does;
+    # in a comment or a file name it is harmless. Without a .version it is no image at all.
+    text = text_bytes.decode("utf-8", errors="replace")
     if not _VERSION.search(text):
-        raise FatbinError(f"not a fatbin, ELF or PTX image: no known magic (first bytes {head}) and "
-                          f"no PTX .version directive", offset)
+        bad = next((f"byte {e.start} is not UTF-8 text" for e in _decode_error(text_bytes)), "no PTX .version directive")
+        raise FatbinError(f"not a fatbin, ELF or PTX image: no known magic (first bytes {head}) and {bad}", offset)
     target = _TARGET.search(text)  # none: the front end refuses the module at its header (218)
     return PtxModule(text, int(target.group(1)) if target else 0, origin)
+
+
+def _decode_error(data: bytes) -> list[UnicodeDecodeError]:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return [e]
+    return []
 
 
 def ptx_images_from_bytes(data: bytes, sm: int, origin: str = "<bytes>") -> list[list[PtxModule]]:
