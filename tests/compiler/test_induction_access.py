@@ -270,3 +270,187 @@ def test_steps_that_are_not_inductions(m):
                 break
         want.append(acc % (1 << 32))
     np.testing.assert_array_equal(out, np.array(want, np.uint32))
+
+
+# Registers updated by another pure instruction in the latch: a tree reduction's stride (nvcc:
+# `shr.u32 %r14, %r14, 1` after the barrier). Its start is uniform, so each iteration's value is
+# the same in every lane running it, and `s[t + stride]` is contiguous like `s[t]`.
+TREE = HEAD + r"""
+// s[t] = i < n ? in[i] : 0; for (stride = first; stride > 0; stride >>= 1)
+// { if (t < stride) s[t] += s[t + stride]; __syncthreads(); } if (t == 0) out[ctaid] = s[0]
+.visible .entry tree(.param .u32 n, .param .u64 in, .param .u64 out, .param .u32 first)
+{
+    .reg .pred %p<6>;
+    .reg .f32 %f<9>;
+    .reg .b32 %r<15>;
+    .reg .b64 %rd<9>;
+    .shared .align 4 .b8 s[4096];
+    ld.param.u32 %r9, [n];
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r14, [first];
+    mov.u32 %r1, %ntid.x;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %tid.x;
+    mad.lo.s32 %r4, %r2, %r1, %r3;
+    setp.ge.s32 %p1, %r4, %r9;
+    mov.f32 %f8, 0f00000000;
+    @%p1 bra STORE;
+    cvta.to.global.u64 %rd3, %rd1;
+    mul.wide.s32 %rd4, %r4, 4;
+    add.s64 %rd5, %rd3, %rd4;
+    ld.global.f32 %f8, [%rd5];
+STORE:
+    shl.b32 %r10, %r3, 2;
+    mov.u32 %r11, s;
+    add.s32 %r5, %r11, %r10;
+    st.shared.f32 [%r5], %f8;
+    bar.sync 0;
+    setp.eq.s32 %p2, %r14, 0;
+    @%p2 bra TAIL;
+LOOP:
+    setp.ge.s32 %p3, %r3, %r14;
+    @%p3 bra SYNC;
+    shl.b32 %r12, %r14, 2;
+    add.s32 %r13, %r5, %r12;
+    ld.shared.f32 %f4, [%r5];
+    ld.shared.f32 %f5, [%r13];
+    add.f32 %f6, %f5, %f4;
+    st.shared.f32 [%r5], %f6;
+SYNC:
+    bar.sync 0;
+    shr.u32 %r14, %r14, 1;
+    setp.ne.s32 %p4, %r14, 0;
+    @%p4 bra LOOP;
+TAIL:
+    setp.ne.s32 %p5, %r3, 0;
+    @%p5 bra DONE;
+    ld.shared.f32 %f7, [s];
+    cvta.to.global.u64 %rd6, %rd2;
+    mul.wide.u32 %rd7, %r2, 4;
+    add.s64 %rd8, %rd6, %rd7;
+    st.global.f32 [%rd8], %f7;
+DONE:
+    ret;
+}
+
+// k = first; do { acc += in[k]; k >>= 1; } while (k > tid); out[tid] = acc * 1000 + in[k]:
+// lanes leave at different iterations, so after the loop k is not uniform
+.visible .entry halving(.param .u64 in, .param .u64 out, .param .u32 first)
+{
+    .reg .pred %p1;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<9>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [first];
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r4, 0;
+LOOP:
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r5, [%rd4];
+    add.s32 %r4, %r4, %r5;
+    shr.u32 %r1, %r1, 1;
+    setp.gt.u32 %p1, %r1, %r2;
+    @%p1 bra LOOP;
+    mul.wide.u32 %rd5, %r1, 4;
+    add.s64 %rd6, %rd1, %rd5;
+    ld.global.u32 %r6, [%rd6];
+    mul.lo.s32 %r4, %r4, 1000;
+    add.s32 %r4, %r4, %r6;
+    mul.wide.u32 %rd7, %r2, 4;
+    add.s64 %rd8, %rd2, %rd7;
+    st.global.u32 [%rd8], %r4;
+    ret;
+}
+
+// the same with a per-lane shift (k >>= 1 + (tid & 1)): not one value per iteration
+.visible .entry halving_by_lane(.param .u64 in, .param .u64 out, .param .u32 first)
+{
+    .reg .pred %p1;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<9>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [first];
+    mov.u32 %r2, %tid.x;
+    and.b32 %r7, %r2, 1;
+    add.s32 %r7, %r7, 1;
+    mov.u32 %r4, 0;
+LOOP:
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u32 %r5, [%rd4];
+    add.s32 %r4, %r4, %r5;
+    shr.u32 %r1, %r1, %r7;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra LOOP;
+    mul.wide.u32 %rd7, %r2, 4;
+    add.s64 %rd8, %rd2, %rd7;
+    st.global.u32 [%rd8], %r4;
+    ret;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def tree_compiled():
+    return compile_recording_plans(TREE)
+
+
+def test_tree_plans(tree_compiled):
+    seen = tree_compiled[1]
+    assert seen[("tree", "ld", "%r13")] == seen[("tree", "ld", "%r5")] == {"ends"}  # s[t + stride] as s[t]
+    assert seen[("halving", "ld", "%rd4")] == {"uniform"}  # in the loop
+    assert seen[("halving", "ld", "%rd6")] == {"check"}  # after it
+    assert seen[("halving_by_lane", "ld", "%rd4")] == {"check"}
+
+
+def _tree_reference(x: np.ndarray, n: int, block: int, first: int) -> np.ndarray:
+    blocks = -(-n // block)
+    s = np.zeros((blocks, block), np.float32)
+    s.ravel()[:n] = x[:n]
+    stride = first
+    while stride:
+        s[:, :stride] += s[:, stride:2 * stride]
+        stride >>= 1
+    return s[:, 0]
+
+
+@pytest.mark.parametrize("n,block", [(1 << 14, 256), (1000, 96), (4099, 1024), (77, 64), (31, 32), (700, 160)])
+def test_tree_reduction(tree_compiled, n, block):
+    """Odd sizes and partial last blocks; blocks of 96 and 160 threads halve to odd strides
+    (48, 24, 12, 6, 3, 1), which leave elements out as on the GPU."""
+    x = np.random.default_rng(n).integers(-8, 9, n).astype(np.float32)
+    blocks = -(-n // block)
+    out = np.full(blocks, -1, np.float32)
+    tree_compiled[0].launch("tree", blocks, block, [np.int32(n), x, out, np.uint32(block // 2)])
+    np.testing.assert_array_equal(out, _tree_reference(x, n, block, block // 2))
+
+
+@pytest.mark.parametrize("first, lane, thread", [(1000, 24, 24), (800, 0, 224)])
+def test_tree_stride_past_the_arena_faults(tree_compiled, first, lane, thread):
+    """s[t + first] past the 4096-byte arena for t >= 1024 - first: the lowest such thread is named (700)."""
+    x = np.zeros(1024, np.float32)
+    with pytest.raises(LaunchError) as e:
+        tree_compiled[0].launch("tree", 1, 1024, [np.int32(1024), x, np.zeros(1, np.float32), np.uint32(first)])
+    assert e.value.cu_result == 700
+    assert f"lane {lane} (thread ({thread},0,0))" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("kernel", ["halving", "halving_by_lane"])
+def test_halving_counters(tree_compiled, kernel):
+    src = np.arange(1024, dtype=np.uint32) * 3 + 1
+    out = np.zeros(64, np.uint32)
+    tree_compiled[0].launch(kernel, 1, 64, [src, out, np.uint32(1000)])
+    want = []
+    for t in range(64):
+        k, acc = 1000, 0
+        while True:
+            acc += int(src[k])
+            k >>= 1 + (t & 1) if kernel == "halving_by_lane" else 1
+            if (k <= t) if kernel == "halving" else k == 0:
+                break
+        want.append((acc * 1000 + int(src[k])) % (1 << 32) if kernel == "halving" else acc % (1 << 32))
+    np.testing.assert_array_equal(out, np.array(want, np.uint32))

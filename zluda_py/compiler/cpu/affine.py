@@ -341,10 +341,10 @@ class Analysis:
                 # moves `current`, and d reaches a use only if it ran before it on every path
                 return f if f is None or f.uniform or f.origin == d else replace(f, origin=d)
 
-            for key, (head, last, d0, step, ptype) in inductions.items():
-                if head == blk.index:  # the forms of d0 and of the step reach the whole loop
+            for key, (head, last, d0, update) in inductions.items():
+                if head == blk.index:  # the forms of d0 and of the update's other sources reach the whole loop
                     start = self._defs[d0] if d0 in evaluated else None
-                    self._defs[stepped[key]] = self._stepped(start, self._read(step, ptype, lookup), (head, last))
+                    self._defs[stepped[key]] = self._stepped(start, update, key[0], lookup, (head, last))
                     evaluated.add(stepped[key])
             for inst, ids in zip(blk.insts, per_inst):
                 scopes.clear()
@@ -368,14 +368,15 @@ class Analysis:
                     current[name] = d if inst.guard is None else None
 
     def _inductions(self, blocks: list[cfg.BasicBlock], preds: list[list[int]], block_defs, defs_of: dict[str, int],
-                    reach_in: list[int]) -> dict[tuple[str, int], tuple[int, int, int, ast.Operand, str]]:
-        """Induction registers: `add r, r, step` (unguarded) in the one latch L of a loop that is
-        the blocks head..L (entered at its head only), r defined nowhere else in the loop, step
-        not at all, and one definition d0 of r before it. Blocks are in reconvergence order and
-        the dispatcher runs the lowest one a lane waits at, so a lane crosses the back edge only
-        when every lane still in the loop waits at L too: all lanes running a block of the loop
-        have run L equally often, and hold d0 + k*step with the same k. Returns {(r, its
-        definitions reaching the loop): (head, L, d0, step, type of the add)}."""
+                    reach_in: list[int]) -> dict[tuple[str, int], tuple[int, int, int, ast.Instruction]]:
+        """Induction registers: `r = f(r, x...)` (unguarded) in the one latch L of a loop that is
+        the blocks head..L (entered at its head only), r defined nowhere else in the loop, the
+        other sources x not at all, and one definition d0 of r before it. Blocks are in
+        reconvergence order and the dispatcher runs the lowest one a lane waits at, so a lane
+        crosses the back edge only when every lane still in the loop waits at L too: all lanes
+        running a block of the loop have run L equally often, and hold f applied k times to d0
+        with the same k (`_stepped` says which f keep a form). Returns {(r, its definitions
+        reaching the loop): (head, L, d0, the update)}."""
         found = {}
         for last, (blk, per_inst) in enumerate(zip(blocks, block_defs)):
             back = [s for s in blk.succs if s <= last]
@@ -390,28 +391,39 @@ class Analysis:
                 for _, d in ids:
                     inside |= 1 << d
             for inst, ids in zip(blk.insts, per_inst):
-                if inst.opcode != "add" or inst.guard is not None or len(ids) != 1 or len(inst.operands) != 3:
+                if inst.guard is not None or len(ids) != 1 or inst.opcode not in PURE:
                     continue
                 name, d1 = ids[0]
-                ptype = inst.types[-1] if inst.types else ""
                 srcs = inst.operands[1:]
-                if ptype not in INT_TYPES or any(m not in INT_TYPES for m in inst.mods) \
-                        or ptx_bits(ptype) != self.reg_bits[name] or ast.Reg(name) not in srcs:
-                    continue
-                step = srcs[1] if srcs[0] == ast.Reg(name) else srcs[0]
-                if isinstance(step, ast.Reg) and step.name in defs_of and defs_of[step.name] & inside:
+                if ast.Reg(name) not in srcs or any(isinstance(x, ast.Reg) and x.name in defs_of
+                                                    and defs_of[x.name] & inside for x in srcs if x != ast.Reg(name)):
                     continue
                 reach = reach_in[head] & defs_of[name]
                 before = reach & ~(1 << d1)
                 if defs_of[name] & inside != 1 << d1 or not reach >> d1 & 1 or before & (before - 1) or not before:
                     continue
-                found[(name, reach)] = (head, last, before.bit_length() - 1, step, ptype)
+                found[(name, reach)] = (head, last, before.bit_length() - 1, inst)
         return found
 
-    @staticmethod
-    def _stepped(start: Form | None, step: Form | None, scope: tuple[int, int]) -> Form | None:
-        """The form of an induction register inside its loop: the start's, U moved by a uniform step."""
-        if start is None or step is None or not step.uniform:
+    def _stepped(self, start: Form | None, update: ast.Instruction, name: str, lookup: Callable[[str], Form | None],
+                 scope: tuple[int, int]) -> Form | None:
+        """The form of an induction register inside its loop. `add r, r, step` with a uniform
+        step: the start's, U moved by the step. Any other pure update of a uniform start by
+        uniform sources (`stride >>= 1` in a tree reduction): uniform, one value per iteration."""
+        if start is None:
+            return None
+        if update.opcode == "add":
+            ptype = update.types[-1] if update.types else ""
+            if len(update.operands) != 3 or ptype not in INT_TYPES or any(m not in INT_TYPES for m in update.mods) \
+                    or ptx_bits(ptype) != self.reg_bits[name]:
+                return None
+            a, b = update.operands[1:]
+            step = self._read(b if a == ast.Reg(name) else a, ptype, lookup)
+        elif start.uniform:
+            step = self._evaluate(update, lambda n: start if n == name else lookup(n)).get(name)
+        else:
+            return None
+        if step is None or not step.uniform:
             return None
         for f in (start, step):
             if f.scope is not None:
