@@ -615,6 +615,13 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
                converged: bool) -> None:
         """A conditional branch; in a converged warp a uniform condition stays on the fast path."""
         b = self.b
+        if converged and other is not None and lanes is V.ALL and bra.guard.reg in self.uniform_regs:
+            # a whole warp on a warp-uniform predicate: every lane goes the same way, one scalar
+            # branch (the lane-mask tests below leave LLVM an unreachable split to keep)
+            go = b.load(self.regs[bra.guard.reg][0], typ=I1)
+            b.cbranch(b.not_(go) if bra.guard.negated else go, self._converged_entry(lanes, target),
+                      self._converged_entry(lanes, other))
+            return
         if converged and other is not None:
             bits = V.mask_bits(b, taken)
             all_taken = self.llfn.append_basic_block("uniform")
