@@ -62,12 +62,13 @@ def test_initializer_braces_up_to_the_limit_compile():
     assert ctypes.c_uint32.from_address(m.globals["g"].address).value == 42
 
 
-@pytest.mark.parametrize("opening, closing", [("{", "}"), ("(", ")"), ("[%rd, ", "]")])
+@pytest.mark.parametrize("prefix, opening, closing", [("mov.b64 %rd, ", "{", "}"), ("call f, ", "(", ")"),
+                                               ("mov.b64 %rd, ", "[%rd, ", "]")])
 @pytest.mark.parametrize("depth", [MAX_OPERAND_NESTING + 1, 1_000_000])
-def test_deeply_nested_operands_are_a_precise_error(opening, closing, depth):
-    """Vectors, argument lists and addresses inside each other: an error at the first one too
+def test_deeply_nested_operands_are_a_precise_error(prefix, opening, closing, depth):
+    """Vectors, argument lists (a call's; elsewhere parentheses are constant expressions,
+    test_constant_expressions.py) and addresses inside each other: an error at the first one too
     deep (valid PTX nests one level), never a RecursionError."""
-    prefix = "mov.b64 %rd, "
     text = (HEADER + ".visible .entry k()\n{\n.reg .b64 %rd;\n" + prefix + opening * depth + "%rd"
             + closing * depth + ";\nret;\n}\n")
     with pytest.raises(PtxError) as e:

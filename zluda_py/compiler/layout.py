@@ -99,6 +99,20 @@ def init_type(size: int, offsets: list[int]) -> ir.Type:
     return ir.LiteralStructType(fields, packed=True)
 
 
+def initial_bits(imm: ast.Imm, vtype: str) -> int:
+    """The bits ptxas writes for one initializer item (tests/ptx/test_constant_expressions.py
+    checks them against its cubins): a 0f literal in a 64-bit variable is its 32 bits
+    zero-extended, not its value converted; a floating-point constant in a .b32/.b64 variable
+    is converted to f32/f64, in a .b8/.b16 one it is 0."""
+    if imm.kind != "int" and vtype in ("b8", "b16"):
+        return 0
+    if imm.kind == "f32" and vtype in ("f64", "b64"):
+        return imm.value
+    if imm.kind != "int" and vtype in ("b32", "b64"):
+        return immediate_bits(imm, "f32" if vtype == "b32" else "f64")
+    return immediate_bits(imm, vtype if vtype != "pred" else "u8")
+
+
 def initial_value(v: ast.Variable, address: Callable[[ast.Initializer], ir.Constant]) -> ir.Constant:
     """`v`'s initial contents as a constant of `init_type`: immediates encoded little-endian,
     address items (`fn`, `var`, `generic(var)+4`) as the i64 constants `address(item)` makes."""
@@ -112,7 +126,7 @@ def initial_value(v: ast.Variable, address: Callable[[ast.Initializer], ir.Const
         if isinstance(item.value, ast.Sym):
             addresses[i * elem] = address(item)
         elif isinstance(item.value, ast.Imm):
-            bits = immediate_bits(item.value, v.type if v.type != "pred" else "u8")
+            bits = initial_bits(item.value, v.type)
             data[i * elem:(i + 1) * elem] = (bits & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
     offsets = address_offsets(v)
     layout = init_type(size, offsets)

@@ -78,9 +78,10 @@ def immediate_bits(imm: ast.Imm, ptype: str) -> int:
         return int(value) & ((1 << bits) - 1)
     if ptype == "f64":
         return struct.unpack("<Q", struct.pack("<d", float(value)))[0]
-    if ptype == "f32":
-        return int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
-    if ptype == "f16":
-        return int(np.array(value, dtype=np.float64).astype(np.float16).view(np.uint16))
-    f32 = int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
+    with np.errstate(over="ignore"):  # a constant past the type's range rounds to infinity
+        if ptype == "f32":
+            return int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
+        if ptype == "f16":
+            return int(np.array(value, dtype=np.float64).astype(np.float16).view(np.uint16))
+        f32 = int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
     return (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16  # bf16: round to nearest even

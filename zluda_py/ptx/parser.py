@@ -18,6 +18,7 @@ from .ast import (
     Addr, ArgList, Block, Directive, Function, Guard, Imm, Initializer, Instruction, Label,
     Module, Not, Operand, PredOut, PtrAttr, Reg, Sink, Statement, Sym, Variable, Vec,
 )
+from . import constexpr
 from .checks import check
 from .errors import CUDA_ERROR_UNSUPPORTED_PTX_VERSION, PtxError, raise_all
 from .literals import DEC_FLOAT_RE, HEX_FLOAT_RE, INT_RE, MAX_INT, hex_float_value, int_value
@@ -31,7 +32,7 @@ _TOKEN = re.compile(
     rf"|(?P<int>{INT_RE})"
     r"|(?P<dot>\.[A-Za-z_][\w$]*(?:::[\w$]+)*)"
     r"|(?P<id>[A-Za-z_$%][\w$]*(?:(?:\.|::)[\w$]+)*)"
-    r"|(?P<p>[{}()\[\],;:+\-!@|<>=*~&^.])"
+    r"|(?P<p>[{}()\[\],;:+\-!@|<>=*~&^.?]|/(?![*/]))"  # `/*` left: an unterminated comment
 )
 _LINE_REST = re.compile(r"[^\n]*")
 
@@ -269,6 +270,7 @@ class Parser:
         self._nodes: dict[str, Operand] = {}  # operand text -> its shared node (see _RECIPES)
         self._guards: dict[str, Guard] = {}
         self.ptx_version = versions.NEWEST_ISA  # the module's .version, once read
+        self.in_call = False  # operands of a `call`, where `( )` is an argument list
 
     # ------------------------------------------------------------------ tokens
 
@@ -318,6 +320,9 @@ class Parser:
             raise self.err(tok, f"expected {what or repr(text)}")
         self.i = tok[2] + len(text)
         return tok[2]
+
+    def error(self, at: int, message: str) -> PtxError:
+        return self.src.error(at, message)
 
     def err(self, tok: tuple[str, str, int], message: str) -> PtxError:
         shown = "end of file" if tok[0] == "eof" else repr(tok[1])
@@ -604,6 +609,7 @@ class Parser:
         var.array = tuple(dims)
         if self.accept("="):
             var.init = self.initializer()
+            self.check_init_kinds(var, var.init)
         return var
 
     def initializer(self, depth: int = 0) -> Initializer:
@@ -625,7 +631,7 @@ class Parser:
             if self.accept("("):
                 sym, off = self.sym_offset()
                 self.expect(")")
-                return Initializer(value=sym, wrapper=tok[1], offset=off, pos=at)
+                return Initializer(value=sym, wrapper=tok[1], offset=off + self.offset(), pos=at)
             return Initializer(value=Sym(tok[1], pos=at), pos=at)
         if tok[0] == "int" and self._peek_after(tok) == "(":
             # mask form `0xFF00(sym)`: the mask selects bytes of the symbol's address
@@ -634,10 +640,28 @@ class Parser:
             sym, off = self.sym_offset()
             self.expect(")")
             return Initializer(value=sym, wrapper=tok[1], offset=off, pos=at)
-        if tok[0] == "id":
+        if tok[0] == "id" and tok[1] not in PREDEFINED_CONSTANTS:
             sym, off = self.sym_offset()
             return Initializer(value=sym, offset=off, pos=at)
         return Initializer(value=self.immediate(), pos=at)
+
+    def check_init_kinds(self, var: Variable, init: Initializer) -> None:
+        """ptxas refuses an integer initial value for a floating-point variable and a
+        floating-point one for an integer variable (.b types take either)."""
+        if var.type in ("f32", "f64"):
+            wrong = ("int",)
+        elif var.type[0] in "us" and var.type[1:].isdigit():
+            wrong = ("float", "f32", "f64")
+        else:
+            return
+        todo = [init]
+        while todo:
+            item = todo.pop()
+            if item.items is not None:
+                todo.extend(item.items)
+            elif type(item.value) is Imm and item.value.kind in wrong:
+                raise self.src.error_at(item.pos, f"initial value type mismatch: {'a floating-point' if wrong[0] == 'float' else 'an integer'}"
+                                                  f" constant for the .{var.type} variable {var.name}")
 
     def _peek_after(self, tok) -> str:
         saved = self.i
@@ -649,33 +673,22 @@ class Parser:
 
     def sym_offset(self) -> tuple[Sym, int]:
         name, at = self.ident("a symbol")
-        off = 0
-        if self.at("+") or self.at("-"):
-            sign = -1 if self.next()[1] == "-" else 1
-            off = sign * self.integer("an offset")
-        return Sym(name, pos=self._pos(at)), off
+        return Sym(name, pos=self._pos(at)), self.offset()
+
+    def offset(self) -> int:
+        """The `+ expr` or `- expr` after a symbol or base register (an integer constant
+        expression, its sign read as a unary operator), 0 if none follows."""
+        tok = self.peek()
+        if tok[1] not in ("+", "-") or tok[0] != "p":
+            return 0
+        imm = self.immediate()
+        if imm.kind != "int":
+            raise self.src.error(tok[2], "expected an integer offset")
+        return imm.value
 
     def immediate(self) -> Imm:
-        tok = self.peek()
-        at = self._pos(tok[2])
-        neg = tok[1] == "-" and tok[0] == "p"
-        if neg:
-            self.next()
-            tok = self.peek()
-        kind = tok[0]
-        if kind == "int":
-            return Imm(self.integer() * (-1 if neg else 1), "int", pos=at)
-        if kind == "fhex":
-            self.next()
-            raw, k = hex_float_value(tok[1])
-            if neg:
-                raw ^= 1 << (31 if k == "f32" else 63)
-            return Imm(raw, k, pos=at)
-        if kind == "float":
-            self.next()
-            value = float(tok[1])
-            return Imm(-value if neg else value, "float", pos=at)
-        raise self.err(tok, "expected a constant")
+        """A constant: one literal or a constant expression (constexpr.py)."""
+        return constexpr.evaluate(self, self._pos(self.peek()[2]), PREDEFINED_CONSTANTS)
 
     # ------------------------------------------------------------------ functions
 
@@ -746,7 +759,7 @@ class Parser:
                 split = opcodes.get(name)
                 if split is None:
                     split = opcodes[name] = split_opcode(name)
-                if split[0] is not None:
+                if split[0] is not None and (split[0] == "call" or not operands or "(" not in operands):
                     if not operands:
                         ops: list[Operand] | None = []
                     else:
@@ -897,6 +910,7 @@ class Parser:
         opcode, mods = self.split_opcode(tok[1])
         if opcode is None:
             raise self.src.error(tok[2], f"unknown instruction {tok[1].split('.', 1)[0]!r}")
+        self.in_call = opcode == "call"
         ops: list[Operand] = []
         if not self.accept(";"):
             ops.append(self.operand())
@@ -919,7 +933,7 @@ class Parser:
 
     def _operand(self, tok: tuple[str, str, int]) -> Operand:
         kind, text, start = tok
-        if kind == "id":
+        if kind == "id" and text not in PREDEFINED_CONSTANTS:
             self.next()
             first = self.simple_name(text, start)
             if self.accept("|"):
@@ -934,7 +948,7 @@ class Parser:
                 return self.address()
             if text == "{":
                 return self.vector()
-            if text == "(":
+            if text == "(" and self.in_call:
                 self.next()
                 args: list[Operand] = []
                 if not self.accept(")"):
@@ -943,7 +957,7 @@ class Parser:
                         args.append(self.operand())
                     self.expect(")", "',' or ')' in the argument list")
                 return ArgList(args, pos=self._pos(start))
-            if text == "!":
+            if text == "!" and self._peek_after(tok)[:1] == "%":
                 self.next()
                 name, at = self.ident("a predicate register after '!'")
                 return Not(Reg(name, pos=self._pos(at)), pos=self._pos(start))
@@ -963,14 +977,15 @@ class Parser:
         tok = self.peek()
         base: Reg | Sym | None = None
         offset = 0
-        if tok[0] == "id":
+        if tok[0] == "id" and tok[1] not in PREDEFINED_CONSTANTS:
             self.next()
             base = Reg(tok[1], pos=self._pos(tok[2])) if tok[1][0] == "%" else Sym(tok[1], pos=self._pos(tok[2]))
-            if self.at("+") or self.at("-"):
-                sign = -1 if self.next()[1] == "-" else 1
-                offset = sign * self.integer("an offset")
+            offset = self.offset()
         else:
-            offset = self.integer("an address")
+            imm = self.immediate()
+            if imm.kind != "int":
+                raise self.src.error(tok[2], "expected an integer address")
+            offset = imm.value
         addr = Addr(base, offset, pos=self._pos(start))
         while self.accept(","):
             addr.extra.append(self.operand())

@@ -14,9 +14,9 @@ from typing import Callable
 
 from zluda_py.compiler import cfg
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.layout import flatten_init, kernel_params
+from zluda_py.compiler.layout import flatten_init, initial_bits, kernel_params
 from zluda_py.compiler.linker import link
-from zluda_py.compiler.ptxtypes import (align_up, dynamic_shared_align, global_align, immediate_bits, is_dynamic_shared,
+from zluda_py.compiler.ptxtypes import (align_up, dynamic_shared_align, global_align, is_dynamic_shared,
                                         type_size, var_align, var_size)
 from zluda_py.compiler.semantics import SEMANTICS
 from zluda_py.ptx import ast, parse
@@ -122,7 +122,7 @@ class Program:
                         raise NotImplementedError(f"reference: initializer address of {item.value.name}")
                     bits, elem_bits = target.value + item.offset, 8 * elem
                 elif isinstance(item.value, ast.Imm):
-                    bits, elem_bits = immediate_bits(item.value, v.type if v.type != "pred" else "u8"), 8 * elem
+                    bits, elem_bits = initial_bits(item.value, v.type), 8 * elem
                 else:
                     continue
                 at = start + i * elem
