@@ -1,4 +1,4 @@
-"""Converged clones (cpu/function.py, CLONE_LIMIT = 500): a function above the limit is lowered
+"""Converged clones (cpu/function.py, CLONE_LIMIT = 300): a function above the limit is lowered
 without them, a small one with them, and both compute what the reference interpreter does."""
 
 from __future__ import annotations

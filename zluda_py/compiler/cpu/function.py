@@ -48,10 +48,16 @@ I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
 NO_OPS = {"membar", "fence", "prefetch", "prefetchu", "pmevent", "discard", "applypriority",
           "createpolicy", "griddepcontrol", "setmaxnreg", "nanosleep"}
 # PTX instructions in a function above which no converged clones are made: a clone doubles a
-# block's IR, and cub's 900-instruction scan kernels compiled 4x faster without them while
-# Thrust's scan of 4M ints took 1.0-1.5x as long (docs/cpu_target.md, "Converged clones only
-# below 500 PTX instructions")
-CLONE_LIMIT = 500
+# block's IR. cub's 900-instruction scan kernels compiled 4x faster without them while Thrust's
+# scan of 4M ints took 1.0-1.5x as long (docs/cpu_target.md, "Converged clones only below 500 PTX
+# instructions"); its 400-450-instruction reduce kernels compile 2.5x faster without them and,
+# with the whole-warp tests below, reduce as fast ("Whole-warp accesses without clones"). No
+# kernel of the corpus lies between 190 and 400 instructions: the limit sits in that gap.
+CLONE_LIMIT = 300
+# PTX instructions up to which a function without converged clones still moves a whole warp's
+# `ends`/`check` accesses inline after one test (MemoryMixin._whole_fits), else through the
+# per-lane helper: ~25 IR lines per site, +40 % on cub's 950-instruction scan kernels
+WHOLE_WARP_LIMIT = 500
 FRAME_REGS_LIMIT = 2000  # PTX instructions above which a kernel keeps its registers in the warp frame
 SEARCH = -1  # the dispatcher's `want`: find the lowest block a lane waits at
 # PTX instructions up to which a side before a return (`if (lane == 0) store; ret`) runs in place
@@ -193,6 +199,7 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
             b.store(ir.Constant(I32, 0), self.parked)
         self.uniform_regs = self._scalar_registers()
         self.cloned = size <= CLONE_LIMIT and not self.has_waits
+        self.whole_warp = size <= WHOLE_WARP_LIMIT
         # blocks only one lane ever reaches (`if (threadIdx.x == 0)`) get no clone: the
         # dispatcher runs their divergent copy should a whole warp arrive after all
         self.never_converged = self._one_lane_blocks() if self.cloned else set()

@@ -42,7 +42,8 @@ class Access:
     symbol's), uniform (every active lane has the same address: checked and accessed once),
     contiguous (lane i at base + i*nbytes: one range check, one masked vector load/store),
     ends (contiguous if the last active lane is where it would be: see Form.two_lane_test),
-    check (contiguous if every active lane is: a vector compare), else per lane; gather
+    check (contiguous if every active lane is: a vector compare), else per lane (in a function
+    without converged clones both only for a whole warp: MemoryMixin._whole_fits); gather
     (per-lane checks, gather/scatter). `rows`, for a whole warp when %ntid.x is a multiple of
     16 (`affine.Form.halves`): (stride in a half-warp, 0 or nbytes; whether each half's two
     ends are tested first), the two halves then moved by `halves` instead of the plan;
@@ -287,9 +288,11 @@ class MemoryMixin:
         return self._affine
 
     def _plan_for_size(self, plan: str) -> str:
-        """Functions too large for converged clones (cub/thrust) take the per-lane helper where a
-        run-time test would be needed: their code generation time grows faster than linearly."""
-        return "gather" if plan in ("ends", "check") and not self.cloned else plan
+        """A function without converged clones tests `ends`/`check` accesses for a whole warp only
+        (`_whole_fits`), and above WHOLE_WARP_LIMIT instructions (cub's scans and sorts) not at
+        all: the per-lane helper then moves every access needing a run-time test (a few dozen IR
+        lines less per site; their code generation time grows faster than linearly)."""
+        return "gather" if plan in ("ends", "check") and not self.cloned and not self.whole_warp else plan
 
     def _uniform_symbol(self, name: str) -> bool:
         """The value of `name` as an operand is the same in every lane (per-lane .param buffers are not)."""
@@ -350,6 +353,37 @@ class MemoryMixin:
         start = b.sub(lo, b.mul(b.zext(first, I64), ir.Constant(I64, stride)))
         lanes = b.add(V.splat(b, start), _lane_offsets(stride))
         self._host_check(lo, top, lanes, acc.nbytes, mask, cache)
+
+    def _whole_fits(self, acc: Access, mask: ir.Value, cache: ir.Value | None) -> ir.Value:
+        """The run-time test of an `ends`/`check` access in a function without converged clones:
+        all 32 lanes active and on lane 0's line (`ends`: lane 31 where the line puts it, as
+        Form.two_lane_test argues; `check`: every lane compared), lane 0 aligned (so all are),
+        and [lane 0, lane 31 + nbytes) inside the .shared window or the site's cached range.
+        It decides no fault: where it fails, the per-lane helper checks every lane (716 before
+        700, the first lane named) and moves them."""
+        b, n = self.b, acc.nbytes
+        checked = acc.offsets is not None and acc.space != "param"
+        at = acc.offsets if acc.offsets is not None else acc.host
+        lo = b.extract_element(at, ir.Constant(I32, 0))
+        if acc.plan == "ends":
+            top = b.extract_element(at, ir.Constant(I32, WARP - 1))
+            go = b.icmp_unsigned("==", b.sub(top, lo), ir.Constant(I64, (WARP - 1) * n))
+        else:
+            top = b.add(lo, ir.Constant(I64, (WARP - 1) * n))
+            go = V.reduce(b, "and", b.icmp_unsigned("==", at, b.add(V.splat(b, lo), _lane_offsets(n))))
+        if mask is not V.ALL:
+            go = b.and_(go, b.icmp_unsigned("==", V.mask_bits(b, mask), ir.Constant(I32, -1)))
+        if not checked:
+            return go
+        if _alignment_checked(n):
+            go = b.and_(go, b.icmp_unsigned("==", b.and_(lo, ir.Constant(I64, n - 1)), ir.Constant(I64, 0)))
+        size = ir.Constant(I64, n)
+        if acc.space == "shared":  # the lanes wrap exactly where top + size does
+            hi = b.add(top, size)
+            inside = b.and_(b.icmp_unsigned("<=", hi, self._window_size(acc.space)), b.icmp_unsigned(">=", hi, lo))
+        else:
+            inside = _in_cached_range(b, lo, top, size, cache)
+        return b.and_(go, inside)
 
     def _check_halves(self, acc: Access, cache: ir.Value | None, stride: int) -> None:
         """check_bounds for a whole warp whose half-warps each hold addresses `stride` apart
@@ -547,10 +581,10 @@ class MemoryMixin:
         def uniform(first: ir.Value, _last: ir.Value, at: Access = acc) -> list[ir.Value]:
             return [V.splat(b, v) for v in self._scalar_loads(self._lane_host(at, first), elt, n)]
 
-        def contiguous(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
+        def contiguous(first: ir.Value, _last: ir.Value, lanes: ir.Value = mask) -> list[ir.Value]:
             wide = ir.VectorType(elt, WARP * n)
             whole = V.intrinsic(b, f"llvm.masked.load.v{WARP * n}i{elt.width}.p0", wide,
-                                [self._base(acc, first), ir.Constant(I32, size), self._widen_mask(mask, n),
+                                [self._base(acc, first), ir.Constant(I32, size), self._widen_mask(lanes, n),
                                  ir.Constant(wide, None)])
             return [b.shuffle_vector(whole, ir.Constant(wide, None), V.lane_consts(I32, [i * n + k for i in range(WARP)]))
                     for k in range(n)]
@@ -587,14 +621,14 @@ class MemoryMixin:
                                                             else b.extract_element(v, last) for v in values])
             return []
 
-        def contiguous(first: ir.Value, _last: ir.Value) -> list[ir.Value]:
+        def contiguous(first: ir.Value, _last: ir.Value, lanes: ir.Value = mask) -> list[ir.Value]:
             whole = values[0]
             if n > 1:
                 whole = _concat(b, values)
                 order = [ir.Constant(I32, k * WARP + i) for i in range(WARP) for k in range(n)]
                 whole = b.shuffle_vector(whole, ir.Constant(whole.type, None), ir.Constant(ir.VectorType(I32, WARP * n), order))
             V.intrinsic(b, f"llvm.masked.store.v{WARP * n}i{elt.width}.p0", ir.VoidType(),
-                        [whole, self._base(acc, first), ir.Constant(I32, size), self._widen_mask(mask, n)])
+                        [whole, self._base(acc, first), ir.Constant(I32, size), self._widen_mask(lanes, n)])
             return []
 
         def halves(stride: int) -> list[ir.Value]:
@@ -615,8 +649,8 @@ class MemoryMixin:
 
     def _emit(self, acc: Access, mask: ir.Value, uniform, contiguous, per_lane, types: list[ir.Type],
               halves=None) -> list[ir.Value]:
-        """Emit an access by its plan: `uniform(first, last)` / `contiguous(first, last)` for the
-        active lanes first..last after one range check; `per_lane(cache)` checks each lane;
+        """Emit an access by its plan: `uniform(first, last)` / `contiguous(first, last[, lanes])`
+        for the active lanes first..last after one range check; `per_lane(cache)` checks each lane;
         `halves(stride)`, for a whole warp whose two halves each hold addresses `stride` apart
         (Access.rows, or found contiguous when the run-time test of an ends/check plan fails).
         Returns the loaded values (merged over the paths taken)."""
@@ -648,6 +682,15 @@ class MemoryMixin:
             b.position_at_end(more)
         if acc.plan == "gather" and not known_rows:
             return self._merge(join, paths, per_lane(cache), types) if paths else per_lane(cache)
+        if not self.cloned and acc.plan in ("ends", "check"):  # a whole warp on its line, else per lane
+            fast, lanes = b.append_basic_block("mem.fast"), b.append_basic_block("mem.lanes")
+            join = join or b.append_basic_block("mem.done")
+            b.cbranch(self._whole_fits(acc, mask, cache), fast, lanes).set_weights([1000, 1])
+            b.position_at_end(fast)
+            paths.append((b.block, contiguous(ir.Constant(I32, 0), ir.Constant(I32, WARP - 1), V.ALL)))
+            b.branch(join)
+            b.position_at_end(lanes)
+            return self._merge(join, paths, per_lane(cache), types)
         join = join or b.append_basic_block("mem.done")
         bits = V.mask_bits(b, mask)
         first = ir.Constant(I32, 0) if full else V.intrinsic(b, "llvm.cttz.i32", I32, [bits, ir.Constant(I1, 0)])
