@@ -196,7 +196,9 @@ def test_both_sides_run_in_place(monkeypatch):
     run_side = FunctionLowering._run_side
     monkeypatch.setattr(FunctionLowering, "_run_side", lambda self, side, *a: sides.append(side) or run_side(self, side, *a))
     compile(SIDES)
-    assert sides == [1, 1]  # fours' block after the split; last's LAST, numbered before DONE
+    # fours' block after the split; last's LAST, numbered before DONE; each twice, as their lane
+    # tests (tid & 31 & 3, tid & 31 == 31) are decided where %tid.x is aligned (test_aligned_lanes.py)
+    assert sides == [1, 1, 1, 1]
     sides.clear()
     compile(TWO_LEVEL)
-    assert sides == [1, 4]  # the shared store before the barrier; thread 0's tail
+    assert sides == [1, 1, 4]  # the shared store before the barrier (lane 0: twice); thread 0's tail

@@ -19,6 +19,7 @@ from zluda_py.compiler.cpu import affine, values as V
 from zluda_py.compiler.cpu.abi import DONE, FAULT_STACK, FRAME_HEADER, RESERVED_SMEM, WARP, Ctx, Frame
 from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
+from zluda_py.compiler.cpu.lane_masks import LaneMasks
 from zluda_py.compiler.cpu.mbarrier import MbarrierMixin
 from zluda_py.compiler.cpu.mma import MmaMixin
 from zluda_py.compiler.cpu.scalar_lanes import ScalarLanesMixin
@@ -619,9 +620,12 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         b.branch(self.dispatch_block)
 
     def branch(self, bra: ast.Instruction, lanes: ir.Value, taken: ir.Value, target: int, other: int | None,
-               converged: bool) -> None:
-        """A conditional branch; in a converged warp a uniform condition stays on the fast path."""
+               converged: bool, decided: bool = False) -> None:
+        """A conditional branch; in a converged warp a uniform condition stays on the fast path.
+        `decided`: `taken` is the constant mask of `_aligned_lanes`."""
         b = self.b
+        if not decided and self._aligned_lanes(bra, lanes, taken, target, other, converged):
+            return
         if converged and other is not None and lanes is V.ALL and bra.guard.reg in self.uniform_regs:
             # a whole warp on a warp-uniform predicate: every lane goes the same way, one scalar
             # branch (the lane-mask tests below leave LLVM an unreachable split to keep)
@@ -650,6 +654,33 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         self.goto(b.and_(lanes, b.not_(taken)), other)
         self.goto(taken, target)
         b.branch(self.dispatch_block)
+
+    def _aligned_lanes(self, bra: ast.Instruction, lanes: ir.Value, taken: ir.Value, target: int,
+                       other: int | None, converged: bool) -> bool:
+        """A whole warp at a branch whose lanes `lane_masks` knows where %tid.x is aligned to the
+        lanes, which splits it or sends it one way: test the alignment (two scalar compares of the
+        block's shape) and lower the branch twice, with the constant mask where it holds, as
+        before elsewhere. False: nothing done."""
+        if not (converged and lanes is V.ALL and other is not None and self.is_kernel and self.cloned):
+            return False
+        if not hasattr(self, "_lane_masks"):
+            self._lane_masks = LaneMasks(self.body)
+        known = self._lane_masks.taken_lanes(bra, self.affine().equality_setp(bra))
+        if known is None or known not in (0, 0xFFFFFFFF) and self._side_in_place(bra, target, other) is None:
+            return False
+        b = self.b
+        nx = self.ctx_i64(Ctx.BLOCK_X)
+        one_d = b.icmp_unsigned("==", b.mul(self.ctx_i64(Ctx.BLOCK_Y), self.ctx_i64(Ctx.BLOCK_Z)), ir.Constant(I64, 1))
+        rows = b.icmp_unsigned("==", b.and_(nx, ir.Constant(I64, WARP - 1)), ir.Constant(I64, 0))
+        aligned, general = self.llfn.append_basic_block("lanes.aligned"), self.llfn.append_basic_block("lanes.any")
+        b.cbranch(b.or_(one_d, rows), aligned, general)
+        b.position_at_end(aligned)
+        mask = V.lane_consts(I1, [known >> k & 1 for k in range(WARP)])
+        self.branch(bra, lanes, mask, target, other, converged, decided=True)
+        self.cur_mask = lanes  # a side run in place changed it
+        b.position_at_end(general)
+        self.branch(bra, lanes, taken, target, other, converged, decided=True)
+        return True
 
     def _side_in_place(self, bra: ast.Instruction, target: int, other: int) -> int | None:
         """The side of a split whose lanes a converged warp runs in place: a short block
