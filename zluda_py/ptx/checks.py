@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from . import grammar
+from . import cvt_forms, grammar
 from .ast import (
     SCALAR_TYPES, Addr, ArgList, Block, Directive, Function, Imm, Instruction, Label, Module, Not,
     PredOut, Reg, Sink, Sym, Variable, Vec,
@@ -494,9 +494,13 @@ class Checker:
             hi = max(f.max_operands for f in forms)
             want = str(lo) if lo == hi else f"{lo} to {hi}"
             return f"'{insn.opcode}' takes {want} operands, found {n}"
+        name = f"'{insn.opcode}" + "".join("." + m for m in insn.mods) + "'"
+        if insn.opcode == "cvt" and cvt_forms.applies(insn.types, n):
+            why = cvt_forms.problem(*insn.types, insn.mods)
+            if why:
+                return f"{name}: {why}"
         best = min(fits, key=lambda f: (f.ptx, f.sm))
-        return self.gate_message(f"'{insn.opcode}" + "".join("." + m for m in insn.mods) + "'",
-                                 best.ptx, best.sm)
+        return self.gate_message(name, best.ptx, best.sm)
 
     def operand(self, insn: Instruction, op, scopes, role, want):
         """Check one operand; returns it, or the Reg that replaces a Sym naming a register."""
