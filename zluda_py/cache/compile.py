@@ -157,15 +157,34 @@ def linked(ptx: list[str]):
     return module
 
 
+def checked(ptx: list[str]):
+    """The PTX parsed, checked and linked for a lazy load, which builds only the variables' part
+    from it: bodies are checked without building their AST where fastcheck.py can (same errors
+    and facts). Not kept in this process (`linked`): kernels are built from a full parse. A
+    module the device runtime is linked into, or that leaves absent kernels out, is `linked`."""
+    from zluda_py.compiler.linker import link
+    from zluda_py.ptx import parse
+
+    if len(ptx) != 1:
+        return linked(ptx)
+    module = parse(ptx[0], unbuilt=True)
+    # which kernels reach an absent query is found by walking bodies: those must be built
+    if any(f.facts is not None and f.facts.absent_query for f in module.functions()) or link([module]) is not module:
+        return linked(ptx)
+    return module
+
+
 _sources: dict[tuple[str, ...], PartSource] = {}
 
 
-def release(ptx: list[str]) -> None:
-    """Let the linked AST of a module built per kernel go, keeping its text to parse parts from
-    (part_source.py); a module linked from several texts keeps its AST."""
+def release(ptx: list[str], module=None) -> None:
+    """Let the linked AST of a module built per kernel go (`module`, or the one `linked` keeps),
+    keeping its text to parse parts from (part_source.py); a module linked from several texts
+    keeps its AST."""
     key = tuple(ptx)
-    with _linked_lock:
-        module = _linked.get(key)
+    if module is None:
+        with _linked_lock:
+            module = _linked.get(key)
     if module is None or len(ptx) != 1:
         return
     source = PartSource.of(module, ptx[0])

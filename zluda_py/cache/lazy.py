@@ -22,7 +22,7 @@ from zluda_py.compiler.kernels import KernelInfo
 from zluda_py.compiler.parts import VARIABLES, parts
 
 from . import events
-from .compile import Built, compile_cached, known, linked, parts_once, release
+from .compile import Built, checked, compile_cached, known, linked, parts_once, release
 
 
 def eager() -> bool:
@@ -36,19 +36,20 @@ class LazyModule:
     then `kernels[name]` holds what the declaration says (parameters, block limits; shared and
     local sizes read 0). The PTX is parsed only when a part must be compiled."""
 
-    def __init__(self, ptx: list[str], name: str = "") -> None:
+    def __init__(self, ptx: list[str], name: str = "", module=None) -> None:
+        """`module`: the load's AST (`checked`), from which the variables' part is built."""
         self._ptx, self._name = ptx, name
         self._lock = threading.Lock()
-        variables = self._built([VARIABLES])[0]
+        variables = self._built([VARIABLES], module)[0]
         self._instance = CompiledModule(variables.object_code, variables.metadata)
         self.globals = self._instance.globals
         self.kernels: dict[str, KernelInfo] = {}
         for k, d in variables.metadata["declared"]:
             self.kernels[k] = KernelInfo.declared(k, d)
 
-    def _built(self, names: list[str]) -> list[Built]:
+    def _built(self, names: list[str], module=None) -> list[Built]:
         start = time.perf_counter()
-        built = parts_once(self._ptx, names, CPU, self._name)
+        built = parts_once(self._ptx, names, CPU, self._name, module)
         for b in built:
             events.record(events.LOADED, f"{b.key[:16]} {'from the cache' if b.cached else 'compiled'} "
                                          f"in {time.perf_counter() - start:.4f} s")
@@ -86,11 +87,15 @@ def load(ptx: list[str], name: str = ""):
     """A new instance of the PTX for the host CPU: a LazyModule (every kernel built already
     under EAGER), or, for a module that must stay whole, a CompiledModule. The PTX is parsed
     and checked unless its variables' part is built or cached already: that part exists only
-    for a module built per kernel, and holds what its kernels declare."""
-    if not known(ptx, CPU, VARIABLES) and parts(linked(ptx)) is None:
-        return compile_cached(ptx if len(ptx) > 1 else ptx[0], CPU, once=True, name=name)
-    lazy = LazyModule(ptx, name)
+    for a module built per kernel, and holds what its kernels declare. Under LAZY the bodies
+    are checked without building their AST where they can be (`checked`)."""
+    module = None
+    if not known(ptx, CPU, VARIABLES):
+        module = linked(ptx) if eager() else checked(ptx)
+        if parts(module) is None:
+            return compile_cached(ptx if len(ptx) > 1 else ptx[0], CPU, once=True, name=name)
+    lazy = LazyModule(ptx, name, module)
     if eager():
         lazy.build(list(lazy.kernels))
-    release(ptx)  # the kernels built later are parsed from the text of what they reach
+    release(ptx, module)  # the kernels built later are parsed from the text of what they reach
     return lazy

@@ -351,13 +351,32 @@ Statement = Union[Instruction, Label, Variable, Directive, Block]
 # --------------------------------------------------------------------------- top level
 
 
+class UnbuiltBody(list):
+    """The body of a function checked by fastcheck.py: a definition (not None) whose
+    statements were never built. Reading it is an error: the compiler must parse the function
+    again (cache/part_source.py does), never see it as empty."""
+
+    __slots__ = ("pending", "names")
+
+    def __init__(self, pending: list[tuple[str, str | None]], names: set[str]) -> None:
+        super().__init__()
+        self.pending = pending  # (name, space an access wants or None): names no block declares
+        self.names = names  # every non-register name the body mentions
+
+    def _unbuilt(self, *_):
+        raise RuntimeError("this function body was checked but not built: parse its text again")
+
+    __iter__ = __len__ = __bool__ = __getitem__ = _unbuilt
+
+
 @dataclass
 class Function:
     """An .entry (kernel) or .func, with its parameters and body.
 
     params: .entry parameters are space "param"; .func parameters are "param" or "reg".
     returns: .func return parameters.
-    body: None for a declaration without a body (prototype / .extern).
+    body: None for a declaration without a body (prototype / .extern); an UnbuiltBody for a
+    body a module load checked without building it.
     directives: performance tuning directives (.maxntid, .reqntid, .minnctapersm, ...),
     .noreturn, .pragma, in source order.
     """

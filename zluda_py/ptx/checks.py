@@ -9,7 +9,7 @@ from functools import lru_cache
 from . import cvt_forms, grammar
 from .ast import (
     SCALAR_TYPES, Addr, ArgList, Block, Directive, Function, Imm, Instruction, Label, Module, Not,
-    PredOut, Reg, Sink, Sym, Variable, Vec,
+    PredOut, Reg, Sink, Sym, UnbuiltBody, Variable, Vec,
 )
 from .errors import CUDA_ERROR_NOT_SUPPORTED, PtxError
 from .facts import (
@@ -209,6 +209,9 @@ class Checker:
         self.fn_name = ""
         self.whole: str | None = None
         self.absent = False
+        # a body checked without its AST (fastcheck.py) names what only the full check settles
+        self.unsure = False
+        self.percent_function = any(n[:1] == "%" for n in self.functions)  # named like a register
 
     def error(self, pos, message: str) -> None:
         self.errors.append(self.src.error_at(pos, message))
@@ -241,13 +244,20 @@ class Checker:
                     return
 
     def layout(self, v: Variable) -> None:
+        for message in self.layout_problems(v):
+            self.error(v.pos, message)
+
+    @staticmethod
+    def layout_problems(v: Variable) -> list[str]:
         """`.align` is a power of two (LLVM refuses the IR otherwise), and a huge one would make
         the loader allocate that much to place the variable; the size fits 64 bits."""
+        problems = []
         if v.align is not None and (v.align & (v.align - 1) or not 0 < v.align <= MAX_ALIGN):
-            self.error(v.pos, f".align {v.align}: must be a power of two, at most {MAX_ALIGN}")
+            problems.append(f".align {v.align}: must be a power of two, at most {MAX_ALIGN}")
         size = _size(v)
         if size >> 64:
-            self.error(v.pos, f"'{v.name}' is {size} bytes: more than a 64-bit address space holds")
+            problems.append(f"'{v.name}' is {size} bytes: more than a 64-bit address space holds")
+        return problems
 
     def declare(self, scope: dict, name: str, what, pos) -> None:
         prev = scope.get(name)
@@ -264,13 +274,18 @@ class Checker:
             and "extern" in (prev.linkage, new.linkage))
 
     def gate_directive(self, d: Directive) -> None:
-        message = self.directive_gates.get(d.name)
-        if message is None:
-            spec = grammar.load().directives.get(d.name)
-            message = "" if spec is None else self.gate_message("." + d.name, spec.ptx, spec.sm)
-            self.directive_gates[d.name] = message
+        message = self.gate_of(d.name)
         if message:
             self.error(d.pos, message)
+
+    def gate_of(self, name: str) -> str:
+        """Why this module may not use directive `.name` ("" when it may)."""
+        message = self.directive_gates.get(name)
+        if message is None:
+            spec = grammar.load().directives.get(name)
+            message = "" if spec is None else self.gate_message("." + name, spec.ptx, spec.sm)
+            self.directive_gates[name] = message
+        return message
 
     def gate_message(self, what: str, ptx: tuple[int, int], sm: int) -> str:
         if tuple(self.m.version) < ptx:
@@ -295,6 +310,9 @@ class Checker:
         for p in fn.returns + fn.params:
             self.declare(scope, p.name, p, p.pos)
             self.layout(p)
+        if type(fn.body) is UnbuiltBody:
+            self.unbuilt(fn, fn.body)
+            return
         # Labels are function-scoped and may be used before they appear: names that no
         # enclosing declaration resolves are kept and resolved against the labels and the
         # module scope once the whole body has been seen.
@@ -316,6 +334,21 @@ class Checker:
                     self.error(insn.pos, f"guard '{op.name}' is not a .pred register")
             elif addr is not None:
                 self.check_space(insn, addr, v)
+
+    def unbuilt(self, fn: Function, body: UnbuiltBody) -> None:
+        """The checks of a body fastcheck.py checked that need the whole module: the names no
+        block declares resolve to module names as `function` would resolve them, and none of
+        the body's names is a function's (else `unsure`: the module is checked in full)."""
+        functions = self.functions
+        if not body.names.isdisjoint(functions) or self.percent_function:
+            self.unsure = True
+            return
+        for name, space in body.pending:
+            v = self.globals.get(name)
+            if v is None or (space is not None and isinstance(v, Variable) and v.space not in ("reg", space)):
+                self.unsure = True
+                return
+        fn.facts = BodyFacts(functions, None, False)
 
     def block(self, body: list, scopes: list[dict]) -> None:
         local: dict[str, object] = {}

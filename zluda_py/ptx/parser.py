@@ -19,7 +19,7 @@ from .ast import (
     Module, Not, Operand, PredOut, PtrAttr, Reg, Sink, Statement, Sym, Variable, Vec,
 )
 from . import constexpr
-from .checks import check
+from .checks import Checker, check
 from .errors import CUDA_ERROR_UNSUPPORTED_PTX_VERSION, PtxError, raise_all
 from .literals import DEC_FLOAT_RE, HEX_FLOAT_RE, INT_RE, MAX_INT, hex_float_value, int_value
 from .source import Source
@@ -253,8 +253,10 @@ _ROUNDING = frozenset(("rn", "rz", "rm", "rp"))
 
 
 class Parser:
-    def __init__(self, text: str, filename: str, share: bool = True) -> None:
+    def __init__(self, text: str, filename: str, share: bool = True, unbuilt: bool = False) -> None:
         self.share = share  # share operand nodes (see _RECIPES)
+        self.unbuilt = unbuilt  # check bodies without building them where fastcheck.py can
+        self.bodies = None  # fastcheck.BodyChecker, when `unbuilt`
         self.src = Source(text, filename)
         self.text = text
         self.i = 0
@@ -370,6 +372,10 @@ class Parser:
                 raise self.src.error(self.i - len(str(size)), "address size must be 32 or 64")
             mod.address_size = size
         items = mod.items
+        if self.unbuilt:
+            from .fastcheck import BodyChecker  # which imports this module
+
+            self.bodies = BodyChecker(self, Checker(Module(version=version, target=target), self.src))
         while True:
             tok = self.peek()
             if tok[0] == "eof":
@@ -379,6 +385,16 @@ class Parser:
             except (PtxError, _Abandon) as e:
                 self.errors.append(e.error if isinstance(e, _Abandon) else e)
                 break
+        if self.bodies is not None:
+            self.bodies = None  # and its caches, at once (it refers to this parser)
+            # a module the quick checks do not settle is parsed and checked in full, which
+            # reports its errors exactly as without them
+            if self.errors:
+                return Parser(self.text, self.src.filename).module()
+            checker = Checker(mod, self.src)
+            if checker.run() or checker.unsure:
+                return Parser(self.text, self.src.filename).module()
+            return mod
         if not self.errors:
             problems = check(mod, self.src)
             if problems and self.share:
@@ -719,6 +735,10 @@ class Parser:
         if tok[1] != "{":
             raise self.err(tok, "expected '{' to start the function body or ';'")
         self.next()
+        if self.bodies is not None:
+            fn.body = self.bodies.check_body(fn)
+            if fn.body is not None:
+                return fn
         fn.body = self.body()
         return fn
 
@@ -1056,14 +1076,16 @@ class Parser:
         return guard
 
 
-def parse(text: str, filename: str = "<ptx>") -> Module:
-    """Parse PTX text into a Module; raises PtxError (PtxErrors for several)."""
+def parse(text: str, filename: str = "<ptx>", unbuilt: bool = False) -> Module:
+    """Parse PTX text into a Module; raises PtxError (PtxErrors for several). With `unbuilt`,
+    bodies that fastcheck.py checks are not built (`UnbuiltBody`): the same errors, facts and
+    everything outside the bodies, for a load that parses its kernels again later."""
     # The AST is millions of small acyclic objects: the cyclic collector would rescan them
     # again and again while they are built, so it is paused for the parse.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return Parser(text, filename).module()
+        return Parser(text, filename, unbuilt=unbuilt).module()
     finally:
         if enabled:
             _age_young_objects()
