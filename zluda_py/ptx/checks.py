@@ -411,7 +411,9 @@ class Checker:
     # ------------------------------------------------------------------ instructions
 
     def instruction(self, insn: Instruction, scopes: list[dict], local: dict) -> None:
-        """Check `insn` in `scopes`, whose innermost is `local`."""
+        """Check `insn` in `scopes`, whose innermost is `local`. fastcheck.py states these checks
+        (and `block`'s) again for a lazy load: a check added here must be added there too, or
+        made to send such statements the general way (tests/ptx/test_unbuilt_bodies.py)."""
         ops = insn.operands
         key = (insn.opcode, insn.mods, len(ops))
         plan = self.plans.get(key)
