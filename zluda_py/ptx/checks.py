@@ -175,6 +175,20 @@ class _Mods:
 _MODS = _Mods()
 
 
+def constant_fits(kind: str, want: str) -> bool:
+    """Whether ptxas takes a constant of `kind` (ast.Imm.kind) for an operand of type `want`:
+    integers for integer and bit-size operands; floating-point constants for f32/f64 operands,
+    and for a .b32 (a 0f literal) or .b64 (a decimal or 0d literal, both f64) operand; no
+    constant for the narrow floats (f16, bf16, packed). tests/ptx/test_constant_operands.py."""
+    if want in ("f32", "f64"):
+        return kind != "int"
+    if want in _FLOAT:
+        return False
+    if kind == "int" or want[0] != "b":
+        return kind == "int"
+    return _SIZE[want] == (32 if kind == "f32" else 64)
+
+
 @lru_cache(maxsize=256)
 def _accepted(want: str, relaxed: bool) -> frozenset[str]:
     """The register types an operand of type `want` accepts (see compatible())."""
@@ -459,8 +473,12 @@ class Checker:
                 if ok is not None and v.type not in ok and type(v) is Variable and v.space == "reg":
                     self.type_error(insn, op, v.type, wants[k])
             elif t is Imm:
-                if roles[k] == "p":  # only a predicate operand rejects a constant
+                if roles[k] == "p":  # a predicate operand rejects every constant
                     self.operand(insn, op, scopes, "p", wants[k])
+                elif wants[k] is not None and not constant_fits(op.kind, wants[k]):
+                    what = "integer" if op.kind == "int" else "floating-point"
+                    self.error(op.pos,
+                               f"'{insn.opcode}' takes no {what} constant for its .{wants[k]} operand {k + 1}")
             elif t is Addr and type(op.base) is Reg and not op.extra:
                 # `[%rd1+8]`: only the base register needs resolving (a register has no space)
                 if op.base.name in functions:

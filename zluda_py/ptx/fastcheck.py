@@ -22,7 +22,7 @@ import re
 
 from . import grammar
 from .ast import Function, Instruction, UnbuiltBody, Variable
-from .checks import _RELAXED, EXPANDED_RANGE, Checker, _accepted, _special
+from .checks import _RELAXED, EXPANDED_RANGE, Checker, _accepted, _special, constant_fits
 from .parser import (
     _B_DECL, _B_INSN, _B_LABEL, _B_LOC, _BODY, _GENERAL, _K_ADDR_REG, _K_ADDR_SYM, _K_IMM, _K_PRED_OUT, _K_REG,
     _K_SINK, _K_SYM, _K_VEC, Parser, _bracket_pieces, _recipe,
@@ -35,7 +35,8 @@ _PRAGMA = re.compile(r'\.pragma[ \t]+"[^"\\\n]*"[ \t]*;')  # `.pragma "nounroll"
 _MAX_DEPTH = 64  # nested `{ }` blocks followed here; deeper goes the general way
 _ACCESSES = ("ld", "st", "atom", "red", "ldu")  # the opcodes Checker.check_space tests
 _SPACES = ("global", "shared", "local", "const", "param")
-_OP_REG, _OP_SYM, _OP_IMM, _OP_ADDR_REG, _OP_ADDR_SYM = range(5)  # BodyChecker.operands' kinds
+_OP_REG, _OP_SYM, _OP_IMM, _OP_ADDR_REG, _OP_ADDR_SYM = range(5)
+_CONSTANT_KINDS = ("int", "float", "f32", "f64")  # ast.Imm.kind  # BodyChecker.operands' kinds
 
 
 class BodyChecker:
@@ -53,21 +54,23 @@ class BodyChecker:
 
     def form(self, name: str, n: int) -> tuple | None:
         """(operand roles, the register types each operand position wants (see `operands`),
-        the state space an access names), or None for a form the checker refuses or treats
-        specially."""
+        the state space an access names, the constant kinds each operand takes (None: any)),
+        or None for a form the checker refuses or treats specially."""
         key = (name, n)
         if key in self.forms:
             return self.forms[key]
         opcode, mods = self.parser.split_opcode(name)
         info = None
         if opcode is not None:
-            verdict, roles, _, accepts, query = self.checker.plan(Instruction(opcode, mods, [None] * n))
+            verdict, roles, want_types, accepts, query = self.checker.plan(Instruction(opcode, mods, [None] * n))
             if not verdict and not query:
                 spaces = [m.split("::")[0] for m in mods if m.split("::")[0] in _SPACES]
                 space = spaces[0] if spaces and opcode in _ACCESSES else None
                 # per operand what it accepts; then what `d` of `d|p` accepts; any; a .pred
                 dests = tuple(None if role == "p" else a for role, a in zip(roles, accepts))
-                info = (roles, accepts + dests + (None, _accepted("pred", opcode in _RELAXED)), space)
+                constants = tuple(None if w is None else frozenset(k for k in _CONSTANT_KINDS if constant_fits(k, w))
+                                  for w in want_types)
+                info = (roles, accepts + dests + (None, _accepted("pred", opcode in _RELAXED)), space, constants)
         self.forms[key] = info
         return info
 
@@ -88,7 +91,7 @@ class BodyChecker:
             if kind == _K_ADDR_REG or kind == _K_ADDR_SYM:
                 out.append((_OP_ADDR_REG if kind == _K_ADDR_REG else _OP_ADDR_SYM, r[2], 0))
             elif kind == _K_IMM:
-                out.append((_OP_IMM, None, j))
+                out.append((_OP_IMM, r[3], j))  # its kind
             elif kind == _K_REG or kind == _K_SYM:
                 out.append((_OP_REG if kind == _K_REG else _OP_SYM, r[2], j))
             elif kind == _K_VEC or kind == _K_PRED_OUT:
@@ -146,7 +149,7 @@ class BodyChecker:
                 info = forms.get((name, n)) or self.form(name, n)
                 if info is None:
                     return None
-                roles, wants, space = info
+                roles, wants, space, constants = info
                 if guard is not None:
                     if guard[0] != "%":
                         add_name(guard)
@@ -175,8 +178,8 @@ class BodyChecker:
                         elif v.space == "reg" and (want := wants[j]) is not None and v.type not in want:
                             return None
                     elif kind == _OP_IMM:
-                        if roles[j] == "p":  # only a predicate operand refuses a constant
-                            return None
+                        if roles[j] == "p" or (c := constants[j]) is not None and name not in c:
+                            return None  # a constant of the wrong kind (Checker.instruction)
                     else:  # an address: its access names a state space (Checker.check_space)
                         if kind == _OP_ADDR_SYM:
                             add_name(name)
