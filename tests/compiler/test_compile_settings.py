@@ -1,6 +1,7 @@
 """Compile-time settings of the CPU target (cpu/target.py): lowering pauses Python's cyclic
 garbage collector and must hand it back as the host program left it; a kernel's part, lowered
-without printing the whole module, is the piece `split` makes of the whole module's IR."""
+without printing the whole module, is the piece `split` makes of the whole module's IR; the
+back-end options reach LLVM at the first code generation."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import gc
 
 import pytest
 
+from zluda_py.compiler.cpu import target
 from zluda_py.compiler.cpu.split import split
 from zluda_py.compiler.cpu.target import CPU
 from zluda_py.compiler.linker import link
@@ -51,3 +53,14 @@ def test_a_part_is_the_split_of_the_whole_lowering() -> None:
     variables, kernel = split(whole.module, ["zluda_run.copy"])
     assert CPU.lower_part(module, "copy").text == kernel
     assert CPU.lower_part(module, VARIABLES).text == split(CPU.lower(part_module(module, VARIABLES)).module, [])[0]
+
+
+def test_the_back_end_caps_the_schedulers_memory_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the machine scheduler's window of pending memory instructions, 400 not LLVM's 1000
+    # (docs/cpu_target.md, "The scheduler's memory window"), handed to LLVM with the others
+    seen: list[str] = []
+    monkeypatch.setattr(target, "_options_set", False)
+    monkeypatch.setattr(target.llvm, "set_option", lambda _name, option: seen.append(option))
+    target.set_backend_options()
+    assert "-dag-maps-huge-region=400" in seen
+    assert seen == list(target.BACKEND_OPTIONS)

@@ -40,8 +40,13 @@ CODEGEN_LEVEL = 1
 # tree unless the function counts as huge, which made it quadratic in blocks (38 % of LLVM time
 # on a 50k-line cub kernel); every function counts as huge here, so it revisits changed blocks
 # only. The greedy register allocator's region growing gets a tenth of its default budget: 20-30 %
-# less code generation time on large kernels, and the bench kernels ran as fast.
-BACKEND_OPTIONS = ("-cgpp-huge-func=0", "-grow-region-complexity-budget=1000")
+# less code generation time on large kernels, and the bench kernels ran as fast. The machine
+# scheduler's dependency graph compares each memory instruction with every earlier one of its
+# region still pending, up to 1000 before it chains off the oldest half: quadratic in the long
+# blocks of 64-bit warp vectors (a third of code generation in cub's 64-bit reductions); 400
+# cuts that by 30 % with byte-identical objects over bench/compile.py's corpus (200, 300 and
+# 500 changed some).
+BACKEND_OPTIONS = ("-cgpp-huge-func=0", "-grow-region-complexity-budget=1000", "-dag-maps-huge-region=400")
 _options_set = False
 
 
