@@ -2,9 +2,9 @@
 
 A converged clone's unguarded barrier sends all 32 lanes to the next block and gets a resume point
 of its own: it reloads what is live there and sets the pc to that block, with no lane mask saved or
-rebuilt. `%tid` is set up at the kernel's start and at each resume point from which a block reading
-it can be reached (`FunctionLowering.reads_tid_after`), so a resume whose code never reads `%tid`
-skips the 1-D/3-D test. Here `%tid` is read again after a barrier and, through the loop's back edge,
+rebuilt. `%tid` is set up, by one block, for the kernel's start and each resume point from which a
+block reading it can be reached (`FunctionLowering.reads_tid_after`), so a resume whose code never
+reads `%tid` skips the 1-D/3-D test. Here `%tid` is read again after a barrier and, through the loop's back edge,
 after the other one; the warp resumes whole and then splits on `%tid.x`'s parity; blocks are 2-D,
 1-D and have partial warps. Expected values: a numpy model of the kernel.
 """
@@ -135,10 +135,20 @@ def test_tid_read_before_barriers_only(threads: int) -> None:
     np.testing.assert_array_equal(out, np.arange(threads, dtype=np.uint32))
 
 
+def _entries_setting_up_tid(ir_text: str) -> int:
+    """How many of the warp function's entries (0: the start, n: resume point n) go through the
+    one block that sets %tid up."""
+    entry = next(line for line in ir_text.splitlines() if line.lstrip().startswith('switch i32 %".3"'))
+    return entry.count('label %"tid.setup"')
+
+
 def test_whole_warp_resumes_skip_the_tid_set_up() -> None:
     """Two barriers, each with a resume point for whole warps and one for the rest: %tid is set
-    up at the start and at the two others (a divergent warp may wait anywhere)."""
+    up for the start and the two others (a divergent warp may wait anywhere), by one block that
+    they all enter through (one 1-D test and 3-D division in the IR, not one per entry)."""
     ir_text, _ = lower(parse(TID_BEFORE_BARRIERS))
-    assert ir_text.count('\ntid.3d') == 3
+    assert ir_text.count('\ntid.3d') == 1
+    assert _entries_setting_up_tid(ir_text) == 3
     ir_text, _ = lower(parse(TID_AFTER_BARRIERS))
-    assert ir_text.count('\ntid.3d') == 5
+    assert ir_text.count('\ntid.3d') == 1
+    assert _entries_setting_up_tid(ir_text) == 5

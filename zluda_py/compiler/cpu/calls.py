@@ -350,13 +350,15 @@ class CallMixin:
         after_all = b.switch(self.resume, self.dispatch_block)
         for site, inst, dst, live, next_block, whole in self.resume_sites:
             entry = self.llfn.append_basic_block(f"resume{site}")
-            sw.add_case(ir.Constant(I32, site), entry)
+            # %tid where the warp may read it (set up in tid_block): a whole warp only in blocks
+            # reachable from next_block (the definitions it reruns read no %tid: remat.py)
+            if self.tid_slots and not (whole and not self.reads_tid_after(next_block)):
+                self.entry_switch.add_case(ir.Constant(I32, site), self.tid_block)
+                self.tid_switch.add_case(ir.Constant(I32, site), entry)
+            else:
+                sw.add_case(ir.Constant(I32, site), entry)
             b.position_at_end(entry)
             remat, rerun = self._remat(live, next_block) if whole else (set(), [])
-            # %tid where the warp may read it: a whole warp only in blocks reachable from next_block
-            # (the definitions it reruns read no %tid: remat.py)
-            if self.tid_slots and not (whole and not self.reads_tid_after(next_block)):
-                self.set_up_tid()
             if whole:  # all 32 lanes at next_block (lower_barrier)
                 self.reload(live - remat, pc=False)
                 self.cur_mask, self.guarded_inst = V.ALL, False

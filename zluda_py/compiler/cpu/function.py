@@ -212,9 +212,19 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
             self.resumable = has_barriers
             self._set_up_lane_copies()
             self.resume_block = self.llfn.append_basic_block("resume") if has_barriers else start
-            b.switch(self.resume, self.resume_block).add_case(ir.Constant(I32, 0), start)
+            self.entry_switch = b.switch(self.resume, self.resume_block)
+            # %tid set up once, for the start and the resume points whose warp may read it
+            # (_emit_resume: they enter through this block too), not once per point: ~50 IR
+            # lines each (the 3-D division's loops)
+            self.tid_block = self.llfn.append_basic_block("tid.setup") if self.tid_slots and has_barriers else None
+            self.entry_switch.add_case(ir.Constant(I32, 0), self.tid_block or start)
+            if self.tid_block is not None:
+                b.position_at_end(self.tid_block)
+                self.set_up_tid()
+                self.tid_switch = b.switch(self.resume, self.resume_block)
+                self.tid_switch.add_case(ir.Constant(I32, 0), start)
             b.position_at_end(start)
-            if self.tid_slots:
+            if self.tid_slots and self.tid_block is None:
                 self.set_up_tid()
         self._direct: dict[ir.Block, ir.Value] = {}  # block -> what it passes the dispatcher's `want`
         self._direct_targets: set[int] = set()
