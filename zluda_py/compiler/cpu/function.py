@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 from llvmlite import ir
 
 from zluda_py.compiler import cfg
-from zluda_py.compiler.cpu import affine, values as V
+from zluda_py.compiler.cpu import affine, lane_demand, values as V
 from zluda_py.compiler.cpu.abi import DONE, FAULT_STACK, FRAME_HEADER, RESERVED_SMEM, WARP, Ctx, Frame
 from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
@@ -150,6 +150,9 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         # Registers live into some block: only their inactive lanes' values can be read later.
         self.carried = set().union(*self.live) if self.live else set()
         self.guarded_inst = False
+        self.decided: tuple[ast.Instruction, ir.Value | None] | None = None  # _fork_lanes' branch, its mask
+        self.lane_need: dict[int, lane_demand.Need] = {}  # _fork_lanes: lanes read of a block's values
+        self.lanes_forked = False  # _fork_lanes lowered a block twice
         entry = llfn.append_basic_block("entry")
         self.b = ir.IRBuilder(entry)
         self.lanes = Lanes(self.b, WARP)
@@ -540,6 +543,8 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         insts = blk.insts
         term = insts[-1] if insts and cfg.is_terminator(insts[-1]) else None
         body = insts if term is None else insts[:-1]
+        if converged and start == 0 and self.decided is None and self._fork_lanes(blk, term):
+            return
         for k in range(start, len(body)):
             if converged and self._fork_rows(blk, k):
                 return
@@ -630,12 +635,12 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         b.branch(self.dispatch_block)
 
     def branch(self, bra: ast.Instruction, lanes: ir.Value, taken: ir.Value, target: int, other: int | None,
-               converged: bool, decided: bool = False) -> None:
-        """A conditional branch; in a converged warp a uniform condition stays on the fast path.
-        `decided`: `taken` is the constant mask of `_aligned_lanes`."""
+               converged: bool) -> None:
+        """A conditional branch; in a converged warp a uniform condition stays on the fast path
+        (and a branch `_fork_lanes` decided takes its constant mask)."""
         b = self.b
-        if not decided and self._aligned_lanes(bra, lanes, taken, target, other, converged):
-            return
+        if self.decided is not None and self.decided[0] is bra and lanes is V.ALL and self.decided[1] is not None:
+            taken = self.decided[1]
         if converged and other is not None and lanes is V.ALL and bra.guard.reg in self.uniform_regs:
             # a whole warp on a warp-uniform predicate: every lane goes the same way, one scalar
             # branch (the lane-mask tests below leave LLVM an unreachable split to keep)
@@ -665,32 +670,59 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         self.goto(taken, target)
         b.branch(self.dispatch_block)
 
-    def _aligned_lanes(self, bra: ast.Instruction, lanes: ir.Value, taken: ir.Value, target: int,
-                       other: int | None, converged: bool) -> bool:
-        """A whole warp at a branch whose lanes `lane_masks` knows where %tid.x is aligned to the
-        lanes, which splits it or sends it one way: test the alignment (two scalar compares of the
-        block's shape) and lower the branch twice, with the constant mask where it holds, as
-        before elsewhere. False: nothing done."""
-        if not (converged and lanes is V.ALL and other is not None and self.is_kernel and self.cloned):
+    def _fork_lanes(self, blk: cfg.BasicBlock, term: ast.Instruction | None) -> bool:
+        """A whole warp at a block ending in a branch whose lanes `lane_masks` knows where %tid.x
+        is aligned to the lanes, which splits it with a side run in place or sends it one way:
+        lower the block twice, behind the block runner's test of the block's shape.
+        Where it holds, the branch takes the constant mask, and lanes of the block's values that
+        only the side's lanes read are written as zeros (`lane_demand`; the reduction's upper
+        halves); elsewhere as before. False: nothing done."""
+        if not (term is not None and term.opcode == "bra" and term.guard is not None and self.is_kernel
+                and self.cloned and self.cur_mask is V.ALL):
             return False
         if not hasattr(self, "_lane_masks"):
             self._lane_masks = LaneMasks(self.body)
-        known = self._lane_masks.taken_lanes(bra, self.affine().equality_setp(bra))
-        if known is None or known not in (0, 0xFFFFFFFF) and self._side_in_place(bra, target, other) is None:
+        known = self._lane_masks.taken_lanes(term, self.affine().equality_setp(term))
+        target, other = self._bra_target(term), blk.fallthrough
+        side = self._side_in_place(term, target, other) if other is not None else None
+        if known is None or other is None or known not in (0, lane_demand.ALL) and side is None:
             return False
         b = self.b
-        nx = self.ctx_i64(Ctx.BLOCK_X)
-        one_d = b.icmp_unsigned("==", b.mul(self.ctx_i64(Ctx.BLOCK_Y), self.ctx_i64(Ctx.BLOCK_Z)), ir.Constant(I64, 1))
-        rows = b.icmp_unsigned("==", b.and_(nx, ir.Constant(I64, WARP - 1)), ir.Constant(I64, 0))
+        self.lanes_forked = True
         aligned, general = self.llfn.append_basic_block("lanes.aligned"), self.llfn.append_basic_block("lanes.any")
-        b.cbranch(b.or_(one_d, rows), aligned, general)
+        b.cbranch(self.llfn.args[3], aligned, general)  # the block runner's lane_masks.aligned
+        rows_decided = self.rows_decided
         b.position_at_end(aligned)
-        mask = V.lane_consts(I1, [known >> k & 1 for k in range(WARP)])
-        self.branch(bra, lanes, mask, target, other, converged, decided=True)
-        self.cur_mask = lanes  # a side run in place changed it
+        self.decided = (term, V.lane_consts(I1, [known >> k & 1 for k in range(WARP)]))
+        if known not in (0, lane_demand.ALL):
+            join = other if side == target else target
+            end = self._end_need(term, known, side, join, side == target)
+            self.lane_need = lane_demand.demanded(blk.insts[:-1], end, self._constant_value)
+        self._lower_from(blk, 0, True)
+        self.lane_need = {}
+        self.cur_mask, self.rows_decided = V.ALL, rows_decided  # a side run in place changed the mask
         b.position_at_end(general)
-        self.branch(bra, lanes, taken, target, other, converged, decided=True)
+        self.decided = (term, None)
+        self._lower_from(blk, 0, True)
+        self.decided = None
         return True
+
+    def _end_need(self, term: ast.Instruction, known: int, side: int, join: int, taken: bool) -> lane_demand.Need:
+        """What a block's end needs of its registers where its branch (`known`: the lanes taking
+        it) runs `side` in place for its lanes (`taken`: those taking it) and goes on whole at `join`."""
+        side_insts = self.body.blocks[side].insts
+        if side_insts and cfg.is_terminator(side_insts[-1]):
+            side_insts = side_insts[:-1]
+        lanes = known if taken else ~known & lane_demand.ALL
+        reads = lane_demand.side_reads(side_insts, lanes)
+        need = {r: lane_demand.ALL if reads is None else reads.get(r, lane_demand.ALL) for r in self.live[side]}
+        need.update({r: lane_demand.ALL for r in self.live[join]})
+        need[term.guard.reg] = lane_demand.ALL
+        return need
+
+    def _constant_value(self, inst: ast.Instruction, op: ast.Operand) -> int | None:
+        c = self.constant_operand(inst, op)
+        return int(c.value) if isinstance(c, ast.Imm) else None
 
     def _side_in_place(self, bra: ast.Instruction, target: int, other: int) -> int | None:
         """The side of a split whose lanes a converged warp runs in place: a short block
@@ -839,6 +871,10 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         if op.name in self.uniform_regs:  # every lane computed the same value from uniform sources
             b.store(b.extract_element(value, ir.Constant(I32, 0)), slot)
             return
+        lanes = self.lane_need.get(id(self.cur_inst), {}).get(op.name) if self.lane_need else None
+        if lanes is not None and bits > 1:  # lanes no one reads (lane_demand): zeros, their work folds away
+            keep = V.lane_consts(I1, [lanes >> k & 1 for k in range(WARP)])
+            value = b.select(keep, value, ir.Constant(value.type, None))
         if op.name in self.carried or self.guarded_inst or op.name == "%cc":
             value = b.select(mask, value, b.load(slot, typ=value.type, align=16))
         # else: a block-local temporary; lanes outside the mask never read this value, and

@@ -5,10 +5,11 @@ lanes 1-31 the other. That holds whenever %tid.x counts up by one from a multipl
 the warp's lanes, which is so for every whole warp of a 1-D block (%tid.x = 32*warp + lane) and
 of a block whose %ntid.x is a multiple of 32 (no row ends inside a warp, and rows start at
 multiples of 32); other blocks wrap %tid.x inside a warp. `taken_lanes` evaluates a branch's
-predicate under that assumption; FunctionLowering._aligned_lanes tests it once per warp with
-scalars and lowers the branch with the constant mask where it holds, so the lane
-compare, the side's one-lane tests and its lane picks fold away (warp shuffle reduction,
-docs/cpu_target.md).
+predicate under that assumption; the block runner tests it once per launch (`aligned`) and
+passes the answer to the warp function, whose FunctionLowering._fork_lanes lowers the branch's
+block with the constant mask where it holds, so the lane compare, the side's one-lane tests and
+its lane picks fold away, and so do the lanes of its values that only the side reads
+(lane_demand.py; warp shuffle reduction, docs/cpu_target.md).
 
 Registers are followed through their one definition in the function, unguarded, as in
 scalar_lanes.invariant_registers: its every run gives a lane the same value, so any use after a
@@ -18,6 +19,8 @@ register, an immediate) and `and` with an immediate (below 32 on %tid.x itself).
 
 from __future__ import annotations
 
+from llvmlite import ir
+
 from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu.abi import WARP
 from zluda_py.compiler.cpu.affine import written
@@ -26,6 +29,14 @@ from zluda_py.ptx import ast
 
 TID = "tid"  # %tid.x's lanes: U + lane with U a multiple of 32 (not known itself)
 Lanes = tuple[int, ...] | str  # one known value per lane, or TID
+
+
+def aligned(b: ir.IRBuilder, ntid_x: ir.Value, ntid_y: ir.Value, ntid_z: ir.Value) -> ir.Value:
+    """Whether %tid.x counts up from a multiple of 32 across every whole warp of such a block:
+    a 1-D block, or %ntid.x a multiple of 32 (i64 dimensions, an i1 answer)."""
+    one_d = b.icmp_unsigned("==", b.mul(ntid_y, ntid_z), ir.Constant(ntid_y.type, 1))
+    rows = b.icmp_unsigned("==", b.and_(ntid_x, ir.Constant(ntid_x.type, WARP - 1)), ir.Constant(ntid_x.type, 0))
+    return b.or_(one_d, rows)
 
 
 class LaneMasks:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from zluda_py.compiler.cpu import values as V
+from zluda_py.compiler.cpu import lane_masks, values as V
 from zluda_py.compiler.cpu.calls import SYSCALLS
 from zluda_py.compiler.cpu.abi import (BAR_SLOTS, BASE_ALIGN, FAULT_DEADLOCK, NBARRIERS, STACK_ALIGN, STALLED_ROUNDS,
                                        WARP, BarSlot, Ctx, Frame)
@@ -144,7 +144,8 @@ class ModuleLowering:
             lowering.lower()
             self.frames[f.name] = (lowering.frame_size, lowering.callees)
             return
-        warp = ir.Function(self.ir, ir.FunctionType(I32, [PTR, PTR, I32]), name=f"{f.name}.warp")
+        # (ctx, frame, resume point, whether %tid.x is aligned to the lanes: lane_masks.aligned)
+        warp = ir.Function(self.ir, ir.FunctionType(I32, [PTR, PTR, I32, I1]), name=f"{f.name}.warp")
         warp.linkage = "internal"
         warp.attributes.add("noinline")  # one call per warp and barrier; keeps the runner small
         lowering = FunctionLowering(self, f, warp)
@@ -152,12 +153,17 @@ class ModuleLowering:
         self.frames[f.name] = (lowering.frame_size, lowering.callees)
         runner = f"zluda_run.{f.name}"
         lockstep = bool(lowering.resume_sites) and lowering.lockstep_barriers()
+        by_shape = False
         if (lockstep or not lowering.resume_sites) and lowering.cloned:
             # one call site: inlined, each warp's run (to its next barrier, if any) is a loop
             # iteration of the runner instead of a call, and what is the same for every warp of
             # the block is hoisted out of that loop (small kernels; large ones keep compile time down)
             warp.attributes.discard("noinline")
-        self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites), lockstep)
+            # without barriers, a block forked on its lanes (_fork_lanes): one call site per shape
+            by_shape = not lowering.resume_sites and lowering.lanes_forked
+            if by_shape:
+                warp.attributes.add("alwaysinline")
+        self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites), lockstep, by_shape)
         params, param_size = kernel_params(f)
         self.kernels_meta[f.name] = {
             "runner": runner, "params": params, "param_size": param_size,
@@ -213,9 +219,13 @@ class ModuleLowering:
         return b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec)
 
     # ------------------------------------------------------------------ block runner
-    def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int, barriers: bool, lockstep: bool) -> None:
+    def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int, barriers: bool, lockstep: bool,
+                      by_shape: bool) -> None:
         """`i32 run(ptr ctx)`: run blocks FIRST..FIRST+COUNT, each warp by warp, barrier by barrier
-        (without barriers: each warp once, to completion; `lockstep`: see `lockstep_barriers`)."""
+        (without barriers: each warp once, to completion; `lockstep`: see `lockstep_barriers`).
+        `by_shape`: one warp loop for blocks whose %tid.x is aligned to the lanes and one for
+        others, each with its own inlined copy of the warp function, where the aligned test is a
+        constant (FunctionLowering._fork_lanes: that copy has no general blocks)."""
         fn = self.ir.globals[name]  # declared with the kernel (_declare)
         ctx = fn.args[0]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -223,6 +233,7 @@ class ModuleLowering:
         get = lambda i: b.load(slot(ctx, ir.Constant(I64, i)), typ=I64)  # noqa: E731
         put = lambda i, v: b.store(v, slot(ctx, ir.Constant(I64, i)))  # noqa: E731
         threads = b.mul(b.mul(get(Ctx.BLOCK_X), get(Ctx.BLOCK_Y)), get(Ctx.BLOCK_Z))
+        aligned = lane_masks.aligned(b, get(Ctx.BLOCK_X), get(Ctx.BLOCK_Y), get(Ctx.BLOCK_Z))
         nwarps = b.udiv(b.add(threads, ir.Constant(I64, WARP - 1)), ir.Constant(I64, WARP))
         put(Ctx.NWARPS, nwarps)
         frames = b.inttoptr(get(Ctx.FRAMES), PTR)
@@ -239,16 +250,25 @@ class ModuleLowering:
                 b.ret(ir.Constant(I32, 0))
             self._next_cta(b, blk, first, gx, gy, get, put)
             if not barriers:
-                with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
-                    fr = frame_of(w)
-                    b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
-                    r = b.call(warp, [ctx, fr, ir.Constant(I32, 0)])
-                    with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
-                        put(Ctx.FAULT_BLOCK, blk)
-                        b.store(ir.Constant(I32, 1), stop)
-                        b.ret(b.neg(r))
+                def each_warp(shape: ir.Value) -> None:
+                    with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+                        fr = frame_of(w)
+                        b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
+                        r = b.call(warp, [ctx, fr, ir.Constant(I32, 0), shape])
+                        with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
+                            put(Ctx.FAULT_BLOCK, blk)
+                            b.store(ir.Constant(I32, 1), stop)
+                            b.ret(b.neg(r))
+                if by_shape:
+                    with b.if_else(aligned) as (then, otherwise):
+                        with then:
+                            each_warp(ir.Constant(I1, 1))
+                        with otherwise:
+                            each_warp(ir.Constant(I1, 0))
+                else:
+                    each_warp(aligned)
             elif lockstep:
-                self._lockstep_rounds(b, warp, ctx, nwarps, frame_of, hdr, blk, stop, put)
+                self._lockstep_rounds(b, warp, ctx, nwarps, frame_of, hdr, blk, stop, put, aligned)
             else:
                 b.call(self.libc("llvm.memset.p0.i64", ir.VoidType(), [PTR, V.I8, I64, I1]),
                        [bars, ir.Constant(V.I8, 0), ir.Constant(I64, NBARRIERS * BAR_SLOTS * 8), ir.Constant(I1, 0)])
@@ -289,7 +309,7 @@ class ModuleLowering:
                         with b.if_then(b.not_(waiting)):
                             before = b.load(hdr(fr, Frame.LIVE), typ=I32)
                             b.store(ir.Constant(I32, 0), hdr(fr, Frame.YIELD))
-                            r = b.call(warp, [ctx, fr, state])
+                            r = b.call(warp, [ctx, fr, state, aligned])
                             exited = b.zext(b.sub(before, b.load(hdr(fr, Frame.LIVE), typ=I32)), I64)
                             b.store(b.sub(b.load(total, typ=I64), exited), total)
                             b.store(b.add(b.load(ran, typ=I64), ir.Constant(I64, 1)), ran)
@@ -339,7 +359,8 @@ class ModuleLowering:
                 b.position_at_end(block_done)
         b.ret(ir.Constant(I32, 0))
 
-    def _lockstep_rounds(self, b: ir.IRBuilder, warp: ir.Function, ctx, nwarps, frame_of, hdr, blk, stop, put) -> None:
+    def _lockstep_rounds(self, b: ir.IRBuilder, warp: ir.Function, ctx, nwarps, frame_of, hdr, blk, stop, put,
+                         aligned: ir.Value) -> None:
         """Rounds in which every unfinished warp runs to its next barrier, in warp order, until all
         have finished: each round ends with every unfinished warp at the kernel's one barrier."""
         with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
@@ -356,7 +377,7 @@ class ModuleLowering:
             fr = frame_of(w)
             state = b.load(hdr(fr, Frame.STATE), typ=I32)
             with b.if_then(b.icmp_signed(">=", state, ir.Constant(I32, 0))):
-                r = b.call(warp, [ctx, fr, state])
+                r = b.call(warp, [ctx, fr, state, aligned])
                 with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
                     put(Ctx.FAULT_BLOCK, blk)
                     b.store(ir.Constant(I32, 1), stop)
