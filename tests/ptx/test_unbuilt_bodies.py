@@ -233,3 +233,103 @@ def test_a_lazy_load_builds_no_body():
     assert type(body) is ast.UnbuiltBody
     with pytest.raises(RuntimeError):
         list(body)
+
+
+# ---- verdicts kept for repeated statements (fastcheck.BodyChecker.verdicts) ----
+# One body, written again in each kernel with its registers renumbered, as a library repeats
+# template instances: the verdicts of the first kernel's statements answer the later ones.
+TWIN = """.visible .entry {k}(.param .u64 p)
+{{
+.reg .pred %p<16>;
+.reg .b32 %r<40>;
+.reg .b64 %rd<20>;
+.reg .f32 %f<20>;
+ld.param.u64 %rd{a}, [p];
+mov.u32 %r{a}, %tid.x;
+add.s32 %r{b}, %r{a}, 7;
+mul.wide.s32 %rd{b}, %r{b}, 4;
+add.s64 %rd{c}, %rd{a}, %rd{b};
+ld.global.f32 %f{a}, [%rd{c}+8];
+setp.lt.s32 %p{a}, %r{b}, -1;
+@%p{a} bra $L__{k}_done;
+{{
+.reg .b32 %r<4>;
+add.s32 %r3, %r2, %r1;
+}}
+fma.rn.f32 %f{b}, %f{a}, 0f3F800000, %f{a};
+st.global.v2.f32 [%rd{c}], {{%f{a}, %f{b}}};
+$L__{k}_done:
+{extra}
+ret;
+}}
+"""
+TWIN_INSTRUCTIONS = 12  # in a kernel, nested block included, `extra` empty
+
+
+def twins(extra: str = "", copies: int = 4) -> str:
+    """`copies` kernels of TWIN, the last with `extra` added ({a}, {b}, {c}: its registers)."""
+    kernels = []
+    for i in range(copies):
+        a, b, c = 1 + 3 * i, 2 + 3 * i, 3 + 3 * i
+        last = extra.format(a=a, b=b, c=c) if i == copies - 1 else ""
+        kernels.append(TWIN.format(k=f"k{i}", a=a, b=b, c=c, extra=last))
+    return HEADER + "".join(kernels)
+
+
+def checked_count(text: str, monkeypatch) -> int:
+    """The instructions the parse with unbuilt bodies checked operand by operand."""
+    from zluda_py.ptx import fastcheck
+
+    made = []
+    init = fastcheck.BodyChecker.__init__
+
+    def record(self, *args):
+        init(self, *args)
+        made.append(self)
+
+    monkeypatch.setattr(fastcheck.BodyChecker, "__init__", record)
+    module = parse(text, unbuilt=True)
+    assert all(type(f.body) is ast.UnbuiltBody for f in module.functions())
+    return made[0].checked
+
+
+def test_repeated_statements_are_checked_once(monkeypatch):
+    """The first kernel's statements are checked in full; in the next three only those whose
+    operands name something other than a declared register (`[p]`, `%tid.x`) or that have none
+    (`ret`) are: the others hit their verdicts (registers renumbered, of the same types; another
+    label)."""
+    text = twins()
+    assert assert_same(text)[0] == "loaded"
+    assert checked_count(text, monkeypatch) == TWIN_INSTRUCTIONS + 3 * 3
+
+
+@pytest.mark.parametrize("extra, want", [
+    # the same template as `add.s64 %rd{c}, %rd{a}, %rd{b}` with one register of another type
+    ("add.s64 %rd{c}, %rd{a}, %r{b};", "operand '%r{b}' has type .b32, incompatible with .s64 of 'add'"),
+    ("add.s32 %r{b}, %r{a}, 7.5;", None),  # not a kept operand list
+    ("add.s32 %r{b}, %r39, 7;\nadd.s32 %r{b}, %r40, 7;", "undeclared register '%r40'"),  # past %r<40>
+    ("add.s32 %r{b}, %, 7;", None),  # a `%` of the text where the template has a register
+    ("add.s32 %r{b}, %r{a}%r{a}, 7;", None),
+    ("@%r{a} bra $L__k3_done;", None),  # a guard of another type
+    ("@%p16 bra $L__k3_done;", "undeclared register '%p16'"),
+    ("bra $L__k3_nowhere;", "undeclared symbol '$L__k3_nowhere'"),  # a label the body lacks
+    ("bra p;", "loaded"),  # a lone operand naming a parameter, not a label
+    # a register of the nested block, after it; the block's `%r3` hiding the kernel's
+    ("{{\n.reg .b32 %q<2>;\n}}\nadd.s32 %r{b}, %q1, 7;", "undeclared register '%q1'"),
+    ("{{\n.reg .b64 %r<4>;\nadd.s32 %r3, %r2, %r1;\n}}", None),
+    # an address's register and a vector's elements may have any type
+    ("ld.global.f32 %f{a}, [%rd{c}+8];\nld.global.f32 %f{a}, [%r{c}+8];", "loaded"),
+    ("st.global.v2.f32 [%rd{c}], {{%f{a}, %r{b}}};", "loaded"),
+])
+def test_a_kept_verdict_hides_no_error(extra, want, monkeypatch):
+    """A statement that differs from one with a kept verdict only where the key looks (a
+    register's type or declaration, a `%` of the text, a guard, a label, a nested block's
+    registers) has the full parse's outcome: refused (with the message `want` where given), or
+    loaded where `want` says so."""
+    text = twins(extra)
+    got = assert_same(text)
+    assert got[0] == ("loaded" if want == "loaded" else "refused")
+    if want not in (None, "loaded"):
+        i = 3
+        assert want.format(a=1 + 3 * i, b=2 + 3 * i, c=3 + 3 * i) in got[2]
+    assert checked_count(twins(), monkeypatch) < 2 * TWIN_INSTRUCTIONS

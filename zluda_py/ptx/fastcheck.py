@@ -14,6 +14,16 @@ usual, so every error comes from the parser and the checker with today's message
 whole module can settle (names declared outside the body, function names) is left to
 `Checker.function` (`UnbuiltBody.pending`, `.names`); when that fails, the module is parsed
 again in full (`Parser.module`).
+
+A library repeats the same statements with other register numbers in function after function,
+so an instruction's verdict is kept (`BodyChecker.verdicts`) under what it depends on: the
+opcode text, the operand list with each register `%<letters><digits>` written as `%`, and what
+each of those registers resolves to here (its type, or the state space of a non-register). The
+key's register count tells a `%` written in the text from one put there, and only lists made of
+such registers, constants, addresses of them and vectors of them (`_SIMPLE`) are kept: the
+parser reads every one of them the same way whatever the registers' names, so the checks see
+the same operands. A lone label operand is kept under the opcode and what its name resolves to.
+A hit skips the checks, not their effects (the names a label adds).
 """
 
 from __future__ import annotations
@@ -25,18 +35,30 @@ from .ast import Function, Instruction, UnbuiltBody, Variable
 from .checks import _RELAXED, EXPANDED_RANGE, Checker, _accepted, _special, constant_fits
 from .parser import (
     _B_DECL, _B_INSN, _B_LABEL, _B_LOC, _BODY, _GENERAL, _K_ADDR_REG, _K_ADDR_SYM, _K_IMM, _K_PRED_OUT, _K_REG,
-    _K_SINK, _K_SYM, _K_VEC, Parser, _bracket_pieces, _recipe,
+    _K_SINK, _K_SYM, _K_VEC, PREDEFINED_CONSTANTS, Parser, _bracket_pieces, _recipe,
 )
 
 # `.shared|.local .align N .type name[N];` inside a body (ptxas's spelling of a block's array)
 _ARRAY = re.compile(r"\.(shared|local)[ \t]+\.align[ \t]+([1-9]\d{0,5})[ \t]+\.([a-z]\w*)[ \t]+"
                     r"([A-Za-z_$][\w$]*)\[([1-9]\d{0,17})\][ \t]*;")
 _PRAGMA = re.compile(r'\.pragma[ \t]+"[^"\\\n]*"[ \t]*;')  # `.pragma "nounroll";`
+# nvcc's registers, as a verdict's key writes them (module docstring)
+_REG = r"%[a-z]+[0-9]+"
+_REGISTER = re.compile(_REG)
+# the operand lists whose verdicts are kept: registers, constants, `[reg+-N]`, `{reg, reg}`
+_PIECE = rf"[ \t]?(?:{_REG}|\[{_REG}(?:[+-][0-9]+)?\]|\{{{_REG}(?:, ?{_REG})*\}}|-?[0-9][0-9a-fA-FxX]*)"
+_SIMPLE = re.compile(f"{_PIECE}(?:,{_PIECE})*")
+_LABEL = re.compile(r"[A-Za-z$][\w$]*")  # a branch target, as the parser reads a symbol
 _MAX_DEPTH = 64  # nested `{ }` blocks followed here; deeper goes the general way
 _ACCESSES = ("ld", "st", "atom", "red", "ldu")  # the opcodes Checker.check_space tests
 _SPACES = ("global", "shared", "local", "const", "param")
 _OP_REG, _OP_SYM, _OP_IMM, _OP_ADDR_REG, _OP_ADDR_SYM = range(5)
 _CONSTANT_KINDS = ("int", "float", "f32", "f64")  # ast.Imm.kind  # BodyChecker.operands' kinds
+
+
+def _kind(v: Variable) -> str:
+    """What a name resolves to, as a verdict's key has it: a register's type, else `.space`."""
+    return v.type if v.space == "reg" else "." + v.space
 
 
 class BodyChecker:
@@ -51,6 +73,10 @@ class BodyChecker:
         self.pragma_allowed = checker.gate_of("pragma") == ""
         # operand list text -> what `operands` makes of it (half of nvcc's lists repeat)
         self.ops_of: dict[str, tuple[int, list]] = {}
+        # (opcode text, operand list's template or None for a label, what its names resolve to)
+        # of the instructions found fine (module docstring)
+        self.verdicts: set[tuple] = set()
+        self.checked = 0  # instructions checked operand by operand (the others by `verdicts`)
 
     def form(self, name: str, n: int) -> tuple | None:
         """(operand roles, the register types each operand position wants (see `operands`),
@@ -110,8 +136,11 @@ class BodyChecker:
         parse it."""
         text = self.parser.text
         params: dict[str, Variable] = {}
+        kind_of: dict[str, str] = {}  # `lookup` of every name in scope, as `_kind` writes it
+        hidden: list[list[tuple[str, str | None]]] = []  # per nested block: what it hides
         for v in fn.returns + fn.params:
             params[v.name] = v
+            kind_of[v.name] = _kind(v)
         local: dict[str, Variable] = {}
         scopes = [params, local]  # innermost last
         labels: set[str] = set()
@@ -119,7 +148,13 @@ class BodyChecker:
         names: set[str] = set()
         add_name = names.add
         types = grammar.TYPES
-        ops_of, forms = self.ops_of, self.forms
+        ops_of, forms, verdicts = self.ops_of, self.forms, self.verdicts
+        template, registers, lone_label = _REGISTER.sub, _REGISTER.findall, _LABEL.fullmatch
+
+        def declare(declared, kind: str) -> None:
+            if len(scopes) > 2:
+                hidden[-1].extend([(d, kind_of.get(d)) for d in declared])
+            kind_of.update(dict.fromkeys(declared, kind))
 
         def lookup(name: str) -> Variable | None:
             for scope in reversed(scopes):
@@ -135,6 +170,21 @@ class BodyChecker:
             k = m.lastindex
             if k == _B_INSN:
                 guard, name, operands = m.group(3, 4, 5)
+                key = None
+                if operands is not None and (guard is None or guard[0] == "%" and kind_of.get(guard) == "pred"):
+                    if lone_label(operands) and operands not in PREDEFINED_CONSTANTS:
+                        kind = kind_of.get(operands)
+                        key = (name, None, kind)
+                        if key in verdicts:
+                            add_name(operands)
+                            if kind is None:
+                                pending.append((operands, None))
+                            continue
+                    else:
+                        key = (name, template("%", operands), tuple(map(kind_of.get, registers(operands))))
+                        if key in verdicts:
+                            continue
+                self.checked += 1
                 if operands:
                     ops = ops_of.get(operands)
                     if ops is None:
@@ -191,6 +241,8 @@ class BodyChecker:
                                 return None
                         elif v.space != "reg" and space is not None and v.space != space:
                             return None
+                if key is not None and (key[1] is None or None not in key[2] and _SIMPLE.fullmatch(operands)):
+                    verdicts.add(key)
                 continue
             if k == _B_LABEL:
                 if m[7] in labels:
@@ -209,6 +261,7 @@ class BodyChecker:
                     if var.name in local:
                         return None
                     local[var.name] = var
+                    declare((var.name,), var.type)
                     continue
                 if var.count > EXPANDED_RANGE:
                     return None
@@ -216,6 +269,7 @@ class BodyChecker:
                 if not local.keys().isdisjoint(declared):
                     return None
                 local.update(dict.fromkeys(declared, var))
+                declare(declared, var.type)
                 continue
             at = m.start(k)
             c = text[at:at + 1]
@@ -224,6 +278,7 @@ class BodyChecker:
                     return None
                 local = {}
                 scopes.append(local)
+                hidden.append([])
                 at += 1
             elif c == "}":
                 at += 1
@@ -233,6 +288,11 @@ class BodyChecker:
                     return UnbuiltBody(pending, names)
                 scopes.pop()
                 local = scopes[-1]
+                for d, kind in reversed(hidden.pop()):
+                    if kind is None:
+                        del kind_of[d]
+                    else:
+                        kind_of[d] = kind
             else:
                 p = _PRAGMA.match(text, at)
                 if p is not None:
@@ -247,5 +307,6 @@ class BodyChecker:
                 local[a[4]] = Variable(a[4], a[1], a[3], align=int(a[2]), array=(int(a[5]),))
                 if self.checker.layout_problems(local[a[4]]):
                     return None
+                declare((a[4],), _kind(local[a[4]]))
                 at = a.end()
             scan = _BODY.scanner(text, at).match

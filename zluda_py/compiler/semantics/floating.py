@@ -216,9 +216,23 @@ def arith(L: Lanes, op: str, t: str, mode: str, ftz: bool, srcs: list[ir.Value])
     return b.select(tiny, b.and_(r, c_like(L, r, 1 << (fmt.total - 1))), r)
 
 
+# Operations whose f64 result is exact for every pair of operands of the format (f16/bf16
+# arithmetic is .rn only): two finite f16 values are integer multiples of 2^-24 below 2^16,
+# so their sum or difference is one below 2^41 * 2^-24; their product is an 11 x 11-bit
+# significand product (22 bits) times 2^k, k >= -48; a bf16 product is 8 x 8 bits, its
+# magnitude between 2^-266 and 2^256: all inside f64's 53 bits and normal range. Infinite or
+# NaN operands give the same s, whose TwoSum error is NaN and was ignored. So RN(op) is the
+# exact value and its own round-to-odd: no error term is needed.
+EXACT_IN_F64 = frozenset({("f16", "add"), ("f16", "sub"), ("f16", "mul"), ("bf16", "mul")})
+
+
 def _odd_exact(L: Lanes, op: str, fmt: Fmt, mode: str, srcs: list[ir.Value]) -> ir.Value:
     """op on element bits of a format narrower than f64, rounded to odd in f64."""
-    s, err, _ = exact_op(L, op, [widen(L, x, fmt) for x in srcs], mode)
+    xs = [widen(L, x, fmt) for x in srcs]
+    if (fmt.name, op) in EXACT_IN_F64:
+        x, y = xs
+        return L.b.fmul(x, y) if op == "mul" else L.b.fadd(x, L.b.fneg(y) if op == "sub" else y)
+    s, err, _ = exact_op(L, op, xs, mode)
     return odd_f64(L, s, err)
 
 
