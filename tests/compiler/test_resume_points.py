@@ -138,7 +138,7 @@ def test_tid_read_before_barriers_only(threads: int) -> None:
 def _entries_setting_up_tid(ir_text: str) -> int:
     """How many of the warp function's entries (0: the start, n: resume point n) go through the
     one block that sets %tid up."""
-    entry = next(line for line in ir_text.splitlines() if line.lstrip().startswith('switch i32 %".3"'))
+    entry = next(line for line in ir_text.splitlines() if line.lstrip().startswith('switch i32') and 'tid.setup' in line)
     return entry.count('label %"tid.setup"')
 
 

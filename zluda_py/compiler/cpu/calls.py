@@ -257,7 +257,7 @@ class CallMixin:
         site = self._resume_site(inst, dst, live, next_block, whole)
         if whole:
             self.spill(live & unsaved, pc=False, cc="%cc" in unsaved)
-            b.ret(ir.Constant(I32, site))
+            self.stop_warp(ir.Constant(I32, site), site)
             return
         # A converged warp (every live lane continues at next_block) saves only what is live there
         # and may have changed since it resumed (frame_sync), and the lanes at next_block for its pc.
@@ -271,7 +271,7 @@ class CallMixin:
         b.position_at_end(some)
         self._set_frame_i32(Frame.AT_NEXT, V.mask_bits(b, at_next))
         self.spill(live & unsaved, pc=False, cc="%cc" in unsaved)
-        b.ret(ir.Constant(I32, site))
+        self.stop_warp(ir.Constant(I32, site))
 
     def _resume_site(self, inst: ast.Instruction, dst: ast.Operand | None, live: set[str], next_block: int | None,
                      whole: bool) -> int:
@@ -305,7 +305,7 @@ class CallMixin:
             b.position_at_end(self._spill_all)
             self._spill_all_site = b.phi(I32)
             self.spill(self.carried)
-            b.ret(self._spill_all_site)
+            self.stop_warp(self._spill_all_site)
             b.position_at_end(here)
         return self._spill_all
 
@@ -342,6 +342,8 @@ class CallMixin:
         if not self.resume_sites:  # no barrier: a frame holds only the header (and frame registers)
             self.frame_bytes = self.frame_end if self.in_frame else FRAME_HEADER
             return
+        if self.warp_loop:
+            self.link_regions()
         b.position_at_end(self.resume_block)
         sw = b.switch(self.resume, self.dispatch_block)
         reload_all = self.llfn.append_basic_block("reload.all")
@@ -358,14 +360,11 @@ class CallMixin:
             else:
                 sw.add_case(ir.Constant(I32, site), entry)
             b.position_at_end(entry)
-            remat, rerun = self._remat(live, next_block) if whole else (set(), [])
             if whole:  # all 32 lanes at next_block (lower_barrier)
-                self.reload(live - remat, pc=False)
-                self.cur_mask, self.guarded_inst = V.ALL, False
-                for d in rerun:
-                    self.lower_inst(d)
-                b.store(V.splat_const(I32, next_block), self.pc, align=16)
-                self._resume_at(inst, dst, next_block)
+                self._resume_whole(inst, dst, live, next_block)
+                if self.warp_loop and site in self._fast_resume:  # the same, from the warp before
+                    b.position_at_end(self._fast_resume[site])
+                    self._resume_whole(inst, dst, live, next_block)
                 continue
             some = self.llfn.append_basic_block(f"reload{site}")
             after = self.llfn.append_basic_block(f"resumed{site}")
@@ -380,6 +379,18 @@ class CallMixin:
             self._resume_at(inst, dst, next_block)
             b.position_at_end(after)
             self._resume_at(inst, dst, next_block)
+
+    def _resume_whole(self, inst: ast.Instruction, dst: ast.Operand | None, live: set[str], next_block: int) -> None:
+        """A whole warp resuming before `next_block` (%tid set up where it may read it): reload or
+        recompute what is live there, enter that block's clone."""
+        b = self.b
+        remat, rerun = self._remat(live, next_block)
+        self.reload(live - remat, pc=False)
+        self.cur_mask, self.guarded_inst = V.ALL, False
+        for d in rerun:
+            self.lower_inst(d)
+        b.store(V.splat_const(I32, next_block), self.pc, align=16)
+        self._resume_at(inst, dst, next_block)
 
     def _remat(self, live: set[str], next_block: int) -> tuple[set[str], list[ast.Instruction]]:
         """The registers of `live` a whole warp recomputes at its resume point before `next_block`

@@ -25,6 +25,7 @@ from zluda_py.compiler.cpu.mma import MmaMixin
 from zluda_py.compiler.cpu.scalar_lanes import ScalarLanesMixin
 from zluda_py.compiler.cpu.memory import HALF, MemoryMixin
 from zluda_py.compiler.cpu.texops import TextureMixin
+from zluda_py.compiler.cpu.warp_loop import WarpLoopMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
 from zluda_py.compiler.layout import kernel_params, reserved_smem_offset
@@ -136,7 +137,8 @@ class Symbol:
     size: int = 0
 
 
-class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, TextureMixin, MbarrierMixin, MmaMixin):
+class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, TextureMixin, MbarrierMixin, MmaMixin,
+                       WarpLoopMixin):
     def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
         self.mod = mod
         self.fn = fn
@@ -177,12 +179,26 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         b = self.b
         args = list(self.llfn.args)
         self.ctx = args[0]
+        # Converged clones double the code; very large functions (cub/thrust) go without them.
+        size = sum(len(blk.insts) for blk in self.body.blocks)
+        # mbarrier waits park the lanes whose wait failed (see park): the dispatcher must see
+        # every block, so such functions have no converged clones
+        self.has_waits = self.is_kernel and any(is_wait(i) for blk in self.body.blocks for i in blk.insts)
+        self.cloned = size <= CLONE_LIMIT and not self.has_waits
+        has_barriers = self.has_waits or any(cfg.is_block_barrier(i) for blk in self.body.blocks for i in blk.insts)
         if self.is_kernel:
-            self.frame, self.resume = args[1], args[2]
-            self.warp = self._frame_i32(Frame.WARP)
-            self.sp = ir.Constant(I64, 0)
+            self.resume, self.sp = args[2], ir.Constant(I64, 0)
+            # a small lockstep kernel whose region repeats runs each round of the block's warps in
+            # its warp function (warp_loop.py; registers in the frame are places in the first warp's)
+            self.warp_loop = has_barriers and self.cloned and not self.in_frame and self.lockstep_barriers() \
+                and self.region_repeats()
+            if self.warp_loop:
+                self.open_warp_loop(args[1])
+            else:
+                self._frame = args[1]
+                self._warp = self._frame_i32(Frame.WARP)
         else:
-            self.warp, self.sp, entry_mask = args[1], args[2], args[3]
+            self._warp, self.sp, entry_mask = args[1], args[2], args[3]
         self._declare_variables()
         self._declare_params(args)
         self.pc = self._slot("pc", 32)
@@ -192,17 +208,11 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         self.dispatch_block = self.llfn.append_basic_block("dispatch")
         self.blocks = [self.llfn.append_basic_block(f"bb{i}" + (f".{local_name(blk.label)}" if blk.label else ""))
                        for i, blk in enumerate(self.body.blocks)]
-        # Converged clones double the code; very large functions (cub/thrust) go without them.
-        size = sum(len(blk.insts) for blk in self.body.blocks)
-        # mbarrier waits park the lanes whose wait failed (see park): the dispatcher must see
-        # every block, so such functions have no converged clones
-        self.has_waits = self.is_kernel and any(is_wait(i) for blk in self.body.blocks for i in blk.insts)
         self.parked = None
         if self.has_waits:
             self.parked = b.alloca(I32, name="parked")
             b.store(ir.Constant(I32, 0), self.parked)
         self.uniform_regs = self._scalar_registers()
-        self.cloned = size <= CLONE_LIMIT and not self.has_waits
         self.whole_warp = size <= WHOLE_WARP_LIMIT
         # blocks only one lane ever reaches (`if (threadIdx.x == 0)`) get no clone: the
         # dispatcher runs their divergent copy should a whole warp arrive after all
@@ -211,9 +221,10 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
                                  for i, llb in enumerate(self.blocks)] if self.cloned else self.blocks
         if self.is_kernel:
             start = self.llfn.append_basic_block("start")
-            has_barriers = self.has_waits or any(cfg.is_block_barrier(i) for blk in self.body.blocks for i in blk.insts)
             self.resumable = has_barriers
             self._set_up_lane_copies()
+            if self.warp_loop:
+                self.resume = self.warp_loop_head()
             self.resume_block = self.llfn.append_basic_block("resume") if has_barriers else start
             self.entry_switch = b.switch(self.resume, self.resume_block)
             # %tid set up once, for the start and the resume points whose warp may read it
@@ -492,7 +503,7 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
                 self._yield_parked()
         if self.is_kernel:
             self._set_frame_i32(Frame.LIVE, ir.Constant(I32, 0))
-            b.ret(ir.Constant(I32, 0))
+            self.stop_warp(ir.Constant(I32, -1) if self.warp_loop else ir.Constant(I32, 0))
         else:
             for p in self.fn.returns:  # .reg return values go back through the caller's buffer
                 if p.space == "reg":
@@ -885,7 +896,7 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
     def _specials_setup(self) -> None:
         b = self.b
         base = b.mul(self.warp, ir.Constant(I32, WARP))
-        self.thread_index = b.add(V.splat(b, base), V.LANE_IDS)
+        self._thread_index = b.add(V.splat(b, base), V.LANE_IDS)
         # every half-warp lies in one row of the block (the `halves` forms of cpu/affine.py)
         self.rows_in_halves = b.icmp_unsigned("==", b.and_(self.ctx_i64(Ctx.BLOCK_X), ir.Constant(I64, HALF - 1)),
                                               ir.Constant(I64, 0))
@@ -910,6 +921,7 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         multi = self.llfn.append_basic_block("tid.3d")
         joined = self.llfn.append_basic_block("tid")
         self.store_tid_copies(base, None)
+        linear = self.thread_index
         b.cbranch(one_d, joined, multi)
         b.position_at_end(multi)
         qx = b.udiv(base, nx)
@@ -920,7 +932,7 @@ class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, Text
         b.branch(joined)
         b.position_at_end(joined)
         phis = [b.phi(V.vec(I32)) for _ in self.tid_slots]
-        for phi, slot, fast, slow in zip(phis, self.tid_slots, (self.thread_index, V.splat_const(I32, 0),
+        for phi, slot, fast, slow in zip(phis, self.tid_slots, (linear, V.splat_const(I32, 0),
                                                                  V.splat_const(I32, 0)), (tx, ty, tz)):
             phi.add_incoming(fast, pre)
             phi.add_incoming(slow, last)

@@ -163,7 +163,8 @@ class ModuleLowering:
             by_shape = not lowering.resume_sites and lowering.lanes_forked
             if by_shape:
                 warp.attributes.add("alwaysinline")
-        self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites), lockstep, by_shape)
+        self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites), lockstep, by_shape,
+                           lowering.warp_loop)
         params, param_size = kernel_params(f)
         self.kernels_meta[f.name] = {
             "runner": runner, "params": params, "param_size": param_size,
@@ -220,9 +221,10 @@ class ModuleLowering:
 
     # ------------------------------------------------------------------ block runner
     def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int, barriers: bool, lockstep: bool,
-                      by_shape: bool) -> None:
+                      by_shape: bool, warp_loop: bool) -> None:
         """`i32 run(ptr ctx)`: run blocks FIRST..FIRST+COUNT, each warp by warp, barrier by barrier
-        (without barriers: each warp once, to completion; `lockstep`: see `lockstep_barriers`).
+        (without barriers: each warp once, to completion; `lockstep`: see `lockstep_barriers`;
+        `warp_loop`: the warp function runs each round's warps itself, cpu/warp_loop.py).
         `by_shape`: one warp loop for blocks whose %tid.x is aligned to the lanes and one for
         others, each with its own inlined copy of the warp function, where the aligned test is a
         constant (FunctionLowering._fork_lanes: that copy has no general blocks)."""
@@ -268,7 +270,7 @@ class ModuleLowering:
                 else:
                     each_warp(aligned)
             elif lockstep:
-                self._lockstep_rounds(b, warp, ctx, nwarps, frame_of, hdr, blk, stop, put, aligned)
+                self._lockstep_rounds(b, warp, ctx, nwarps, frame_of, hdr, blk, stop, put, aligned, warp_loop)
             else:
                 b.call(self.libc("llvm.memset.p0.i64", ir.VoidType(), [PTR, V.I8, I64, I1]),
                        [bars, ir.Constant(V.I8, 0), ir.Constant(I64, NBARRIERS * BAR_SLOTS * 8), ir.Constant(I1, 0)])
@@ -360,18 +362,28 @@ class ModuleLowering:
         b.ret(ir.Constant(I32, 0))
 
     def _lockstep_rounds(self, b: ir.IRBuilder, warp: ir.Function, ctx, nwarps, frame_of, hdr, blk, stop, put,
-                         aligned: ir.Value) -> None:
+                         aligned: ir.Value, warp_loop: bool) -> None:
         """Rounds in which every unfinished warp runs to its next barrier, in warp order, until all
-        have finished: each round ends with every unfinished warp at the kernel's one barrier."""
+        have finished: each round ends with every unfinished warp at the kernel's one barrier.
+        `warp_loop`: one call runs a round (it returns whether some warp stopped at the barrier)."""
         with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
             fr = frame_of(w)
             b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
             b.store(ir.Constant(I32, 0), hdr(fr, Frame.STATE))
         fn = b.function
         rounds, done = fn.append_basic_block("rounds"), fn.append_basic_block("rounds.done")
-        left = V.entry_alloca(b, I1)  # some warp stopped at the barrier this round
+        left = None if warp_loop else V.entry_alloca(b, I1)  # some warp stopped at the barrier this round
         b.branch(rounds)
         b.position_at_end(rounds)
+        if warp_loop:
+            r = b.call(warp, [ctx, frame_of(ir.Constant(I64, 0)), ir.Constant(I32, 0), aligned])
+            with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
+                put(Ctx.FAULT_BLOCK, blk)
+                b.store(ir.Constant(I32, 1), stop)
+                b.ret(b.neg(r))
+            b.cbranch(b.icmp_signed(">", r, ir.Constant(I32, 0)), rounds, done)
+            b.position_at_end(done)
+            return
         b.store(ir.Constant(I1, 0), left)
         with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
             fr = frame_of(w)
