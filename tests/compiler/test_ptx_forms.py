@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from zluda_py.compiler import UnsupportedError, compile
+from zluda_py.ptx import PtxError
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
@@ -262,5 +263,6 @@ def test_legacy_mad_without_rounding_is_mad_rn():
     out = np.zeros(1, np.float32)
     compile(LEGACY_MAD.format(version="1.4")).launch("k", (1,), (1,), [out, a, np.float32(-1)])
     assert out[0] == np.float32(2.0 ** -11 + 2.0 ** -24)  # a*a-1 unrounded; mul then add gives 2^-11
-    with pytest.raises(UnsupportedError, match="mad on floats needs"):
-        compile(LEGACY_MAD.format(version="3.2"))
+    with pytest.raises(PtxError, match=r"'mad\.f32' needs one of: \.rm \.rn \.rp \.rz") as refused:
+        compile(LEGACY_MAD.format(version="3.2"))  # ptxas: "Rounding modifier required"
+    assert refused.value.cu_result == 218

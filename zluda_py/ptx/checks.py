@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from . import cvt_forms, grammar
+from . import access_forms, compare_forms, cvt_forms, grammar
 from .ast import (
     SCALAR_TYPES, Addr, ArgList, Block, Directive, Function, Imm, Instruction, Label, Module, Not,
     PredOut, Reg, Sink, Sym, UnbuiltBody, Variable, Vec,
@@ -140,6 +140,11 @@ class _Mods:
 
     @staticmethod
     def _fits(form: grammar.Form, mods: tuple[str, ...]) -> bool:
+        return _Mods._missing(form, mods) == []
+
+    @staticmethod
+    def _missing(form: grammar.Form, mods: tuple[str, ...]) -> list[grammar.Slot] | None:
+        """The required slots `mods` leave empty (None: a modifier fits no free slot)."""
         used = [False] * len(form.slots)
         last = -1
         for m in mods:
@@ -154,10 +159,10 @@ class _Mods:
                 if found >= 0:
                     break
             if found < 0:
-                return False
+                return None
             used[found] = True
             last = found
-        return all(used[k] or s.optional for k, s in enumerate(form.slots))
+        return [s for k, s in enumerate(form.slots) if not (used[k] or s.optional)]
 
     def _match(self, opcode: str, mods: tuple[str, ...]) -> tuple[list, str | None]:
         op = grammar.opcodes()[opcode]
@@ -169,6 +174,11 @@ class _Mods:
         if bad:
             return [], f"unknown modifier .{bad[0]} for '{opcode}'"
         written = opcode + "".join("." + m for m in mods)
+        # a form this one lacks a modifier of: say which (`div.f32` needs .approx, .full or a rounding)
+        lacking = sorted({" ".join("." + v for v in sorted(missing[0].values))
+                          for f in op.forms if (missing := self._missing(f, mods)) and len(missing) == 1})
+        if lacking:
+            return [], f"'{written}' needs one of: {'; '.join(lacking)}"
         return [], f"'{written}' matches no form of '{opcode}'; expected e.g. {op.forms[0].syntax}"
 
 
@@ -443,6 +453,8 @@ class Checker:
             self.error(insn.pos, verdict)
             if "(module " not in verdict:  # gated forms are still checked further
                 return
+        if ops and type(ops[0]) is PredOut and compare_forms.one_predicate(insn.opcode, insn.types):
+            self.error(insn.pos, f"'{insn.opcode}.{'.'.join(insn.mods)}' writes one predicate, not 'p|q'")
         functions = self.functions
         g = insn.guard
         mentions = False  # a name of the operands (or guard) is a function's (facts.py)
@@ -553,7 +565,22 @@ class Checker:
             if why:
                 return f"{name}: {why}"
         best = min(fits, key=lambda f: (f.ptx, f.sm))
-        return self.gate_message(name, best.ptx, best.sm)
+        ptx, sm = best.ptx, best.sm
+        gates = grammar.opcodes()[insn.opcode].gates
+        for m in insn.mods:
+            if m in gates:
+                ptx, sm = max(ptx, gates[m][0]), max(sm, gates[m][1])
+        why = ""
+        if compare_forms.applies(insn.opcode, insn.types):
+            why, need_ptx, need_sm = compare_forms.verdict(insn.mods, insn.types)
+        elif access_forms.applies(insn.opcode, insn.types):
+            why, need_ptx, need_sm = access_forms.verdict(insn.mods, insn.types, tuple(self.m.version))
+        else:
+            need_ptx, need_sm = ptx, sm
+        if why:
+            return f"{name}: {why}"
+        ptx, sm = max(ptx, need_ptx), max(sm, need_sm)
+        return self.gate_message(name, ptx, sm)
 
     def operand(self, insn: Instruction, op, scopes, role, want):
         """Check one operand; returns it, or the Reg that replaces a Sym naming a register."""

@@ -50,6 +50,8 @@ class Opcode:
     ptx: tuple[int, int]
     sm: int
     forms: list[Form] = field(default_factory=list)
+    # modifier -> the (PTX ISA, sm) it needs in any form (`.relaxed`: 6.0 and sm_70)
+    gates: dict[str, tuple[tuple[int, int], int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -85,6 +87,16 @@ _REQ = re.compile(r"\b(ptx|sm)\s*=?\s*([\d.]+)")
 def _version(text: str) -> tuple[int, int]:
     major, _, minor = text.partition(".")
     return int(major), int(minor or 0)
+
+
+def _requirements(text: str, ptx: tuple[int, int] = (1, 0), sm: int = 0) -> tuple[tuple[int, int], int]:
+    """The `ptx=X.Y sm=N` of `text`, each defaulting to the given one."""
+    for k, v in _REQ.findall(text):
+        if k == "ptx":
+            ptx = _version(v)
+        else:
+            sm = int(v)
+    return ptx, sm
 
 
 def _split_top(text: str) -> list[str]:
@@ -143,11 +155,7 @@ def _parse_form(line: str, names: list[str], groups: dict[str, list[str]], ptx, 
             else:
                 slots.append(Slot(frozenset([key]), optional, None))
     lo, hi = _count_operands(ops.strip()) if ops.strip() else (0, 0)
-    for k, v in _REQ.findall(note):
-        if k == "ptx":
-            ptx = _version(v)
-        else:
-            sm = int(v)
+    ptx, sm = _requirements(note, ptx, sm)
     return Form(name, body.strip() + ";", tuple(slots), lo, hi, ptx, sm)
 
 
@@ -158,27 +166,36 @@ def _parse_instructions(text: str) -> dict[str, Opcode]:
         header, _, rest = sec.partition("\n")
         title, _, reqs = header.partition("|")
         names = sorted(title.split(), key=len, reverse=True)
-        ptx, sm = (1, 0), 0
-        for k, v in _REQ.findall(reqs):
-            if k == "ptx":
-                ptx = _version(v)
-            else:
-                sm = int(v)
+        ptx, sm = _requirements(reqs)
         rest = re.sub(r"#[^\n]*", "", rest)
         groups: dict[str, list[str]] = {}
         for m in _GROUP_DEF.finditer(rest):
             groups[m.group(1)] = [v.strip().lstrip(".") for v in m.group(2).split(",") if v.strip()]
         rest = _GROUP_DEF.sub("", rest)
+        gates: dict[str, tuple[tuple[int, int], int]] = {}
         for stmt in re.findall(r"[^;]+;[^\n]*", rest):
             stmt = " ".join(stmt.split())
             if not stmt:
+                continue
+            if stmt.startswith("gate "):
+                _parse_gate(stmt, gates)
                 continue
             form = _parse_form(stmt, names, groups, ptx, sm)
             op = opcodes.get(form.opcode)
             if op is None:
                 op = opcodes[form.opcode] = Opcode(form.opcode, title.strip(), ptx, sm)
             op.forms.append(form)
+        for name in names:
+            if name in opcodes:
+                opcodes[name].gates.update(gates)
     return opcodes
+
+
+def _parse_gate(stmt: str, gates: dict[str, tuple[tuple[int, int], int]]) -> None:
+    """`gate .relaxed .acquire; ptx=6.0 sm=70`: what those modifiers need wherever they appear."""
+    body, _, note = stmt.partition(";")
+    for mod in body.split()[1:]:
+        gates[mod.lstrip(".")] = _requirements(note)
 
 
 def _parse_directives(text: str) -> dict[str, DirectiveSpec]:
@@ -189,12 +206,7 @@ def _parse_directives(text: str) -> dict[str, DirectiveSpec]:
             continue
         name, _, rest = line.partition(" ")
         syntax, _, reqs = rest.partition("|")
-        ptx, sm = (1, 0), 0
-        for k, v in _REQ.findall(reqs):
-            if k == "ptx":
-                ptx = _version(v)
-            else:
-                sm = int(v)
+        ptx, sm = _requirements(reqs)
         out[name.lstrip(".")] = DirectiveSpec(name.lstrip("."), ptx, sm, syntax.strip())
     return out
 

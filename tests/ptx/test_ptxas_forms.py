@@ -1,0 +1,177 @@
+"""Instruction forms against ptxas 13.0, which NVIDIA's driver shares its front end with: integer
+and floating-point arithmetic, min/max, selp, setp and set (ptx/compare_forms.py), and ld, st
+(ptx/access_forms.py), atom and red with their types, orders, scopes, spaces and cache
+modifiers (the grammar's `gate` lines), one module per .version/.target pair. ptxas reports an error line for each
+form it refuses; our parse, built and unbuilt (a lazy load's check), must refuse the same lines,
+apart from the few forms below that ptxas takes without the manual defining them."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from zluda_py import ptx
+
+PTXAS = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+pytestmark = pytest.mark.skipif(not os.path.exists(PTXAS), reason="needs ptxas, the reference")
+
+PRELUDE = (".visible .entry k()\n{\n.reg .pred %p<4>;\n.reg .b16 %h<4>;\n.reg .b32 %r<4>;\n.reg .f32 %f<4>;\n"
+           ".reg .b64 %d<4>;\n.reg .f64 %g<4>;\n")
+REG = {"u8": "%h", "u16": "%h", "s16": "%h", "b16": "%h", "f16": "%h", "bf16": "%h", "u32": "%r", "s32": "%r", "b32": "%r",
+       "f16x2": "%r", "bf16x2": "%r", "u16x2": "%r", "f32": "%f", "u64": "%d", "s64": "%d", "b64": "%d",
+       "f64": "%g", "pred": "%p"}
+WIDE = {"u16": "%r", "s16": "%r", "u32": "%d", "s32": "%d"}
+INTEGERS = ["u16", "s16", "u32", "s32", "u64", "s64", "b16", "b32", "b64"]
+FLOATS = ["f16", "f16x2", "bf16", "bf16x2", "f32", "f64"]
+# each gate of these forms is crossed by some pair: f16 (4.2, sm_53), 64-bit carries (4.3), an
+# integer result of an f16 compare (6.5), .NaN (7.0, sm_80), .xorsign.abs (7.2, sm_86), bf16
+# compares and tanh (7.8, sm_90)
+PAIRS = [("4.2", "sm_53"), ("4.3", "sm_53"), ("6.4", "sm_75"), ("6.5", "sm_75"), ("7.0", "sm_80"),
+         ("7.2", "sm_86"), ("7.8", "sm_89"), ("7.8", "sm_90"), ("8.8", "sm_120")]
+# ptxas takes these, but the manual gives them no meaning: we refuse them, loudly
+UNDEFINED = {*(f"{op}.{t}" for op in ("addc", "subc") for t in ("u16", "s16")), "addc.sat.s32", "subc.sat.s32",
+             *(f"madc.{m}.{t}" for m in ("lo", "hi") for t in ("u16", "s16")), "madc.hi.sat.s32",
+             *(f"rcp.{r}.ftz.f64" for r in ("rn", "rz", "rm", "rp")),
+             *(f"fma.{r}.{t}" for r in ("rz", "rm", "rp") for t in ("bf16", "bf16x2"))}
+
+
+def arithmetic() -> list[str]:
+    mods = ["", ".rn", ".rz", ".ftz", ".sat", ".rn.ftz", ".rn.sat", ".rn.ftz.sat", ".lo", ".hi", ".wide", ".cc",
+            ".lo.cc", ".hi.cc", ".approx", ".full", ".approx.ftz", ".rn.relu", ".relu", ".hi.sat"]
+    ops = [("add", 2), ("sub", 2), ("mul", 2), ("mad", 3), ("fma", 3), ("div", 2), ("addc", 2), ("subc", 2),
+           ("madc", 3), ("rem", 2), ("sad", 3), ("mul24", 2), ("mad24", 3)]
+    lines = []
+    for (op, n), m, t in itertools.product(ops, mods, INTEGERS + FLOATS):
+        dest = (WIDE.get(t, REG[t]) if ".wide" in m else REG[t]) + "1"
+        srcs = [REG[t] + "2"] * n
+        if op == "mad" and ".wide" in m:
+            srcs[2] = dest
+        lines.append(f"{op}{m}.{t} {dest}, {', '.join(srcs)};")
+    for op, m, t in itertools.product(["rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh"],
+                                      ["", ".approx", ".approx.ftz", ".rn", ".rz.ftz", ".full", ".ftz"], FLOATS):
+        lines.append(f"{op}{m}.{t} {REG[t]}1, {REG[t]}2;")
+    for op, m, t in itertools.product(["min", "max", "abs", "neg"],
+                                      ["", ".ftz", ".NaN", ".ftz.NaN", ".xorsign.abs", ".NaN.xorsign.abs", ".relu"],
+                                      INTEGERS + FLOATS):
+        srcs = ", ".join([REG[t] + "2"] * (1 if op in ("abs", "neg") else 2))
+        lines.append(f"{op}{m}.{t} {REG[t]}1, {srcs};")
+    lines += [f"selp.{t} {REG[t]}1, {REG[t]}2, {REG[t]}2, %p1;" for t in INTEGERS + FLOATS + ["pred"]]
+    return lines
+
+
+def comparisons() -> list[str]:
+    cmps = ["eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu", "gtu", "geu",
+            "num", "nan"]
+    lines = []
+    for c, ftz, t in itertools.product(cmps, ["", ".ftz"], INTEGERS + FLOATS):
+        lines += [f"setp.{c}{ftz}.{t} %p1, {REG[t]}2, {REG[t]}2;",
+                  f"setp.{c}{ftz}.{t} %p1|%p2, {REG[t]}2, {REG[t]}2;",
+                  f"setp.{c}.or{ftz}.{t} %p1|%p2, {REG[t]}2, {REG[t]}2, !%p3;",
+                  f"setp.{c}.and{ftz}.{t} %p1, {REG[t]}2, {REG[t]}2, %p3;"]
+    dests = ["u32", "s32", "f32", "u16", "s16", "f16", "bf16", "f16x2", "bf16x2", "u16x2", "b32"]
+    for c, ftz, t, d in itertools.product(["eq", "lt", "hs", "nan"], ["", ".ftz"], INTEGERS + FLOATS, dests):
+        lines.append(f"set.{c}{ftz}.{d}.{t} {REG[d]}1, {REG[t]}2, {REG[t]}2;")
+        if c == "lt":
+            lines.append(f"set.{c}.xor{ftz}.{d}.{t} {REG[d]}1, {REG[t]}2, {REG[t]}2, %p1;")
+    return lines
+
+
+def memory() -> list[str]:
+    spaces = ["", ".global", ".shared", ".shared::cta", ".shared::cluster", ".local", ".const", ".param"]
+    orders = ["", ".weak", ".volatile", ".relaxed.gpu", ".acquire.sys", ".release.cta", ".relaxed", ".acquire.gpu",
+              ".mmio.relaxed.sys", ".relaxed.cluster"]
+    caching = ["", ".ca", ".cg", ".cs", ".lu", ".cv", ".wb", ".wt", ".nc", ".L1::evict_last", ".L1::no_allocate",
+               ".L2::64B", ".L2::256B", ".L1::evict_first.L2::256B"]
+    lines = []
+    for q, sp, c, t in itertools.product(orders, spaces, caching, ["b32", "u8", "f64"]):
+        lines.append(f"ld{q}{sp}{c}.{t} {REG[t]}1, [%d1];")
+        if sp not in (".const", ".param") and c != ".nc":
+            lines.append(f"st{q}{sp}{c}.{t} [%d1], {REG[t]}1;")
+    for op, sp, v, t in itertools.product(["ld", "st"], ["", ".global", ".shared"], [2, 4, 8],
+                                          ["b32", "f16", "b64", "f32", "u8", "b16"]):
+        regs = "{" + ", ".join([REG[t] + "1"] * v) + "}"
+        lines.append(f"ld{sp}.v{v}.{t} {regs}, [%d1];" if op == "ld" else f"st{sp}.v{v}.{t} [%d1], {regs};")
+    ops = ["and", "or", "xor", "add", "inc", "dec", "min", "max", "exch", "cas"]
+    types = ["b32", "b64", "u32", "u64", "s32", "s64", "f32", "f64", "f16", "f16x2", "bf16", "bf16x2", "b16", "u16"]
+    for op, t, sp, sem in itertools.product(ops, types, ["", ".global", ".shared::cta", ".shared::cluster"],
+                                            ["", ".relaxed.gpu", ".acq_rel.sys", ".release", ".acquire.cta",
+                                             ".cluster", ".sys"]):
+        c = f", {REG[t]}2" if op == "cas" else ""
+        lines.append(f"atom{sem}{sp}.{op}.{t} {REG[t]}1, [%d1], {REG[t]}2{c};")
+        if op not in ("exch", "cas"):
+            lines.append(f"red{sem}{sp}.{op}.{t} [%d1], {REG[t]}2;")
+    for t in ["f32", "f16", "bf16", "f16x2", "bf16x2"]:
+        lines += [f"atom.global.add.noftz.{t} {REG[t]}1, [%d1], {REG[t]}2;",
+                  f"red.global.add.noftz.{t} [%d1], {REG[t]}2;",
+                  f"atom.global.L2::cache_hint.add.noftz.{t} {REG[t]}1, [%d1], {REG[t]}2, %d2;"]
+    return lines
+
+
+def module(version: str, target: str, lines: list[str]) -> str:
+    return f".version {version}\n.target {target}\n.address_size 64\n{PRELUDE}" + "\n".join(lines) + "\nret;\n}\n"
+
+
+FIRST = 4 + PRELUDE.count("\n")  # the line number of lines[0]
+
+
+def ptxas_refused(version: str, target: str, lines: list[str]) -> set[int]:
+    """Indices of `lines` ptxas reports an error for (built for sm_90, or the target if newer)."""
+    arch = target if int(target[3:]) > 90 else "sm_90"
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.ptx")
+        with open(path, "w") as f:
+            f.write(module(version, target, lines))
+        r = subprocess.run([PTXAS, f"-arch={arch}", path, "-o", os.path.join(d, "k.cubin")], capture_output=True,
+                           text=True)
+    refused = {int(m[1]) - FIRST for m in re.finditer(r"line (\d+); error", r.stderr)}
+    assert refused and min(refused) >= 0, r.stderr[-2000:]  # every error is a form's
+    return refused
+
+
+def ours_refused(version: str, target: str, lines: list[str], unbuilt: bool) -> set[int]:
+    try:
+        ptx.parse(module(version, target, lines), "k.ptx", unbuilt=unbuilt)
+    except ptx.PtxError as e:
+        errors = getattr(e, "errors", [e])
+        assert {x.cu_result for x in errors} == {218}
+        return {x.line - FIRST for x in errors}
+    return set()
+
+
+@pytest.mark.parametrize("family", [arithmetic, comparisons, memory], ids=["arithmetic", "comparisons", "memory"])
+@pytest.mark.parametrize("version,target", PAIRS)
+def test_forms_are_refused_where_ptxas_refuses_them(family, version, target):
+    lines = family()
+    theirs = ptxas_refused(version, target, lines)
+    assert len(theirs) < len(lines)
+    ours = ours_refused(version, target, lines, unbuilt=False)
+    differ = sorted(lines[k] for k in ours ^ theirs)
+    assert [line for line in differ if line.split()[0] not in UNDEFINED] == []
+    assert all(k in ours for k, line in enumerate(lines) if line.split()[0] in UNDEFINED)
+    assert ours_refused(version, target, lines, unbuilt=True) == ours  # the lazy load's check agrees
+
+
+def test_messages_say_what_is_wrong():
+    cases = {"setp.lt.b32 %p1, %r2, %r2;": "'setp.lt.b32': comparison .lt does not apply to .b32",
+             "setp.eq.ftz.s32 %p1, %r2, %r2;": ".ftz applies only to f32, f16 and f16x2",
+             "set.eq.f16x2.f32 %r1, %f2, %f2;": "set does not write .f16x2 from a .f32 comparison",
+             "setp.lt.f16 %p1|%p2, %h1, %h2;": "writes one predicate, not 'p|q'",
+             "add.b32 %r1, %r2, %r2;": "unknown modifier .b32 for 'add'",
+             "div.f32 %f1, %f2, %f2;": "'div.f32' needs one of: .approx; .full; .rm .rn .rp .rz",
+             "mul.wide.u64 %d1, %d2, %d2;": "'mul.wide.u64' matches no form",
+             "set.eq.u32.f16 %r1, %h1, %h2;": "requires PTX ISA 6.5 or later",
+             "atom.global.and.u32 %r1, [%d1], %r2;": "'atom.global.and.u32' matches no form",
+             "atom.global.min.b32 %r1, [%d1], %r2;": "'atom.global.min.b32' matches no form",
+             "ld.shared.v8.b32 {%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, [%d1];": "to global or generic addresses only",
+             "ld.relaxed.cluster.global.b32 %r1, [%d1];": "requires sm_90 or later"}
+    for line, want in cases.items():
+        version = "6.4" if "6.5" in want else "8.0"
+        with pytest.raises(ptx.PtxError, match=re.escape(want)) as e:
+            ptx.parse(module(version, "sm_75", [line]))
+        assert e.value.cu_result == 218
