@@ -17,6 +17,7 @@ from llvmlite import ir
 from zluda_py.compiler import cfg
 from zluda_py.compiler.cpu import affine, lane_demand, values as V
 from zluda_py.compiler.cpu.abi import DONE, FAULT_STACK, FRAME_HEADER, RESERVED_SMEM, WARP, Ctx, Frame
+from zluda_py.compiler.cpu.atomics import AtomicsMixin
 from zluda_py.compiler.cpu.calls import CallMixin
 from zluda_py.compiler.cpu.collectives import WarpMixin
 from zluda_py.compiler.cpu.lane_masks import LaneMasks
@@ -137,8 +138,8 @@ class Symbol:
     size: int = 0
 
 
-class FunctionLowering(MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, TextureMixin, MbarrierMixin, MmaMixin,
-                       WarpLoopMixin):
+class FunctionLowering(AtomicsMixin, MemoryMixin, ScalarLanesMixin, WarpMixin, CallMixin, TextureMixin, MbarrierMixin,
+                       MmaMixin, WarpLoopMixin):
     def __init__(self, mod: "ModuleLowering", fn: ast.Function, llfn: ir.Function) -> None:
         self.mod = mod
         self.fn = fn

@@ -23,8 +23,8 @@ from zluda_py.compiler.cpu.abi import ABORTED, BOUNDS_CACHE_ENTRIES, WARP, Ctx
 from zluda_py.compiler.errors import (CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_MISALIGNED_ADDRESS, UnsupportedError,
                                       unsupported)
 from zluda_py.compiler.lanes import ptx_bits
-from zluda_py.compiler.memops import (atomic_update, bf16_op, cas_loop, cp_async_fill, cp_async_limit, cp_async_size,
-                                      cp_async_src_size, space_of, vector_count, wide_atomic_op)
+from zluda_py.compiler.memops import (cp_async_fill, cp_async_limit, cp_async_size, cp_async_src_size, space_of,
+                                      vector_count)
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
@@ -806,9 +806,9 @@ class MemoryMixin:
         return types[-1]
 
     def leave_if_stopped(self, inst: ast.Instruction, mask: ir.Value, spin: bool = False) -> None:
-        """Strong loads and atomics on memory other blocks see are where a block can wait for
-        another (spin-waits, grid.sync): once some block of the launch has faulted it will never
-        arrive, so leave with ABORTED instead of waiting forever. `spin` (a strong load): in a
+        """Strong loads and atomics (`zluda.atomic_checks`) on memory other blocks see are where a
+        block can wait for another (spin-waits, grid.sync): once some block of the launch has
+        faulted it will never arrive, so leave with ABORTED instead of waiting forever. `spin` (a strong load): in a
         cooperative launch, where every block is an OS thread, yield the core to the blocks
         being waited for (32 blocks on 2 cores would otherwise spin whole time slices away)."""
         if space_of(inst) in ("shared", "local", "param", "const"):
@@ -903,55 +903,6 @@ class MemoryMixin:
             threads = b.mul(b.mul(self.ctx_i64(Ctx.BLOCK_X), self.ctx_i64(Ctx.BLOCK_Y)), self.ctx_i64(Ctx.BLOCK_Z))
             size = b.mul(threads, self.ctx_i64(Ctx.STACK_SIZE))
         return b.icmp_unsigned("<", b.sub(addr, V.splat(b, lo)), V.splat(b, size))
-
-    # ------------------------------------------------------------------ atomics
-    def op_atom(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        self._atomic(inst, mask, inst.operands[0], inst.operands[1], inst.operands[2:])
-
-    def op_red(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        self._atomic(inst, mask, None, inst.operands[0], inst.operands[1:])
-
-    def _atomic(self, inst: ast.Instruction, mask: ir.Value, dst, addr, srcs) -> None:
-        """One atomic per active lane, in lane order (LLVM atomicrmw/cmpxchg, seq_cst); a vector
-        form is one atomic per element (PTX makes each element's access atomic on its own)."""
-        self.leave_if_stopped(inst, mask)
-        b = self.b
-        t = inst.types[-1]
-        op = wide_atomic_op(inst)
-        size = ptx_bits(t) // 8
-        n = vector_count(inst)
-        ptrs = self.address(addr, space_of(inst), size * n, mask)
-        if not isinstance(ptrs.type, ir.VectorType):
-            ptrs = V.splat(b, ptrs)
-        elems = lambda o: o.elems if isinstance(o, ast.Vec) else [o]  # noqa: E731
-        operands = srcs[:2] if op == "cas" else srcs[:1]  # a cache-policy operand is a hint only
-        vals = [[self.read(e, t) for e in elems(s)] for s in operands]
-        dests = elems(dst) if dst is not None else [None] * n
-        for k, d in enumerate(dests):
-            at = b.add(ptrs, V.splat(b, ir.Constant(I64, k * size))) if k else ptrs
-            old = self._atomic_lanes(op, t, at, [v[k] for v in vals], mask)
-            if d is not None:
-                self.write(d, old, t, mask)
-
-    def _atomic_lanes(self, op: str, t: str, ptrs: ir.Value, args: list[ir.Value], mask: ir.Value) -> ir.Value:
-        """The old values of one atomic `op` per active lane on the cells `ptrs`."""
-        b = self.b
-        bits = ptx_bits(t)
-        ity = ir.IntType(bits)
-        result = V.entry_alloca(b, V.vec(ity))
-        b.store(ir.Constant(V.vec(ity), None), result)
-        for idx in V.each_active_lane(b, mask):
-            p = b.inttoptr(b.extract_element(ptrs, idx), PTR)
-            x = b.extract_element(args[0], idx)
-            if t in ("bf16", "bf16x2"):  # no native bf16 arithmetic: a compare-and-swap loop
-                old = cas_loop(b, b.load(p, typ=ity), lambda cur: bf16_op(b, op, cur, x, bits // 16),
-                               lambda e, y: b.cmpxchg(p, e, y, "seq_cst", "seq_cst"))
-            else:
-                old = atomic_update(b, op, t, x, b.extract_element(args[1], idx) if op == "cas" else None,
-                                    lambda name, arg: b.atomic_rmw(name, p, arg, "seq_cst"),
-                                    lambda e, y: b.cmpxchg(p, e, y, "seq_cst", "seq_cst"))
-            b.store(b.insert_element(b.load(result, typ=V.vec(ity)), old, idx), result)
-        return b.load(result, typ=V.vec(ity))
 
     def op_cp(self, inst: ast.Instruction, mask: ir.Value) -> None:
         """cp.async: the copy completes at once (see cp_async_size)."""
@@ -1183,9 +1134,26 @@ def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
         return fn
     ctx, addrs_p, bits, size, cache, data = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    addrs, mask, vt = b.load(addrs_p, typ=V.vec(I64)), V.bits_mask(b, bits), V.vec(elt)
+    check_helper_lanes(b, mod, ctx, addrs, mask, size, cache)
+    slots = [b.gep(data, [ir.Constant(I64, k * WARP * elt.width // 8)], source_etype=V.I8) for k in range(n)]
+    values = None if kind == "gather" else [b.load(p, typ=vt) for p in slots]
+    if n == 1:  # active lanes at consecutive elements (a large kernel's tile loads): one masked move
+        _contiguous_move(b, addrs, bits, mask, elt, values, slots[0])
+    moved = _move_lanes(b, addrs, mask, elt, n, values)
+    for v, p in zip(moved, slots):
+        b.store(v, p)
+    b.ret(ir.Constant(I32, 0))
+    return fn
+
+
+def check_helper_lanes(b: ir.IRBuilder, mod, ctx: ir.Value, addrs: ir.Value, mask: ir.Value, size: ir.Value,
+                       cache: ir.Value) -> None:
+    """A per-lane helper's checks before it touches memory (see _lanes_function): with a `cache`,
+    the lanes' host addresses (716 for the first misaligned lane, else 700); with
+    SHARED_WINDOW_CHECK in `size`, their .shared window offsets. A fault returns its status."""
     shared = b.icmp_unsigned("!=", b.and_(size, ir.Constant(I64, SHARED_WINDOW_CHECK)), ir.Constant(I64, 0))
     size = b.and_(size, ir.Constant(I64, SHARED_WINDOW_CHECK - 1))
-    addrs, mask, vt = b.load(addrs_p, typ=V.vec(I64)), V.bits_mask(b, bits), V.vec(elt)
     # PTX wants natural alignment: the access size when it is a power of two
     pow2 = b.icmp_unsigned("==", b.and_(size, b.sub(size, ir.Constant(I64, 1))), ir.Constant(I64, 0))
     low = b.select(pow2, b.sub(size, ir.Constant(I64, 1)), ir.Constant(I64, 0))
@@ -1202,15 +1170,6 @@ def _lanes_function(mod, kind: str, elt: ir.IntType, n: int) -> ir.Function:
         ok = b.call(_lanes_check_function(mod), [ctx, addrs, mask, size, cache])
         with b.if_then(b.not_(ok), likely=False):
             b.ret(ir.Constant(I32, CUDA_ERROR_ILLEGAL_ADDRESS))
-    slots = [b.gep(data, [ir.Constant(I64, k * WARP * elt.width // 8)], source_etype=V.I8) for k in range(n)]
-    values = None if kind == "gather" else [b.load(p, typ=vt) for p in slots]
-    if n == 1:  # active lanes at consecutive elements (a large kernel's tile loads): one masked move
-        _contiguous_move(b, addrs, bits, mask, elt, values, slots[0])
-    moved = _move_lanes(b, addrs, mask, elt, n, values)
-    for v, p in zip(moved, slots):
-        b.store(v, p)
-    b.ret(ir.Constant(I32, 0))
-    return fn
 
 
 def _contiguous_move(b: ir.IRBuilder, addrs: ir.Value, bits: ir.Value, mask: ir.Value, elt: ir.IntType,
@@ -1259,6 +1218,34 @@ def _move_lanes(b: ir.IRBuilder, addrs: ir.Value, mask: ir.Value, elt: ir.IntTyp
 SHARED_WINDOW_CHECK = 1 << 32
 
 
+# a flag beside it for `zluda.atomic_checks`: leave with ABORTED first if some block of the launch
+# has faulted (an atomic on memory other blocks see may be a spin-wait that would never end)
+STOP_CHECK = 1 << 33
+
+
+def atomic_checks_function(mod) -> ir.Function:
+    """`i32 zluda.atomic_checks(ctx, ptr addrs, i32 mask, i64 size, ptr cache)`: what the atomic
+    helpers (cpu/atomics.py) test before their first lane, once for every kind: with STOP_CHECK
+    in `size`, the launch's stop flag (ABORTED, the active lanes in FAULT_LANES), then the lanes'
+    addresses as `check_helper_lanes` does. Returns the status (0: go on)."""
+    fn = mod.ir.globals.get("zluda.atomic_checks")
+    if fn is not None:
+        return fn
+    fn = _helper(mod, "zluda.atomic_checks", I32, [PTR, PTR, I32, I64, PTR])
+    if not _defined_here(mod, fn.name):
+        return fn
+    ctx, addrs_p, bits, size, cache = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with b.if_then(b.icmp_unsigned("!=", b.and_(size, ir.Constant(I64, STOP_CHECK)), ir.Constant(I64, 0))):
+        stop = b.load_atomic(b.inttoptr(_ctx_slot(b, ctx, Ctx.STOP), PTR), "monotonic", 4, typ=I32)
+        with b.if_then(b.icmp_unsigned("!=", stop, ir.Constant(I32, 0)), likely=False):
+            b.store(b.zext(bits, I64), b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_LANES)], source_etype=V.I8))
+            b.ret(ir.Constant(I32, ABORTED))
+    check_helper_lanes(b, mod, ctx, b.load(addrs_p, typ=V.vec(I64)), V.bits_mask(b, bits), size, cache)
+    b.ret(ir.Constant(I32, 0))
+    return fn
+
+
 def _lanes_name(kind: str, width: int, n: int) -> str:
     return f"zluda.{kind}.i{width}.x{n}"
 
@@ -1267,7 +1254,7 @@ def _lanes_name(kind: str, width: int, n: int) -> str:
 # which every loaded part links to (runtime.py): defined in each kernel's module they were 11-23 %
 # of a small kernel's compile time. Other lane-move shapes stay in the kernel's module.
 _SHARED_LANES = [(kind, width, n) for kind in ("gather", "scatter") for width in (8, 16, 32, 64) for n in (1, 2, 4)]
-SHARED_HELPERS = frozenset({"zluda.bounds", "zluda.window_fault", "zluda.check_lanes",
+SHARED_HELPERS = frozenset({"zluda.bounds", "zluda.window_fault", "zluda.check_lanes", "zluda.atomic_checks",
                             *(_lanes_name(*shape) for shape in _SHARED_LANES)})
 
 
@@ -1276,6 +1263,7 @@ def define_shared_helpers(mod) -> None:
     _bounds_function(mod)
     _window_fault_function(mod)
     _lanes_check_function(mod)
+    atomic_checks_function(mod)
     for kind, width, n in _SHARED_LANES:
         _lanes_function(mod, kind, ir.IntType(width), n)
 
