@@ -19,7 +19,7 @@ from zluda_py.compiler.pipeline import lower
 from zluda_py.compiler.semantics import SEMANTICS, nan_payload
 from zluda_py.ptx import ast, parse
 
-HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+HEAD = ".version 8.0\n.target sm_86\n.address_size 64\n"
 NAN = 0x7FFFFFFF  # the canonical f32 NaN
 
 

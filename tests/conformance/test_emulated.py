@@ -105,8 +105,8 @@ def test_mbarrier_family_on_the_emulator(arch: str) -> None:
 
 # Forms the AMDGPU target refused until issue 17 (the CPU target's semantics): one or two of each
 SHARED_FORMS = {"ld1_0_b128", "ld5_0_acquire_cluster_b128", "st_bulk_plain", "st_bulk_shared_cta",
-                "atom8_1_acquire_gpu_add_noftz_v4_f16", "red3_0_relaxed_cta_global_add_L2_cache_hint_v2_f32",
-                "atom6_1_acquire_gpu_shared_add_noftz_bf16x2", "red4_2_sys_global_max_noftz_L2_cache_hint_v8_bf16",
+                "atom12_1_acquire_gpu_add_noftz_v4_f16", "red7_0_relaxed_cta_global_add_L2_cache_hint_v2_f32",
+                "atom10_1_acquire_gpu_shared_add_noftz_bf16x2", "red8_2_sys_global_max_noftz_L2_cache_hint_v8_bf16",
                 "cvta0_param_entry", "cvta1_param", "isspacep_param", "isspacep_const", "ctl_bar1_0_cta_arrive",
                 "ctl_barrier0_1_sync", "ctl_bar3_0_cta_red_and_pred", "ctl_exit0_0_plain"}
 

@@ -175,3 +175,24 @@ def test_messages_say_what_is_wrong():
         with pytest.raises(ptx.PtxError, match=re.escape(want)) as e:
             ptx.parse(module(version, "sm_75", [line]))
         assert e.value.cu_result == 218
+
+
+def test_ld_st_registers_are_at_least_as_wide_as_the_access():
+    """A narrower register (`ld.global.b64 %r1`, or an element of `ld.global.v2.b64 {%r1, %r2}`)
+    is refused, as ptxas refuses it: we used to load the low half. Every form we refuse ptxas
+    refuses too; it also refuses some float/integer pairings of wider registers, which we take."""
+    regs = {"%h": 16, "%r": 32, "%f": 32, "%d": 64, "%g": 64, "%p": 0}
+    sizes = {"b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "b32": 32, "u32": 32, "s32": 32,
+             "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
+    lines, narrower = [], set()
+    for t, reg in itertools.product(sizes, regs):
+        for line in (f"ld.global.{t} {reg}1, [%d1];", f"st.shared.{t} [%d1], {reg}1;",
+                     f"ld.global.v2.{t} {{{reg}1, {reg}2}}, [%d1];", f"st.global.v4.{t} [%d1], {{%d1, {reg}1, %d1, %d1}};"):
+            if regs[reg] < sizes[t]:
+                narrower.add(len(lines))
+            lines.append(line)
+    theirs = ptxas_refused("8.0", "sm_90", lines)
+    for unbuilt in (False, True):
+        ours = ours_refused("8.0", "sm_90", lines, unbuilt)
+        assert narrower <= theirs and narrower <= ours
+        assert ours <= theirs, sorted(lines[k] for k in ours - theirs)

@@ -38,7 +38,9 @@ _SIZE = {"pred": 0, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, 
 _FLOAT = frozenset("f16 bf16 f32 f64 f16x2 bf16x2 tf32 e4m3x2 e5m2x2 e2m3x2 e3m2x2 ue8m0x2 e2m1x2".split())
 
 # Which operands carry the instruction type, per opcode: "T" the (first) type, "2T" twice its
-# width (.wide), "D"/"A" cvt's destination/source types, "p" a predicate, "u32", "*" unchecked.
+# width (.wide), "D"/"A" cvt's destination/source types, "p" a predicate, "u32", "W" a register
+# (or each of a vector's) at least as wide as the type (ld/st: ptxas refuses narrower ones, takes
+# any wider), "*" unchecked.
 _SAME3 = ("T", "T", "T")
 _ROLES: dict[str, tuple[str, ...]] = {
     "add": _SAME3, "sub": _SAME3, "min": _SAME3, "max": _SAME3, "and": _SAME3, "or": _SAME3,
@@ -51,6 +53,7 @@ _ROLES: dict[str, tuple[str, ...]] = {
     "setp": ("p", "T", "T", "p"), "selp": ("T", "T", "T", "p"),
     "cvt": ("D", "A"), "popc": ("u32", "T"), "clz": ("u32", "T"), "brev": ("T", "T"),
     "bfe": ("T", "T", "u32", "u32"), "bfi": ("T", "T", "T", "u32", "u32"),
+    "ld": ("W", "*"), "ldu": ("W", "*"), "st": ("*", "W"),
 }
 # Instructions whose register may be wider than the instruction type (PTX's relaxed rule).
 _RELAXED = frozenset(("ld", "st", "cvt", "ldu"))
@@ -197,6 +200,12 @@ def constant_fits(kind: str, want: str) -> bool:
     if kind == "int" or want[0] != "b":
         return kind == "int"
     return _SIZE[want] == (32 if kind == "f32" else 64)
+
+
+@lru_cache(maxsize=64)
+def _at_least(want: str) -> frozenset[str]:
+    """The register types as wide as `want` or wider (role "W")."""
+    return frozenset(t for t in SCALAR_TYPES if _SIZE.get(t, 0) >= max(_SIZE.get(want, 0), 1))
 
 
 @lru_cache(maxsize=256)
@@ -522,7 +531,8 @@ class Checker:
         role_of = tuple(roles[k] if roles and k < len(roles) else None for k in range(n))
         wants = tuple(self.want(insn, role, types, k) for k, role in enumerate(role_of))
         relaxed = insn.opcode in _RELAXED
-        accepts = tuple(None if w is None else _accepted(w, relaxed) for w in wants)
+        accepts = tuple(None if w is None else _at_least(w) if role == "W" else _accepted(w, relaxed)
+                        for role, w in zip(role_of, wants))
         query = ""
         if insn.opcode == "suq" and not NVIDIA_REFUSED_SUQ.isdisjoint(insn.mods):
             query = "suq"
@@ -532,7 +542,7 @@ class Checker:
 
     @staticmethod
     def want(insn: Instruction, role: str | None, types: tuple[str, ...], k: int) -> str | None:
-        if role is None:
+        if role is None or role == "*":
             return None
         if role == "p":
             return "pred"
@@ -605,6 +615,15 @@ class Checker:
                 elif v is not None:
                     self.check_space(insn, op, v)
             self.operands(insn, op.extra, scopes)
+        elif t is Vec and role == "W":
+            wide = _at_least(want)
+            for k, e in enumerate(op.elems):
+                if type(e) is Reg:
+                    v = self.resolve(e, scopes, insn, None)
+                    if type(v) is Variable and v.space == "reg" and v.type not in wide:
+                        self.type_error(insn, e, v.type, want)
+                else:
+                    op.elems[k] = self.operand(insn, e, scopes, None, None)
         elif t is Vec:
             self.operands(insn, op.elems, scopes)
         elif t is ArgList:

@@ -94,11 +94,14 @@ class BodyChecker:
             if not verdict and not query and not compare_forms.one_predicate(opcode, insn.types):
                 spaces = [m.split("::")[0] for m in mods if m.split("::")[0] in _SPACES]
                 space = spaces[0] if spaces and opcode in _ACCESSES else None
-                # per operand what it accepts; then what `d` of `d|p` accepts; any; a .pred
+                # per operand what it accepts; then what `d` of `d|p` accepts; any; a .pred; what
+                # a vector's elements accept (ld/st: as wide as the type, else any)
                 dests = tuple(None if role == "p" else a for role, a in zip(roles, accepts))
                 constants = tuple(None if w is None else frozenset(k for k in _CONSTANT_KINDS if constant_fits(k, w))
                                   for w in want_types)
-                info = (roles, accepts + dests + (None, _accepted("pred", opcode in _RELAXED)), space, constants)
+                elements = next((a for role, a in zip(roles, accepts) if role == "W"), None)
+                info = (roles, accepts + dests + (None, _accepted("pred", opcode in _RELAXED), elements), space,
+                        constants)
         self.forms[key] = info
         return info
 
@@ -124,8 +127,9 @@ class BodyChecker:
                 out.append((_OP_REG if kind == _K_REG else _OP_SYM, r[2], j))
             elif kind == _K_VEC or kind == _K_PRED_OUT:
                 for e, (element, _) in enumerate(r[2]):
-                    # a vector's elements want any type; `d|p`: d what the operand wants, p a .pred
-                    want = 2 * n if kind == _K_VEC else n + j if e == 0 else 2 * n + 1
+                    # a vector's elements want what the form says (`elements`); `d|p`: d what the
+                    # operand wants, p a .pred
+                    want = 2 * n + 2 if kind == _K_VEC else n + j if e == 0 else 2 * n + 1
                     if element[0] == _K_REG or element[0] == _K_SYM:
                         out.append((_OP_REG if element[0] == _K_REG else _OP_SYM, element[2], want))
             elif kind != _K_SINK:

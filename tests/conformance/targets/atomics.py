@@ -370,11 +370,6 @@ SCALAR = [("add", "u32"), ("add", "s32"), ("add", "u64"), ("add", "f32"), ("add"
           ("max", "s32"), ("max", "u64"), ("max", "s64"), ("and", "b32"), ("and", "b64"), ("or", "b32"),
           ("or", "b64"), ("xor", "b32"), ("xor", "b64"), ("exch", "b32"), ("exch", "b64"),
           ("cas", "b32"), ("cas", "b64")]
-# The 4-operand line is cas; the manual writes it with the generic .op and .type, whose other
-# values take no c and appear here in their 3-operand syntax.
-FOUR_OPERAND = [("cas", "b32"), ("cas", "b64"), ("add", "u32"), ("add", "s32"), ("add", "u64"), ("add", "f32"),
-                ("add", "f64"), ("inc", "u32"), ("dec", "u32"), ("min", "s64"), ("max", "s32"), ("and", "b64"),
-                ("or", "b32"), ("xor", "b64"), ("exch", "b32")]
 CONTENTION = ["add.u32", "add.u64", "add.f32", "add.f64", "inc.u32", "dec.u32", "min.s32", "max.u64",
               "and.b32", "or.b64", "xor.b32", "exch.b64", "cas.b32", "cas.b64"]
 HALF_CONTENTION = ["add.f16", "add.bf16", "add.f16x2", "add.bf16x2"]
@@ -405,10 +400,10 @@ def _plan(tf: TargetForm) -> tuple[list[tuple[str, str, int]], list[str]]:
     if ".noftz" in syntax:
         group = next(s.group for s in tf.form.slots[::-1] if s.group)
         return [("add", t, 1) for t in values(group)], [c for c in HALF_CONTENTION if c.split(".")[1] in values(group)]
-    if "b, c;" in syntax:
-        return [(op, t, 1) for op, t in FOUR_OPERAND], []
-    pairs = [(op, t, 1) for op, t in SCALAR if op in values("op")]
-    return pairs, [c for c in CONTENTION if tf.opcode == "atom" or not c.startswith(("exch", "cas"))]
+    # a scalar line names its operations and types (the grammar pairs them as ptxas does)
+    ops = next(s.values for s in tf.form.slots if s.values & {op for op, _ in SCALAR})
+    pairs = [(op, t, 1) for op, t in SCALAR if op in ops and t in tf.form.slots[-1].values]
+    return pairs, [c for c in CONTENTION if tuple(c.split(".")) in {(op, t) for op, t, _ in pairs}]
 
 
 def _uses(tf: TargetForm) -> list[Use]:
@@ -427,7 +422,7 @@ def _uses(tf: TargetForm) -> list[Use]:
         op, t = spec.split(".")
         uses.append(Use(tf.opcode, op, t, sems[i % len(sems)], scopes[i % len(scopes)],
                         ("global", "shared::cta", None)[i % 3], noftz, contention=True))
-    if contended and not noftz:  # the scalar line: a generic address into shared memory
+    if ("add", "u32", 1) in pairs:  # a generic address into shared memory
         uses.append(Use(tf.opcode, "add", "u32", via_shared=True))
     return uses
 
