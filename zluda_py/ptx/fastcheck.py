@@ -32,7 +32,7 @@ import re
 
 from . import compare_forms, grammar
 from .ast import Function, Instruction, UnbuiltBody, Variable
-from .checks import _RELAXED, EXPANDED_RANGE, Checker, _accepted, _special, constant_fits
+from .checks import EXPANDED_RANGE, Checker, _accepted, _special, constant_fits
 from .parser import (
     _B_DECL, _B_INSN, _B_LABEL, _B_LOC, _BODY, _GENERAL, _K_ADDR_REG, _K_ADDR_SYM, _K_IMM, _K_PRED_OUT, _K_REG,
     _K_SINK, _K_SYM, _K_VEC, PREDEFINED_CONSTANTS, Parser, _bracket_pieces, _recipe,
@@ -90,18 +90,18 @@ class BodyChecker:
         if opcode is not None:
             insn = Instruction(opcode, mods, [None] * n)
             verdict, roles, want_types, accepts, query = self.checker.plan(insn)
-            # `setp.f16 p|q` is refused by an operand's shape: the general path sees it
-            if not verdict and not query and not compare_forms.one_predicate(opcode, insn.types):
+            if not verdict and not query:
                 spaces = [m.split("::")[0] for m in mods if m.split("::")[0] in _SPACES]
                 space = spaces[0] if spaces and opcode in _ACCESSES else None
-                # per operand what it accepts; then what `d` of `d|p` accepts; any; a .pred; what
-                # a vector's elements accept (ld/st: as wide as the type, else any)
+                # per operand what it accepts; then what `d` of `d|p` accepts; any; what `p` of `d|p`
+                # accepts (nothing where the form writes one predicate, `setp.f16`: the general path
+                # reports it); what a vector's elements accept (ld/st: as wide as the type, else any)
                 dests = tuple(None if role == "p" else a for role, a in zip(roles, accepts))
                 constants = tuple(None if w is None else frozenset(k for k in _CONSTANT_KINDS if constant_fits(k, w))
                                   for w in want_types)
+                second = frozenset() if compare_forms.one_predicate(opcode, insn.types) else _accepted("pred", False)
                 elements = next((a for role, a in zip(roles, accepts) if role == "W"), None)
-                info = (roles, accepts + dests + (None, _accepted("pred", opcode in _RELAXED), elements), space,
-                        constants)
+                info = (roles, accepts + dests + (None, second, elements), space, constants)
         self.forms[key] = info
         return info
 
