@@ -21,8 +21,11 @@ from zluda_py import ptx
 PTXAS = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
 pytestmark = pytest.mark.skipif(not os.path.exists(PTXAS), reason="needs ptxas, the reference")
 
+# every register type ptxas declares, also as `%<type>_N` (the ld/st register test)
+TYPED_REGS = ["b8", "u8", "s8", "b16", "u16", "s16", "f16", "b32", "u32", "s32", "f32", "f16x2", "b64", "u64", "s64",
+              "f64"]
 PRELUDE = (".visible .entry k()\n{\n.reg .pred %p<4>;\n.reg .b16 %h<4>;\n.reg .b32 %r<4>;\n.reg .f32 %f<4>;\n"
-           ".reg .b64 %d<4>;\n.reg .f64 %g<4>;\n")
+           ".reg .b64 %d<4>;\n.reg .f64 %g<4>;\n" + "".join(f".reg .{t} %{t}_<4>;\n" for t in TYPED_REGS))
 REG = {"u8": "%h", "u16": "%h", "s16": "%h", "b16": "%h", "f16": "%h", "bf16": "%h", "u32": "%r", "s32": "%r", "b32": "%r",
        "f16x2": "%r", "bf16x2": "%r", "u16x2": "%r", "f32": "%f", "u64": "%d", "s64": "%d", "b64": "%d",
        "f64": "%g", "pred": "%p"}
@@ -169,7 +172,9 @@ def test_messages_say_what_is_wrong():
              "atom.global.and.u32 %r1, [%d1], %r2;": "'atom.global.and.u32' matches no form",
              "atom.global.min.b32 %r1, [%d1], %r2;": "'atom.global.min.b32' matches no form",
              "ld.shared.v8.b32 {%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, [%d1];": "to global or generic addresses only",
-             "ld.relaxed.cluster.global.b32 %r1, [%d1];": "requires sm_90 or later"}
+             "ld.relaxed.cluster.global.b32 %r1, [%d1];": "requires sm_90 or later",
+             "ld.global.u32 %f1, [%d1];": "operand '%f1' has type .f32, incompatible with .u32 of 'ld'",
+             "st.global.v2.b32 [%d1], {%f1, %u32_1};": "a vector's registers of types .f32 and .u32 do not combine"}
     for line, want in cases.items():
         version = "6.4" if "6.5" in want else "8.0"
         with pytest.raises(ptx.PtxError, match=re.escape(want)) as e:
@@ -177,22 +182,50 @@ def test_messages_say_what_is_wrong():
         assert e.value.cu_result == 218
 
 
-def test_ld_st_registers_are_at_least_as_wide_as_the_access():
-    """A narrower register (`ld.global.b64 %r1`, or an element of `ld.global.v2.b64 {%r1, %r2}`)
-    is refused, as ptxas refuses it: we used to load the low half. Every form we refuse ptxas
-    refuses too; it also refuses some float/integer pairings of wider registers, which we take."""
-    regs = {"%h": 16, "%r": 32, "%f": 32, "%d": 64, "%g": 64, "%p": 0}
-    sizes = {"b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "b32": 32, "u32": 32, "s32": 32,
-             "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
-    lines, narrower = [], set()
-    for t, reg in itertools.product(sizes, regs):
-        for line in (f"ld.global.{t} {reg}1, [%d1];", f"st.shared.{t} [%d1], {reg}1;",
-                     f"ld.global.v2.{t} {{{reg}1, {reg}2}}, [%d1];", f"st.global.v4.{t} [%d1], {{%d1, {reg}1, %d1, %d1}};"):
-            if regs[reg] < sizes[t]:
-                narrower.add(len(lines))
-            lines.append(line)
+def test_register_types_are_those_ptxas_takes():
+    """Every instruction type of mov, arithmetic, logic, compares, selp, cvt (same and other types)
+    with every register type: our parse, built and unbuilt, refuses exactly the lines ptxas
+    refuses. An .f16x2 register takes integer instructions (`add.u32`), a cvt takes a wider
+    bit-size register for f16/f32 (`cvt.f16.f16 %b32_1, ...`): both used to be refused; a bf16
+    instruction takes .b16 registers only, where we used to take .u16, .s16 and .f16 ones; atom and
+    red registers follow the same rules (we used to take any, `atom.global.min.u32 %fd1, ...`)."""
+    types = ["b16", "u16", "s16", "f16", "bf16", "b32", "u32", "s32", "f32", "f16x2", "bf16x2", "b64", "u64", "s64",
+             "f64"]
+    forms = ["mov.{t} {r}1, {r}2;", "add.{t} {r}1, {r}2, {r}3;", "and.{t} {r}1, {r}2, {r}3;",
+             "setp.eq.{t} %p1, {r}2, {r}3;", "selp.{t} {r}1, {r}2, {r}3, %p1;", "cvt.{t}.{t} {r}1, {r}2;",
+             "abs.{t} {r}1, {r}2;", "shl.{t} {r}1, {r}2, 1;", "cvt.rn.f32.{t} %f32_1, {r}2;",
+             "cvt.rzi.{t}.f32 {r}1, %f32_2;", "neg.{t} {r}1, {r}2;", "fma.rn.{t} {r}1, {r}2, {r}3, {r}1;",
+             "atom.global.add.{t} {r}1, [%d1], {r}2;", "atom.global.add.noftz.{t} {r}1, [%d1], {r}2;",
+             "atom.global.cas.{t} {r}1, [%d1], {r}2, {r}3;", "atom.global.min.{t} {r}1, [%d1], 7;",
+             "atom.global.L2::cache_hint.exch.{t} {r}1, [%d1], {r}2, %b64_1;", "red.global.add.{t} [%d1], {r}2;",
+             "red.global.add.noftz.{t} [%d1], {r}2;", "red.global.L2::cache_hint.add.{t} [%d1], {r}2, %b64_1;"]
+    lines = [f.format(t=t, r=f"%{r}_") for f, t, r in itertools.product(forms, types, TYPED_REGS)]
     theirs = ptxas_refused("8.0", "sm_90", lines)
+    assert 0 < len(theirs) < len(lines)
     for unbuilt in (False, True):
         ours = ours_refused("8.0", "sm_90", lines, unbuilt)
-        assert narrower <= theirs and narrower <= ours
-        assert ours <= theirs, sorted(lines[k] for k in ours - theirs)
+        assert sorted(lines[k] for k in ours ^ theirs) == []
+
+
+def test_ld_st_registers_are_those_ptxas_takes():
+    """Every access type (ld, st, vectors, four spaces, ldu) with every register type: our parse,
+    built and unbuilt, refuses exactly the lines ptxas refuses. A narrower register
+    (`ld.global.b64 %r1`) used to load the low half; a float register for an integer access
+    (`ld.global.u32 %f1`), an integer one for a scalar float access (`ld.global.f32 %r1` with
+    `.reg .u32 %r1`) or one of another float type (`ld.global.f32 %fd1`) used to be taken, and so
+    were a vector's registers of types that do not combine (`{%f1, %u32_1}`, `{%b8_1, %b64_1}`)."""
+    access = ["b8", "u8", "s8", "b16", "u16", "s16", "f16", "b32", "u32", "s32", "f32", "b64", "u64", "s64", "f64",
+              "f16x2", "bf16"]
+    forms = ["ld.global.{t} {r}1, [%d1];", "st.shared.{t} [%d1], {r}1;", "ld.local.{t} {r}1, [%d1];",
+             "ld.param.{t} {r}1, [%d1];", "ldu.global.{t} {r}1, [%d1];", "ld.global.v2.{t} {{{r}1, {r}2}}, [%d1];",
+             "st.global.v2.{t} [%d1], {{{r}1, {r}2}};", "ld.shared.v4.{t} {{{r}1, {r}2, {r}1, {r}2}}, [%d1];",
+             "st.global.v4.{t} [%d1], {{%b64_1, {r}1, %b64_1, %b64_1}};"]
+    lines = [f.format(t=t, r=f"%{r}_") for f, t, r in itertools.product(forms, access, TYPED_REGS)]
+    # a vector's registers of two types: taken where the types combine into one ptxas takes
+    lines += [f"st.global.v2.{t} [%d1], {{%{a}_1, %{b}_1}};"
+              for t, a, b in itertools.product(["b8", "u8", "b32", "u32", "f32", "b64", "f64"], TYPED_REGS, TYPED_REGS)]
+    theirs = ptxas_refused("8.0", "sm_90", lines)
+    assert 0 < len(theirs) < len(lines)
+    for unbuilt in (False, True):
+        ours = ours_refused("8.0", "sm_90", lines, unbuilt)
+        assert sorted(lines[k] for k in ours ^ theirs) == []

@@ -36,11 +36,12 @@ _SIZE = {"pred": 0, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, 
          # packed integers (add.u16x2 ...) and cvt.pack's narrow destinations
          "u16x2": 32, "s16x2": 32, "u4": 4, "s4": 4, "u2": 2, "s2": 2}
 _FLOAT = frozenset("f16 bf16 f32 f64 f16x2 bf16x2 tf32 e4m3x2 e5m2x2 e2m3x2 e3m2x2 ue8m0x2 e2m1x2".split())
+_BIT_TYPE = re.compile(r"b\d+")
 
 # Which operands carry the instruction type, per opcode: "T" the (first) type, "2T" twice its
-# width (.wide), "D"/"A" cvt's destination/source types, "p" a predicate, "u32", "W" a register
-# (or each of a vector's) at least as wide as the type (ld/st: ptxas refuses narrower ones, takes
-# any wider), "*" unchecked.
+# width (.wide), "D"/"A" cvt's destination/source types, "p" a predicate, "u32", "W" an ld/st
+# register (or each of a vector's) of a type `held` takes, "C" cas's third operand (else an
+# unchecked cache policy), "*" unchecked.
 _SAME3 = ("T", "T", "T")
 _ROLES: dict[str, tuple[str, ...]] = {
     "add": _SAME3, "sub": _SAME3, "min": _SAME3, "max": _SAME3, "and": _SAME3, "or": _SAME3,
@@ -54,6 +55,7 @@ _ROLES: dict[str, tuple[str, ...]] = {
     "cvt": ("D", "A"), "popc": ("u32", "T"), "clz": ("u32", "T"), "brev": ("T", "T"),
     "bfe": ("T", "T", "u32", "u32"), "bfi": ("T", "T", "T", "u32", "u32"),
     "ld": ("W", "*"), "ldu": ("W", "*"), "st": ("*", "W"),
+    "atom": ("T", "*", "T", "C"), "red": ("*", "T"),
 }
 # Instructions whose register may be wider than the instruction type (PTX's relaxed rule).
 _RELAXED = frozenset(("ld", "st", "cvt", "ldu"))
@@ -75,20 +77,24 @@ def _sm_number(target: tuple[str, ...]) -> int | None:
 
 
 def compatible(reg_type: str, insn_type: str, relaxed: bool = False) -> bool:
-    """PTX operand type rules: equal types; bit-size types match any type of their size;
-    signed and unsigned integers of one size match; ld/st/cvt registers may be wider."""
+    """PTX operand type rules as ptxas 13.0 applies them: equal types; bit-size types match any
+    type of their size; signed and unsigned integers of one size match, and an .f16x2 register
+    holds bits an integer instruction takes (`add.u32` of one); a cvt's (`relaxed`) register may be
+    wider: a bit-size one for any type, an integer one for an integer type."""
     if reg_type == insn_type:
         return True
     rs, ts = _SIZE.get(reg_type), _SIZE.get(insn_type)
     if rs is None or ts is None or (rs == 0) != (ts == 0):
         return False
-    if relaxed and rs > ts and reg_type not in _FLOAT and insn_type not in _FLOAT:
+    integer_reg = reg_type not in _FLOAT or reg_type == "f16x2"
+    bits = _BIT_TYPE.fullmatch(reg_type)
+    if relaxed and rs > ts and (bits and insn_type[0] == "f" or integer_reg and insn_type not in _FLOAT):
         return True
     if rs != ts:
         return False
-    if reg_type[0] == "b" or insn_type[0] == "b":
+    if bits or _BIT_TYPE.fullmatch(insn_type):
         return True
-    return reg_type not in _FLOAT and insn_type not in _FLOAT
+    return integer_reg and insn_type not in _FLOAT
 
 
 # Parameterized declarations (`.reg .b32 %r<N>`) up to this many names are entered name by
@@ -202,10 +208,37 @@ def constant_fits(kind: str, want: str) -> bool:
     return _SIZE[want] == (32 if kind == "f32" else 64)
 
 
-@lru_cache(maxsize=64)
-def _at_least(want: str) -> frozenset[str]:
-    """The register types as wide as `want` or wider (role "W")."""
-    return frozenset(t for t in SCALAR_TYPES if _SIZE.get(t, 0) >= max(_SIZE.get(want, 0), 1))
+_SCALAR_FLOATS = frozenset(("f16", "bf16", "f32", "f64"))
+
+
+@lru_cache(maxsize=128)
+def held(want: str, vector: bool) -> frozenset[str]:
+    """The register types an ld/st of type `want` reads or writes (role "W"), as ptxas 13.0 takes
+    them: at least as wide as the access; for a bit-size access any of those; for an integer
+    access none of a scalar float type (an .f16x2 register is bits here); for a float access a
+    bit-size register, its own type and, in a vector, an integer of its size
+    (tests/ptx/test_ptxas_forms.py sweeps every pairing)."""
+    size = max(_SIZE.get(want, 0), 1)
+
+    def takes(t: str) -> bool:
+        if _SIZE.get(t, 0) < size:
+            return False
+        if want[0] == "f":
+            return _BIT_TYPE.fullmatch(t) or t == want or (vector and t[0] in "su" and _SIZE[t] == size)
+        return want[0] not in "su" or t not in _SCALAR_FLOATS
+
+    return frozenset(t for t in SCALAR_TYPES if takes(t))
+
+
+def joint_type(a: str | None, b: str) -> str | None:
+    """The type vector registers of types `a` (None: none yet) and `b` combine into, or None."""
+    if a is None or a == b:
+        return b
+    if _SIZE.get(a) != _SIZE.get(b) or not _SIZE.get(a):
+        return None
+    if a[0] + b[0] in ("su", "us") or _BIT_TYPE.fullmatch(a) or _BIT_TYPE.fullmatch(b):
+        return f"b{_SIZE[a]}"
+    return None
 
 
 @lru_cache(maxsize=256)
@@ -531,7 +564,7 @@ class Checker:
         role_of = tuple(roles[k] if roles and k < len(roles) else None for k in range(n))
         wants = tuple(self.want(insn, role, types, k) for k, role in enumerate(role_of))
         relaxed = insn.opcode in _RELAXED
-        accepts = tuple(None if w is None else _at_least(w) if role == "W" else _accepted(w, relaxed)
+        accepts = tuple(None if w is None else held(w, False) if role == "W" else _accepted(w, relaxed)
                         for role, w in zip(role_of, wants))
         query = ""
         if insn.opcode == "suq" and not NVIDIA_REFUSED_SUQ.isdisjoint(insn.mods):
@@ -550,6 +583,8 @@ class Checker:
             return "u32"
         if role == "A":
             return types[-1]
+        if role == "C" and "cas" not in insn.mods:
+            return None
         want = types[0]
         # .wide: the destination (and mad's addend c) are twice the source width
         if role == "T" and (k == 0 or (k == 3 and insn.opcode == "mad")) \
@@ -616,14 +651,15 @@ class Checker:
                     self.check_space(insn, op, v)
             self.operands(insn, op.extra, scopes)
         elif t is Vec and role == "W":
-            wide = _at_least(want)
+            typed = []
             for k, e in enumerate(op.elems):
                 if type(e) is Reg:
                     v = self.resolve(e, scopes, insn, None)
-                    if type(v) is Variable and v.space == "reg" and v.type not in wide:
-                        self.type_error(insn, e, v.type, want)
+                    if type(v) is Variable and v.space == "reg":
+                        typed.append((e, v.type))
                 else:
                     op.elems[k] = self.operand(insn, e, scopes, None, None)
+            self.check_elements(insn, typed, want)
         elif t is Vec:
             self.operands(insn, op.elems, scopes)
         elif t is ArgList:
@@ -646,6 +682,21 @@ class Checker:
     def check_type(self, insn: Instruction, op, reg_type: str, want: str) -> None:
         if reg_type not in _accepted(want, insn.opcode in _RELAXED):
             self.type_error(insn, op, reg_type, want)
+
+    def check_elements(self, insn: Instruction, typed: list, want: str) -> None:
+        """An ld/st vector's registers, as ptxas takes them: their types combine into one (equal
+        types; of one size, with a bit-size type or signed with unsigned: that size's bit type),
+        which `held` must take. So `{%f1, %b1}` is taken where a .b32 register is."""
+        joint = None
+        for e, reg_type in typed:
+            joint = joint_type(joint, reg_type)
+            if joint is None:
+                kinds = " and ".join(sorted({f".{r}" for _, r in typed}))
+                self.error(e.pos, f"'{insn.opcode}': a vector's registers of types {kinds} do not combine")
+                return
+        if joint is not None and joint not in held(want, True):
+            e, reg_type = next(((e, r) for e, r in typed if r not in held(want, True)), typed[0])
+            self.type_error(insn, e, reg_type, want)
 
     def type_error(self, insn: Instruction, op, reg_type: str, want: str) -> None:
         self.error(op.pos, f"operand '{op.name}' has type .{reg_type}, "

@@ -32,7 +32,7 @@ import re
 
 from . import compare_forms, grammar
 from .ast import Function, Instruction, UnbuiltBody, Variable
-from .checks import EXPANDED_RANGE, Checker, _accepted, _special, constant_fits
+from .checks import EXPANDED_RANGE, Checker, _accepted, _special, constant_fits, held
 from .parser import (
     _B_DECL, _B_INSN, _B_LABEL, _B_LOC, _BODY, _GENERAL, _K_ADDR_REG, _K_ADDR_SYM, _K_IMM, _K_PRED_OUT, _K_REG,
     _K_SINK, _K_SYM, _K_VEC, PREDEFINED_CONSTANTS, Parser, _bracket_pieces, _recipe,
@@ -52,7 +52,7 @@ _LABEL = re.compile(r"[A-Za-z$][\w$]*")  # a branch target, as the parser reads 
 _MAX_DEPTH = 64  # nested `{ }` blocks followed here; deeper goes the general way
 _ACCESSES = ("ld", "st", "atom", "red", "ldu")  # the opcodes Checker.check_space tests
 _SPACES = ("global", "shared", "local", "const", "param")
-_OP_REG, _OP_SYM, _OP_IMM, _OP_ADDR_REG, _OP_ADDR_SYM = range(5)
+_OP_REG, _OP_SYM, _OP_IMM, _OP_ADDR_REG, _OP_ADDR_SYM, _OP_ELEMENT = range(6)  # _OP_ELEMENT: a vector's register
 _CONSTANT_KINDS = ("int", "float", "f32", "f64")  # ast.Imm.kind  # BodyChecker.operands' kinds
 
 
@@ -95,12 +95,12 @@ class BodyChecker:
                 space = spaces[0] if spaces and opcode in _ACCESSES else None
                 # per operand what it accepts; then what `d` of `d|p` accepts; any; what `p` of `d|p`
                 # accepts (nothing where the form writes one predicate, `setp.f16`: the general path
-                # reports it); what a vector's elements accept (ld/st: as wide as the type, else any)
+                # reports it); what a vector's elements accept (ld/st: `held`, else any)
                 dests = tuple(None if role == "p" else a for role, a in zip(roles, accepts))
                 constants = tuple(None if w is None else frozenset(k for k in _CONSTANT_KINDS if constant_fits(k, w))
                                   for w in want_types)
                 second = frozenset() if compare_forms.one_predicate(opcode, insn.types) else _accepted("pred", False)
-                elements = next((a for role, a in zip(roles, accepts) if role == "W"), None)
+                elements = next((held(w, True) for role, w in zip(roles, want_types) if role == "W"), None)
                 info = (roles, accepts + dests + (None, second, elements), space, constants)
         self.forms[key] = info
         return info
@@ -129,9 +129,14 @@ class BodyChecker:
                 for e, (element, _) in enumerate(r[2]):
                     # a vector's elements want what the form says (`elements`); `d|p`: d what the
                     # operand wants, p a .pred
-                    want = 2 * n + 2 if kind == _K_VEC else n + j if e == 0 else 2 * n + 1
-                    if element[0] == _K_REG or element[0] == _K_SYM:
-                        out.append((_OP_REG if element[0] == _K_REG else _OP_SYM, element[2], want))
+                    if kind == _K_VEC:
+                        if element[0] == _K_SYM:
+                            return None  # a register without '%' in a vector: rare
+                        if element[0] == _K_REG:
+                            out.append((_OP_ELEMENT, element[2], 2 * n + 2))
+                    elif element[0] == _K_REG or element[0] == _K_SYM:
+                        out.append((_OP_REG if element[0] == _K_REG else _OP_SYM, element[2],
+                                    n + j if e == 0 else 2 * n + 1))
             elif kind != _K_SINK:
                 return None  # argument lists (calls)
         return n, out
@@ -215,8 +220,9 @@ class BodyChecker:
                             return None  # resolved against labels and the module: the general path
                     elif v.type != "pred":
                         return None
+                joint = None  # the type of an ld/st vector's registers: one for all here (Checker.check_elements)
                 for kind, name, j in ops:
-                    if kind == _OP_REG:
+                    if kind == _OP_REG or kind == _OP_ELEMENT:
                         v = local.get(name)
                         if v is None:
                             v = lookup(name)
@@ -224,8 +230,13 @@ class BodyChecker:
                                 if _special(name):
                                     continue
                                 return None  # resolved against labels and the module: the general path
-                        if v.space == "reg" and (want := wants[j]) is not None and v.type not in want:
-                            return None
+                        if v.space == "reg" and (want := wants[j]) is not None:
+                            if v.type not in want:
+                                return None
+                            if kind == _OP_ELEMENT:
+                                if joint is not None and v.type != joint:
+                                    return None
+                                joint = v.type
                     elif kind == _OP_SYM:
                         add_name(name)
                         v = lookup(name)
