@@ -834,8 +834,31 @@ class FunctionLowering(AtomicsMixin, MemoryMixin, ScalarLanesMixin, WarpMixin, C
             self.copy_lanes_of(inst)
 
     def lower_semantic(self, inst: ast.Instruction, mask: ir.Value) -> None:
-        lower_semantic(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask),
-                       id(inst) in self.nan_free)
+        lane = self._one_lane(inst)
+        if lane is None:
+            lower_semantic(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask),
+                           id(inst) in self.nan_free)
+            return
+        # only lane `lane` of the results is read (lane_demand): computed as a scalar from the
+        # sources' lane, as LLVM does not narrow the vector arithmetic to it (the warp
+        # reduction's last add and its NaN select: a permute of zeros, a 32-lane compare)
+        b, k = self.b, ir.Constant(I32, lane)
+        read = lambda op, t: b.extract_element(self.read(op, t), k)  # noqa: E731
+        write = lambda op, v, t: self.write(  # noqa: E731
+            op, b.insert_element(ir.Constant(V.vec(v.type), None), v, k), t, mask)
+        lower_semantic(Lanes(b, 1), inst, read, write, id(inst) in self.nan_free)
+
+    def _one_lane(self, inst: ast.Instruction) -> int | None:
+        """The one lane of a lane-wise instruction's results that later instructions read, if
+        lane_demand found one (every result that lane, none warp-uniform, no packed x2 values)."""
+        need = self.lane_need.get(id(inst)) if self.lane_need else None
+        dests = set(affine.written(inst))
+        if not need or inst.opcode not in lane_demand.LANE_WISE or "cc" in inst.mods \
+                or any(t.endswith("x2") for t in inst.types) or set(need) != dests or dests & self.uniform_regs:
+            return None
+        lanes = set(need.values())
+        one = lanes.pop() if len(lanes) == 1 else 0
+        return one.bit_length() - 1 if one and one & (one - 1) == 0 else None
 
     def op_mov(self, inst: ast.Instruction, mask: ir.Value) -> None:
         if lower_mov_vector(self.lanes, inst, self.read, lambda op, v, t: self.write(op, v, t, mask)):
