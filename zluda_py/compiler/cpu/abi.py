@@ -24,7 +24,10 @@ STACK_ALIGN = 16
 # or .local variable's generic address has the alignment it declares (up to this: larger ones
 # are refused when compiling).
 BASE_ALIGN = 4096
-BOUNDS_CACHE_ENTRIES = 8
+# Ranges access sites last hit (Ctx.BOUNDS_CACHE), shared round-robin: nvcc's 64-bit grid-stride
+# loop (CuPy's CUPY_FOR) unrolls to 12 global accesses; with 8 entries its x and y sites shared
+# ones and every access missed into zluda.bounds' search (3x slower, docs/cpu_target.md).
+BOUNDS_CACHE_ENTRIES = 32
 # Status of a block that left a wait because another block of the launch faulted (not a
 # CUresult: the launch reports the other block's fault).
 ABORTED = 0x10000
