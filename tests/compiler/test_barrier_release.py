@@ -1,7 +1,7 @@
 """The block runner opens a barrier when its last thread arrives, however it arrives.
 
 It tests the barrier a warp stops at, and every barrier after a warp passed one with `bar.arrive`
-or threads exited (`module._block_runner`). Here warp 1 completes barrier 2 with `bar.arrive`
+or threads exited (`block_runner._general_schedule`). Here warp 1 completes barrier 2 with `bar.arrive`
 and stops at barrier 3, while warp 0 waits at barrier 2; both then meet at barrier 4. A runner
 that tested only the barrier a warp stops at would leave barrier 2 closed: warp 0 waits there,
 warp 1 at barrier 4, and the launch fails as a deadlock. Expected values: numpy model of the

@@ -202,7 +202,7 @@ class CallMixin:
         without a thread count, and no lane parks at an mbarrier wait. Such a barrier opens once
         every warp that has not finished has reached it, so the block runner just runs each
         unfinished warp once per round, in warp order, and keeps no barrier state
-        (`ModuleLowering._block_runner`); the general runner's schedule is the same."""
+        (`block_runner._lockstep_rounds`); the general runner's schedule is the same."""
         if getattr(self, "_lockstep", None) is None:
             ids: set[int] = set()
             simple = not self.has_waits

@@ -6,14 +6,12 @@ built once can be loaded later without re-running the optimiser.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from llvmlite import ir
 
-from zluda_py.compiler.cpu import lane_masks, values as V
+from zluda_py.compiler.cpu import values as V
+from zluda_py.compiler.cpu.block_runner import define_shared_runners, kernel_runner
 from zluda_py.compiler.cpu.calls import SYSCALLS
-from zluda_py.compiler.cpu.abi import (BAR_SLOTS, BASE_ALIGN, FAULT_DEADLOCK, NBARRIERS, STACK_ALIGN, STALLED_ROUNDS,
-                                       WARP, BarSlot, Ctx, Frame)
+from zluda_py.compiler.cpu.abi import BASE_ALIGN, STACK_ALIGN
 from zluda_py.compiler import parts
 from zluda_py.compiler.cpu.function import FunctionLowering, Symbol
 from zluda_py.compiler.cpu.memory import define_shared_helpers
@@ -156,15 +154,17 @@ class ModuleLowering:
         by_shape = False
         if (lockstep or not lowering.resume_sites) and lowering.cloned:
             # one call site: inlined, each warp's run (to its next barrier, if any) is a loop
-            # iteration of the runner instead of a call, and what is the same for every warp of
-            # the block is hoisted out of that loop (small kernels; large ones keep compile time down)
+            # iteration instead of a call, and what is the same for every warp is hoisted out of
+            # that loop (small kernels; large ones keep compile time down; block_runner.py)
             warp.attributes.discard("noinline")
-            # without barriers, a block forked on its lanes (_fork_lanes): one call site per shape
+            # without barriers, a block forked on its lanes (_fork_lanes): one call site per shape.
+            # Inlined before it is simplified: inlined after, its code was simplified twice (alone,
+            # then in the runner), a seventh of a small kernel's compile time
             by_shape = not lowering.resume_sites and lowering.lanes_forked
-            if by_shape:
+            if not lowering.resume_sites:
                 warp.attributes.add("alwaysinline")
-        self._block_runner(runner, warp, lowering.frame_bytes, bool(lowering.resume_sites), lockstep, by_shape,
-                           lowering.warp_loop)
+        kernel_runner(self.ir.globals[runner], warp, lowering.frame_bytes, bool(lowering.resume_sites), lockstep,
+                      by_shape, lowering.warp_loop)
         params, param_size = kernel_params(f)
         self.kernels_meta[f.name] = {
             "runner": runner, "params": params, "param_size": param_size,
@@ -219,246 +219,14 @@ class ModuleLowering:
         nsec = b.load(b.gep(ts, [ir.Constant(I64, 1)], source_etype=I64), typ=I64)
         return b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec)
 
-    # ------------------------------------------------------------------ block runner
-    def _block_runner(self, name: str, warp: ir.Function, frame_bytes: int, barriers: bool, lockstep: bool,
-                      by_shape: bool, warp_loop: bool) -> None:
-        """`i32 run(ptr ctx)`: run blocks FIRST..FIRST+COUNT, each warp by warp, barrier by barrier
-        (without barriers: each warp once, to completion; `lockstep`: see `lockstep_barriers`;
-        `warp_loop`: the warp function runs each round's warps itself, cpu/warp_loop.py).
-        `by_shape`: one warp loop for blocks whose %tid.x is aligned to the lanes and one for
-        others, each with its own inlined copy of the warp function, where the aligned test is a
-        constant (FunctionLowering._fork_lanes: that copy has no general blocks)."""
-        fn = self.ir.globals[name]  # declared with the kernel (_declare)
-        ctx = fn.args[0]
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        slot = lambda base, i, size=8: b.gep(base, [b.mul(i, ir.Constant(I64, size))], source_etype=V.I8)  # noqa: E731
-        get = lambda i: b.load(slot(ctx, ir.Constant(I64, i)), typ=I64)  # noqa: E731
-        put = lambda i, v: b.store(v, slot(ctx, ir.Constant(I64, i)))  # noqa: E731
-        threads = b.mul(b.mul(get(Ctx.BLOCK_X), get(Ctx.BLOCK_Y)), get(Ctx.BLOCK_Z))
-        aligned = lane_masks.aligned(b, get(Ctx.BLOCK_X), get(Ctx.BLOCK_Y), get(Ctx.BLOCK_Z))
-        nwarps = b.udiv(b.add(threads, ir.Constant(I64, WARP - 1)), ir.Constant(I64, WARP))
-        put(Ctx.NWARPS, nwarps)
-        frames = b.inttoptr(get(Ctx.FRAMES), PTR)
-        bars = b.inttoptr(get(Ctx.BARRIERS), PTR)
-        stop = b.inttoptr(get(Ctx.STOP), PTR)
-        frame_of = lambda w: b.gep(frames, [b.mul(w, ir.Constant(I64, frame_bytes))], source_etype=V.I8)  # noqa: E731
-        hdr = lambda fr, s: b.gep(fr, [ir.Constant(I64, 4 * s)], source_etype=V.I8)  # noqa: E731
-        bar_field = lambda i, f: b.gep(bars, [b.add(b.mul(i, ir.Constant(I64, 8 * BAR_SLOTS)),  # noqa: E731
-                                                    ir.Constant(I64, 8 * f))], source_etype=V.I8)
-        first, count = get(Ctx.FIRST), get(Ctx.COUNT)
-        gx, gy = get(Ctx.GRID_X), get(Ctx.GRID_Y)
-        with _for(b, first, b.add(first, count)) as (blk, exit_loop):
-            with b.if_then(b.icmp_unsigned("!=", b.load(stop, typ=I32), ir.Constant(I32, 0)), likely=False):
-                b.ret(ir.Constant(I32, 0))
-            self._next_cta(b, blk, first, gx, gy, get, put)
-            if not barriers:
-                def each_warp(shape: ir.Value) -> None:
-                    with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
-                        fr = frame_of(w)
-                        b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
-                        r = b.call(warp, [ctx, fr, ir.Constant(I32, 0), shape])
-                        with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
-                            put(Ctx.FAULT_BLOCK, blk)
-                            b.store(ir.Constant(I32, 1), stop)
-                            b.ret(b.neg(r))
-                if by_shape:
-                    with b.if_else(aligned) as (then, otherwise):
-                        with then:
-                            each_warp(ir.Constant(I1, 1))
-                        with otherwise:
-                            each_warp(ir.Constant(I1, 0))
-                else:
-                    each_warp(aligned)
-            elif lockstep:
-                self._lockstep_rounds(b, warp, ctx, nwarps, frame_of, hdr, blk, stop, put, aligned, warp_loop)
-            else:
-                b.call(self.libc("llvm.memset.p0.i64", ir.VoidType(), [PTR, V.I8, I64, I1]),
-                       [bars, ir.Constant(V.I8, 0), ir.Constant(I64, NBARRIERS * BAR_SLOTS * 8), ir.Constant(I1, 0)])
-                with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
-                    fr = frame_of(w)
-                    b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
-                    lanes = b.sub(threads, b.mul(w, ir.Constant(I64, WARP)))
-                    lanes = b.select(b.icmp_unsigned(">", lanes, ir.Constant(I64, WARP)), ir.Constant(I64, WARP), lanes)
-                    b.store(b.trunc(lanes, I32), hdr(fr, Frame.LIVE))
-                    for field in (Frame.STATE, Frame.BAR_ID, Frame.WAITGEN, Frame.YIELD):
-                        b.store(ir.Constant(I32, 0), hdr(fr, field))
-                total = V.entry_alloca(b, I64)  # threads of the block that have not exited
-                b.store(threads, total)
-                stalled = V.entry_alloca(b, I64)  # rounds in a row in which warps only yielded (mbarrier waits)
-                b.store(ir.Constant(I64, 0), stalled)
-                sched = fn.append_basic_block("schedule")
-                block_done = fn.append_basic_block("block_done")
-                b.branch(sched)
-                b.position_at_end(sched)
-                ran, left = V.entry_alloca(b, I64), V.entry_alloca(b, I64)
-                moved = V.entry_alloca(b, I64)  # warps that did not just yield this round
-                b.store(ir.Constant(I64, 0), ran)
-                b.store(ir.Constant(I64, 0), left)
-                b.store(ir.Constant(I64, 0), moved)
-                epoch = get(Ctx.MBAR_EPOCH)
-                with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
-                    fr = frame_of(w)
-                    state = b.load(hdr(fr, Frame.STATE), typ=I32)
-                    with b.if_then(b.icmp_signed(">=", state, ir.Constant(I32, 0))):
-                        b.store(b.add(b.load(left, typ=I64), ir.Constant(I64, 1)), left)
-                        bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
-                        gen = b.load(bar_field(bar_id, BarSlot.GEN), typ=I64)
-                        waiting = b.and_(b.icmp_signed(">", state, ir.Constant(I32, 0)),
-                                         b.icmp_unsigned("==", b.zext(b.load(hdr(fr, Frame.WAITGEN), typ=I32), I64), gen))
-                        # a warp that yielded (mbarrier waits) waits for nothing: it runs again next round
-                        waiting = b.and_(waiting, b.icmp_unsigned("==", b.load(hdr(fr, Frame.YIELD), typ=I32),
-                                                                  ir.Constant(I32, 0)))
-                        with b.if_then(b.not_(waiting)):
-                            before = b.load(hdr(fr, Frame.LIVE), typ=I32)
-                            b.store(ir.Constant(I32, 0), hdr(fr, Frame.YIELD))
-                            r = b.call(warp, [ctx, fr, state, aligned])
-                            exited = b.zext(b.sub(before, b.load(hdr(fr, Frame.LIVE), typ=I32)), I64)
-                            b.store(b.sub(b.load(total, typ=I64), exited), total)
-                            b.store(b.add(b.load(ran, typ=I64), ir.Constant(I64, 1)), ran)
-                            yielded = b.icmp_unsigned("!=", b.load(hdr(fr, Frame.YIELD), typ=I32), ir.Constant(I32, 0))
-                            b.store(b.add(b.load(moved, typ=I64), b.zext(b.not_(yielded), I64)), moved)
-                            with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
-                                put(Ctx.FAULT_BLOCK, blk)
-                                b.store(ir.Constant(I32, 1), stop)
-                                b.ret(b.neg(r))
-                            b.store(b.select(b.icmp_signed("==", r, ir.Constant(I32, 0)), ir.Constant(I32, -1), r),
-                                    hdr(fr, Frame.STATE))
-                            bar_id = b.zext(b.load(hdr(fr, Frame.BAR_ID), typ=I32), I64)
-                            b.store(b.trunc(b.load(bar_field(bar_id, BarSlot.GEN), typ=I64), I32), hdr(fr, Frame.WAITGEN))
-                            # a barrier fills when threads arrive at it (the one this warp stops
-                            # at, those it passed with bar.arrive) or when threads exit (it then
-                            # waits for fewer): all barriers are tested only after those two
-                            touched = get(Ctx.BAR_TOUCHED)
-                            stopped = b.select(b.icmp_signed(">", r, ir.Constant(I32, 0)),
-                                               b.shl(ir.Constant(I64, 1), b.and_(bar_id, ir.Constant(I64, 63))),
-                                               ir.Constant(I64, 0))
-                            everything = b.icmp_unsigned("!=", b.or_(exited, touched), ir.Constant(I64, 0))
-                            which = b.select(everything, ir.Constant(I64, -1), stopped)
-                            which = b.and_(which, ir.Constant(I64, (1 << NBARRIERS) - 1))
-                            with b.if_then(everything, likely=False):
-                                put(Ctx.BAR_TOUCHED, ir.Constant(I64, 0))
-                            self._release(b, bar_field, b.load(total, typ=I64), which)
-                b.cbranch(b.icmp_unsigned("==", b.load(left, typ=I64), ir.Constant(I64, 0)), block_done,
-                          fn.append_basic_block("check_progress"))
-                b.position_at_end(fn.blocks[-1])
-                with b.if_then(b.icmp_unsigned("==", b.load(ran, typ=I64), ir.Constant(I64, 0)), likely=False):
-                    put(Ctx.FAULT_BLOCK, blk)  # every live warp waits at a barrier no one else reaches
-                    put(Ctx.FAULT_ARG, ir.Constant(I64, FAULT_DEADLOCK))
-                    b.store(ir.Constant(I32, 1), stop)
-                    b.ret(ir.Constant(I32, 719))
-                # every warp that ran only yielded at failed mbarrier waits and no mbarrier changed:
-                # the same again next round; after STALLED_ROUNDS of those the block is deadlocked
-                idle = b.and_(b.icmp_unsigned("==", b.load(moved, typ=I64), ir.Constant(I64, 0)),
-                              b.icmp_unsigned("==", get(Ctx.MBAR_EPOCH), epoch))
-                b.store(b.select(idle, b.add(b.load(stalled, typ=I64), ir.Constant(I64, 1)), ir.Constant(I64, 0)), stalled)
-                with b.if_then(b.icmp_unsigned(">=", b.load(stalled, typ=I64), ir.Constant(I64, STALLED_ROUNDS)),
-                               likely=False):
-                    put(Ctx.FAULT_BLOCK, blk)
-                    put(Ctx.FAULT_ARG, ir.Constant(I64, FAULT_DEADLOCK))
-                    b.store(ir.Constant(I32, 1), stop)
-                    b.ret(ir.Constant(I32, 719))
-                b.branch(sched)
-                b.position_at_end(block_done)
-        b.ret(ir.Constant(I32, 0))
-
-    def _lockstep_rounds(self, b: ir.IRBuilder, warp: ir.Function, ctx, nwarps, frame_of, hdr, blk, stop, put,
-                         aligned: ir.Value, warp_loop: bool) -> None:
-        """Rounds in which every unfinished warp runs to its next barrier, in warp order, until all
-        have finished: each round ends with every unfinished warp at the kernel's one barrier.
-        `warp_loop`: one call runs a round (it returns whether some warp stopped at the barrier)."""
-        with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
-            fr = frame_of(w)
-            b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
-            b.store(ir.Constant(I32, 0), hdr(fr, Frame.STATE))
-        fn = b.function
-        rounds, done = fn.append_basic_block("rounds"), fn.append_basic_block("rounds.done")
-        left = None if warp_loop else V.entry_alloca(b, I1)  # some warp stopped at the barrier this round
-        b.branch(rounds)
-        b.position_at_end(rounds)
-        if warp_loop:
-            r = b.call(warp, [ctx, frame_of(ir.Constant(I64, 0)), ir.Constant(I32, 0), aligned])
-            with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
-                put(Ctx.FAULT_BLOCK, blk)
-                b.store(ir.Constant(I32, 1), stop)
-                b.ret(b.neg(r))
-            b.cbranch(b.icmp_signed(">", r, ir.Constant(I32, 0)), rounds, done)
-            b.position_at_end(done)
-            return
-        b.store(ir.Constant(I1, 0), left)
-        with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
-            fr = frame_of(w)
-            state = b.load(hdr(fr, Frame.STATE), typ=I32)
-            with b.if_then(b.icmp_signed(">=", state, ir.Constant(I32, 0))):
-                r = b.call(warp, [ctx, fr, state, aligned])
-                with b.if_then(b.icmp_signed("<", r, ir.Constant(I32, 0)), likely=False):
-                    put(Ctx.FAULT_BLOCK, blk)
-                    b.store(ir.Constant(I32, 1), stop)
-                    b.ret(b.neg(r))
-                stopped = b.icmp_signed(">", r, ir.Constant(I32, 0))
-                b.store(b.select(stopped, r, ir.Constant(I32, -1)), hdr(fr, Frame.STATE))
-                b.store(b.or_(b.load(left, typ=I1), stopped), left)
-        b.cbranch(b.load(left, typ=I1), rounds, done)
-        b.position_at_end(done)
-
-    def _next_cta(self, b: ir.IRBuilder, blk, first, gx, gy, get, put) -> None:
-        """%ctaid of linear block `blk`: divide for the first block, then count (divisions are slow)."""
-        with b.if_else(b.icmp_unsigned("==", blk, first)) as (then, other):
-            with then:
-                put(Ctx.CTA_X, b.urem(blk, gx))
-                put(Ctx.CTA_Y, b.urem(b.udiv(blk, gx), gy))
-                put(Ctx.CTA_Z, b.udiv(blk, b.mul(gx, gy)))
-            with other:
-                x = b.add(get(Ctx.CTA_X), ir.Constant(I64, 1))
-                wrap_x = b.icmp_unsigned("==", x, gx)
-                y = b.add(get(Ctx.CTA_Y), b.zext(wrap_x, I64))
-                wrap_y = b.icmp_unsigned("==", y, gy)
-                put(Ctx.CTA_X, b.select(wrap_x, ir.Constant(I64, 0), x))
-                put(Ctx.CTA_Y, b.select(wrap_y, ir.Constant(I64, 0), y))
-                put(Ctx.CTA_Z, b.add(get(Ctx.CTA_Z), b.zext(wrap_y, I64)))
-
-    def _release(self, b, bar_field, total_v, which) -> None:
-        """Open every barrier of the bit set `which` whose expected thread count (default: all
-        live threads) has arrived."""
-        for i in V.each_set_bit(b, which):
-            arrived = b.load(bar_field(i, BarSlot.ARRIVED), typ=I64)
-            expected = b.load(bar_field(i, BarSlot.EXPECTED), typ=I64)
-            need = b.select(b.icmp_unsigned("==", expected, ir.Constant(I64, 0)), total_v, expected)
-            full = b.and_(b.icmp_unsigned("!=", arrived, ir.Constant(I64, 0)), b.icmp_unsigned(">=", arrived, need))
-            with b.if_then(full):
-                b.store(b.add(b.load(bar_field(i, BarSlot.GEN), typ=I64), ir.Constant(I64, 1)), bar_field(i, BarSlot.GEN))
-                b.store(b.load(bar_field(i, BarSlot.ACC), typ=I64), bar_field(i, BarSlot.RES_POPC))
-                b.store(arrived, bar_field(i, BarSlot.RES_ARRIVED))
-                for f in (BarSlot.ARRIVED, BarSlot.ACC, BarSlot.EXPECTED):
-                    b.store(ir.Constant(I64, 0), bar_field(i, f))
-
 
 def helpers_ir(triple: str, data_layout: str) -> str:
-    """The module of the helpers every kernel's module declares (memory.SHARED_HELPERS)."""
+    """The module of the helpers every kernel's module declares (memory.SHARED_HELPERS, the block runners)."""
     lowering = ModuleLowering(ast.Module((8, 0), ("sm_80",), filename="zluda_helpers"), triple, data_layout)
     lowering.helpers_here = True
     define_shared_helpers(lowering)
+    define_shared_runners(lowering.ir)
     return str(lowering.ir)
-
-
-@contextmanager
-def _for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value):
-    """A counted loop; yields (index, exit block)."""
-    fn = b.function
-    pre = b.block
-    head = fn.append_basic_block("for.head")
-    body = fn.append_basic_block("for.body")
-    end = fn.append_basic_block("for.end")
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64)
-    i.add_incoming(start, pre)
-    b.cbranch(b.icmp_unsigned("<", i, stop), body, end)
-    b.position_at_end(body)
-    yield i, end
-    nxt = b.add(i, ir.Constant(I64, 1))
-    i.add_incoming(nxt, b.block)
-    b.branch(head)
-    b.position_at_end(end)
 
 
 def window_align(module: ast.Module, space: str, least: int) -> int:

@@ -9,6 +9,8 @@ module that uses them; the variables are declared there and defined only in the 
 module. Where copying could be observed the module is not split (`split` returns None): a
 function whose address is taken (two copies would have two addresses), an internal mutable
 variable (two copies would be two variables), or an exported function other than a runner.
+A function whose address only its kernel's runner takes and no other value names (the block or
+warp function the runner passes to the shared block runner) is in that runner's module alone.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def split(module: ir.Module, runners: list[str]) -> list[str] | None:
     by_ref = {v.get_reference(): v for v in values}
     text = {v.name: str(v) for v in values}
     refs: dict[str, list[str]] = {}
+    taken: dict[str, set[str]] = {}  # function -> the globals that take its address
     for v in values:
         found: dict[str, None] = {}  # ordered, for reproducible output
         for m in _REF.finditer(text[v.name]):
@@ -44,8 +47,17 @@ def split(module: ir.Module, runners: list[str]) -> list[str] | None:
             found[target.name] = None
             if isinstance(target, ir.Function) and target.blocks and (m.group(2) is None
                                                                        or isinstance(v, ir.GlobalVariable)):
-                return None  # a function's address is taken
+                taken.setdefault(target.name, set()).add(v.name)
         refs[v.name] = list(found)
+    users: dict[str, int] = {}
+    for name in refs:
+        for target in refs[name]:
+            users[target] = users.get(target, 0) + 1
+    for name, takers in taken.items():
+        # a runner passes its own block or warp function to the shared block runner
+        # (block_runner.py): held by that runner alone, it has one copy and one address
+        if not (len(takers) == 1 and users[name] == 1 and next(iter(takers)) in runners):
+            return None  # a function's address is taken
     for v in values:
         if isinstance(v, ir.GlobalVariable) and v.linkage in _INTERNAL and not v.global_constant:
             return None
