@@ -188,7 +188,8 @@ def test_register_types_are_those_ptxas_takes():
     refuses. An .f16x2 register takes integer instructions (`add.u32`), a cvt takes a wider
     bit-size register for f16/f32 (`cvt.f16.f16 %b32_1, ...`): both used to be refused; a bf16
     instruction takes .b16 registers only, where we used to take .u16, .s16 and .f16 ones; atom and
-    red registers follow the same rules (we used to take any, `atom.global.min.u32 %fd1, ...`)."""
+    red registers follow the same rules (we used to take any, `atom.global.min.u32 %fd1, ...`), as do
+    set's sources, testp, sad, mul24/mad24, prmt, shfl and cvta (also unchecked before)."""
     types = ["b16", "u16", "s16", "f16", "bf16", "b32", "u32", "s32", "f32", "f16x2", "bf16x2", "b64", "u64", "s64",
              "f64"]
     forms = ["mov.{t} {r}1, {r}2;", "add.{t} {r}1, {r}2, {r}3;", "and.{t} {r}1, {r}2, {r}3;",
@@ -198,8 +199,18 @@ def test_register_types_are_those_ptxas_takes():
              "atom.global.add.{t} {r}1, [%d1], {r}2;", "atom.global.add.noftz.{t} {r}1, [%d1], {r}2;",
              "atom.global.cas.{t} {r}1, [%d1], {r}2, {r}3;", "atom.global.min.{t} {r}1, [%d1], 7;",
              "atom.global.L2::cache_hint.exch.{t} {r}1, [%d1], {r}2, %b64_1;", "red.global.add.{t} [%d1], {r}2;",
-             "red.global.add.noftz.{t} [%d1], {r}2;", "red.global.L2::cache_hint.add.{t} [%d1], {r}2, %b64_1;"]
+             "red.global.add.noftz.{t} [%d1], {r}2;", "red.global.L2::cache_hint.add.{t} [%d1], {r}2, %b64_1;",
+             "set.eq.u32.{t} %u32_1, {r}2, {r}3;", "testp.finite.{t} %p1, {r}2;", "sad.{t} {r}1, {r}2, {r}3, {r}1;",
+             "mul24.lo.{t} {r}1, {r}2, {r}3;", "mad24.lo.{t} {r}1, {r}2, {r}3, {r}1;", "prmt.{t} {r}1, {r}2, {r}3, {r}1;",
+             "shfl.sync.idx.{t} {r}1, {r}2, 1, 31, -1;", "cvta.to.global.{t} {r}1, {r}2;"]
     lines = [f.format(t=t, r=f"%{r}_") for f, t, r in itertools.product(forms, types, TYPED_REGS)]
+    # and constants where those take a register
+    lines += [f.format(t=t, r=f"%{t}_", c=c)
+              for f, t, c in itertools.product(["set.eq.u32.{t} %u32_1, {r}2, {c};", "sad.{t} {r}1, {r}2, {c}, {r}1;",
+                                                "prmt.{t} {r}1, {r}2, {r}3, {c};", "atom.global.add.{t} {r}1, [%d1], {c};",
+                                                "red.global.add.{t} [%d1], {c};", "shfl.sync.idx.{t} {r}1, {c}, 1, 31, -1;"],
+                                               ["u16", "f16", "b32", "u32", "s32", "f32", "u64", "f64"],
+                                               ["5", "-1", "0f3F800000", "0d3FF0000000000000", "1.5"])]
     theirs = ptxas_refused("8.0", "sm_90", lines)
     assert 0 < len(theirs) < len(lines)
     for unbuilt in (False, True):

@@ -56,6 +56,8 @@ _ROLES: dict[str, tuple[str, ...]] = {
     "bfe": ("T", "T", "u32", "u32"), "bfi": ("T", "T", "T", "u32", "u32"),
     "ld": ("W", "*"), "ldu": ("W", "*"), "st": ("*", "W"),
     "atom": ("T", "*", "T", "C"), "red": ("*", "T"),
+    "set": ("D", "A", "A", "p"), "testp": ("p", "T"), "sad": ("T", "T", "T", "T"), "mul24": _SAME3,
+    "mad24": ("T", "T", "T", "T"), "prmt": ("T", "T", "T", "T"), "shfl": ("T", "T"), "cvta": ("T", "T"),
 }
 # Instructions whose register may be wider than the instruction type (PTX's relaxed rule).
 _RELAXED = frozenset(("ld", "st", "cvt", "ldu"))
