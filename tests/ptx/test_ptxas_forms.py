@@ -218,6 +218,34 @@ def test_register_types_are_those_ptxas_takes():
         assert sorted(lines[k] for k in ours ^ theirs) == []
 
 
+def test_cvt_registers_are_those_ptxas_takes():
+    """Every scalar cvt between two of twelve types, each side with every register type (the
+    other side's register of its type): refused exactly where ptxas refuses, built and unbuilt.
+    In a cvt with a bf16 side ptxas takes no wider register (`cvt.rn.bf16.f32 %rs1, %rd1`,
+    `cvt.rzi.u16.bf16 %r1, %rs2`), which we used to take. Apart: ptxas converts bf16 to and from
+    8-bit integers in 8-bit registers, which we refuse (cvt_forms: not supported, loudly)."""
+    types = ["u8", "s8", "u16", "s16", "f16", "bf16", "u32", "s32", "f32", "u64", "s64", "f64"]
+    own = {t: f"%{t}_" for t in types} | {"bf16": "%b16_"}
+    floats = {"f16", "bf16", "f32", "f64"}
+
+    def rounding(d: str, a: str) -> str:
+        if (a in floats) != (d in floats):
+            return ".rzi" if a in floats else ".rn"
+        narrower = d in floats and int(d[-2:].lstrip("f")) < int(a[-2:].lstrip("f"))
+        return ".rn" if narrower or {d, a} == {"f16", "bf16"} else ""
+    lines = []
+    for d, a, r in itertools.product(types, types, TYPED_REGS):
+        m = rounding(d, a)
+        lines += [f"cvt{m}.{d}.{a} %{r}_1, {own[a]}2;", f"cvt{m}.{d}.{a} {own[d]}1, %{r}_2;"]
+    theirs = ptxas_refused("8.0", "sm_90", lines)
+    assert 0 < len(theirs) < len(lines)
+    for unbuilt in (False, True):
+        ours = ours_refused("8.0", "sm_90", lines, unbuilt)
+        assert sorted(lines[k] for k in theirs - ours) == []
+        apart = sorted(lines[k] for k in ours - theirs)
+        assert apart and all("bf16" in line and ("8." in line or "8 " in line) for line in apart), apart
+
+
 def test_ld_st_registers_are_those_ptxas_takes():
     """Every access type (ld, st, vectors, four spaces, ldu) with every register type: our parse,
     built and unbuilt, refuses exactly the lines ptxas refuses. A narrower register

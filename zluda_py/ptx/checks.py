@@ -243,6 +243,16 @@ def joint_type(a: str | None, b: str) -> str | None:
     return None
 
 
+def _register_types(insn: Instruction, role: str | None, want: str) -> frozenset[str]:
+    """The register types an operand of `insn` with `role` and type `want` accepts: `held` for an
+    ld/st register; else `compatible`, wider registers for ld/st/cvt (PTX's relaxed rule) except
+    in a cvt with a bf16 side, where ptxas takes none (`cvt.rn.bf16.f32 %rs1, %rd1`)."""
+    if role == "W":
+        return held(want, False)
+    relaxed = insn.opcode in _RELAXED and not (insn.opcode == "cvt" and "bf16" in insn.types)
+    return _accepted(want, relaxed)
+
+
 @lru_cache(maxsize=256)
 def _accepted(want: str, relaxed: bool) -> frozenset[str]:
     """The register types an operand of type `want` accepts (see compatible())."""
@@ -565,9 +575,7 @@ class Checker:
         n = len(insn.operands)
         role_of = tuple(roles[k] if roles and k < len(roles) else None for k in range(n))
         wants = tuple(self.want(insn, role, types, k) for k, role in enumerate(role_of))
-        relaxed = insn.opcode in _RELAXED
-        accepts = tuple(None if w is None else held(w, False) if role == "W" else _accepted(w, relaxed)
-                        for role, w in zip(role_of, wants))
+        accepts = tuple(None if w is None else _register_types(insn, role, w) for role, w in zip(role_of, wants))
         query = ""
         if insn.opcode == "suq" and not NVIDIA_REFUSED_SUQ.isdisjoint(insn.mods):
             query = "suq"
@@ -635,14 +643,14 @@ class Checker:
         if t is Reg:
             v = self.resolve(op, scopes, insn, None)
             if want and type(v) is Variable and v.space == "reg":
-                self.check_type(insn, op, v.type, want)
+                self.check_type(insn, op, v.type, want, role)
         elif t is Sym:
             v = self.resolve(op, scopes, insn, None)
             if type(v) is Variable and v.space == "reg":
                 # `.reg .b32 r1;` declares a register without '%': its uses are registers.
                 op = Reg(op.name, op.pos)
                 if want:
-                    self.check_type(insn, op, v.type, want)
+                    self.check_type(insn, op, v.type, want, role)
         elif t is Addr:
             base = op.base
             if base is not None:
@@ -681,8 +689,8 @@ class Checker:
             if new is not e:
                 ops[k] = new
 
-    def check_type(self, insn: Instruction, op, reg_type: str, want: str) -> None:
-        if reg_type not in _accepted(want, insn.opcode in _RELAXED):
+    def check_type(self, insn: Instruction, op, reg_type: str, want: str, role: str | None = None) -> None:
+        if reg_type not in _register_types(insn, role, want):
             self.type_error(insn, op, reg_type, want)
 
     def check_elements(self, insn: Instruction, typed: list, want: str) -> None:
