@@ -26,6 +26,7 @@ from zluda_py.compiler.cpu.mma import MmaMixin
 from zluda_py.compiler.cpu.scalar_lanes import ScalarLanesMixin
 from zluda_py.compiler.cpu.memory import HALF, MemoryMixin
 from zluda_py.compiler.cpu.texops import TextureMixin
+from zluda_py.compiler.cpu.thread_ids import call_tid_3d
 from zluda_py.compiler.cpu.warp_loop import WarpLoopMixin
 from zluda_py.compiler.errors import CUDA_ERROR_LAUNCH_FAILED, UnsupportedError, unsupported
 from zluda_py.compiler.lanes import Lanes, ptx_bits
@@ -926,7 +927,7 @@ class FunctionLowering(AtomicsMixin, MemoryMixin, ScalarLanesMixin, WarpMixin, C
                                               ir.Constant(I64, 0))
         self.tid_slots: list[ir.Value] = []
         if not any(n.startswith("%tid") for n in ast.mentioned_names(self.fn.body or [])):
-            return  # %tid is never read (most .funcs): no 3-D fallback, ~45 instructions
+            return  # %tid is never read (most .funcs): no %tid set-up
         self.tid_slots = [b.alloca(V.vec(I32), name=f"tid.{axis}") for axis in "xyz"]
         if not self.is_kernel:
             self.set_up_tid()
@@ -938,8 +939,7 @@ class FunctionLowering(AtomicsMixin, MemoryMixin, ScalarLanesMixin, WarpMixin, C
         base = b.mul(self.warp, ir.Constant(I32, WARP))
         u32 = lambda slot: b.trunc(self.ctx_i64(slot), I32)  # noqa: E731
         nx, ny = u32(Ctx.BLOCK_X), u32(Ctx.BLOCK_Y)
-        # %tid from the linear index with scalar divisions only (a vector division is 32 divides),
-        # and none at all for the common 1-D block
+        # %tid from the linear index: inline for the common 1-D block, else zluda.tid_3d
         one_d = b.icmp_unsigned("==", b.mul(ny, u32(Ctx.BLOCK_Z)), ir.Constant(I32, 1))
         pre = b.block
         multi = self.llfn.append_basic_block("tid.3d")
@@ -948,9 +948,7 @@ class FunctionLowering(AtomicsMixin, MemoryMixin, ScalarLanesMixin, WarpMixin, C
         linear = self.thread_index
         b.cbranch(one_d, joined, multi)
         b.position_at_end(multi)
-        qx = b.udiv(base, nx)
-        tx, q = self._divmod_lanes(b.urem(base, nx), qx, nx, V.LANE_IDS)
-        ty, tz = self._divmod_lanes(b.urem(qx, ny), b.udiv(qx, ny), ny, b.sub(q, V.splat(b, qx)))
+        tx, ty, tz = call_tid_3d(b, base, nx, ny)
         self.store_tid_copies(base, [tx, ty, tz])
         last = b.block
         b.branch(joined)
@@ -972,26 +970,6 @@ class FunctionLowering(AtomicsMixin, MemoryMixin, ScalarLanesMixin, WarpMixin, C
             todo += [s for s in blk.succs if s not in seen]
             seen.update(blk.succs)
         return False
-
-    def _divmod_lanes(self, rem0: ir.Value, quot0: ir.Value, d: ir.Value, offsets: ir.Value):
-        """Per lane (n mod d, n div d) for n = quot0*d + rem0 + offsets, offsets small: start from
-        rem0+offsets and subtract d while some lane is still >= d."""
-        b = self.b
-        r0, q0, dv = b.add(V.splat(b, rem0), offsets), V.splat(b, quot0), V.splat(b, d)
-        pre = b.block
-        head = self.llfn.append_basic_block("divmod")
-        done = self.llfn.append_basic_block("divmod.done")
-        b.branch(head)
-        b.position_at_end(head)
-        r, q = b.phi(V.vec(I32)), b.phi(V.vec(I32))
-        over = b.icmp_unsigned(">=", r, dv)
-        r.add_incoming(r0, pre)
-        q.add_incoming(q0, pre)
-        r.add_incoming(b.select(over, b.sub(r, dv), r), head)
-        q.add_incoming(b.add(q, b.zext(over, V.vec(I32))), head)
-        b.cbranch(V.any_lane(b, over), head, done)
-        b.position_at_end(done)
-        return r, q
 
     def special(self, name: str, bits: int) -> ir.Value:
         b = self.b

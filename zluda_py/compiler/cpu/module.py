@@ -10,6 +10,7 @@ from llvmlite import ir
 
 from zluda_py.compiler.cpu import values as V
 from zluda_py.compiler.cpu.block_runner import define_shared_runners, kernel_runner
+from zluda_py.compiler.cpu.thread_ids import define_tid_3d
 from zluda_py.compiler.cpu.calls import SYSCALLS
 from zluda_py.compiler.cpu.abi import BASE_ALIGN, STACK_ALIGN
 from zluda_py.compiler import parts
@@ -221,11 +222,13 @@ class ModuleLowering:
 
 
 def helpers_ir(triple: str, data_layout: str) -> str:
-    """The module of the helpers every kernel's module declares (memory.SHARED_HELPERS, the block runners)."""
+    """The module of the helpers every kernel's module declares (memory.SHARED_HELPERS, the block
+    runners, %tid of a 2-D or 3-D block)."""
     lowering = ModuleLowering(ast.Module((8, 0), ("sm_80",), filename="zluda_helpers"), triple, data_layout)
     lowering.helpers_here = True
     define_shared_helpers(lowering)
     define_shared_runners(lowering.ir)
+    define_tid_3d(lowering.ir)
     return str(lowering.ir)
 
 
