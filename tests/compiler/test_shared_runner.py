@@ -130,3 +130,17 @@ def test_runners_passing_their_functions_still_split(monkeypatch) -> None:
         out = np.zeros(int(np.prod(GRID)) * THREADS, np.uint32)
         module.launch(f"where_{name}", GRID, (THREADS,), [out, np.uint32(NO_FAULT)])
         np.testing.assert_array_equal(out, _expected())
+
+
+def test_the_lockstep_frame_set_up_is_a_plain_loop() -> None:
+    """The loops over a block's warps carry loop metadata that keeps O3 from vectorising or
+    unrolling them (fails before: the lockstep block function's frame set-up loop became masked
+    scatters with an epilogue, a runtime check and an 8x unrolled remainder)."""
+    import llvmlite.binding as llvm
+    from zluda_py.compiler.cpu import target as cpu_target
+    text = CPU.lower_part(parse(KERNEL.replace("BARRIER", SCHEDULES["lockstep"])), "where").text
+    assert '!{ !"llvm.loop.vectorize.enable", i1 0 }' in text and '!{ !"llvm.loop.unroll.disable" }' in text
+    mod = llvm.parse_assembly(text)
+    cpu_target.optimise(mod, 3)
+    block = str(mod.get_function("zluda_block.where"))
+    assert "vector.body" not in block and "masked.scatter" not in block and ".prol" not in block

@@ -227,7 +227,7 @@ def _lockstep_rounds(c: _Ctx, warp: ir.Function, frames, nwarps, aligned: ir.Val
     have finished: each round ends with every unfinished warp at the kernel's one barrier.
     `warp_loop`: one call runs a round (it returns whether some warp stopped at the barrier)."""
     b, ctx = c.b, c.ctx
-    with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+    with _for(b, ir.Constant(I64, 0), nwarps, plain=True) as (w, _):
         fr = c.frame_of(frames, w)
         b.store(b.trunc(w, I32), c.hdr(fr, Frame.WARP))
         b.store(ir.Constant(I32, 0), c.hdr(fr, Frame.STATE))
@@ -269,7 +269,7 @@ def _general_schedule(b: ir.IRBuilder, ctx, warp, frame_bytes, threads, nwarps, 
                                                 ir.Constant(I64, 8 * f))], source_etype=V.I8)
     memset = _declared(fn.module, "llvm.memset.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, V.I8, I64, I1]))
     b.call(memset, [bars, ir.Constant(V.I8, 0), ir.Constant(I64, NBARRIERS * BAR_SLOTS * 8), ir.Constant(I1, 0)])
-    with _for(b, ir.Constant(I64, 0), nwarps) as (w, _):
+    with _for(b, ir.Constant(I64, 0), nwarps, plain=True) as (w, _):
         fr = c.frame_of(frames, w)
         b.store(b.trunc(w, I32), hdr(fr, Frame.WARP))
         lanes = b.sub(threads, b.mul(w, ir.Constant(I64, WARP)))
@@ -384,8 +384,8 @@ def _release(b: ir.IRBuilder, bar_field, total_v, which) -> None:
 
 
 @contextmanager
-def _for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value):
-    """A counted loop; yields (index, exit block)."""
+def _for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, plain: bool = False):
+    """A counted loop; yields (index, exit block). `plain`: neither vectorised nor unrolled."""
     fn = b.function
     pre = b.block
     head = fn.append_basic_block("for.head")
@@ -400,5 +400,22 @@ def _for(b: ir.IRBuilder, start: ir.Value, stop: ir.Value):
     yield i, end
     nxt = b.add(i, ir.Constant(I64, 1))
     i.add_incoming(nxt, b.block)
-    b.branch(head)
+    latch = b.branch(head)
+    if plain:
+        latch.set_metadata("llvm.loop", _plain_loop(fn.module))
     b.position_at_end(end)
+
+
+def _plain_loop(module: ir.Module) -> ir.MDValue:
+    """Loop metadata: neither vectorised nor unrolled. For the frames' set-up loops over a block's
+    warps (at most 32): O3 vectorised a lockstep kernel's (masked scatters, an epilogue, a runtime
+    check and an 8x unrolled remainder: ~12 % of a small barrier kernel's optimised IR) for no run
+    time worth having."""
+    md = getattr(module, "_zluda_plain_loop", None)
+    if md is None:
+        hints = [module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(I1, 0)]),
+                 module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])]
+        md = module.add_metadata([*hints, *hints])  # a node of its own (llvmlite shares equal ones)
+        md.operands = (md, *hints)  # a loop ID starts with itself
+        module._zluda_plain_loop = md
+    return md
