@@ -266,14 +266,15 @@ ret;
 TWIN_INSTRUCTIONS = 12  # in a kernel, nested block included, `extra` empty
 
 
-def twins(extra: str = "", copies: int = 4) -> str:
-    """`copies` kernels of TWIN, the last with `extra` added ({a}, {b}, {c}: its registers)."""
+def twins(extra: str = "", copies: int = 4, template: str = TWIN, header: str = HEADER) -> str:
+    """`copies` kernels of `template`, the last with `extra` added ({a}, {b}, {c}: its
+    registers), after `header`."""
     kernels = []
     for i in range(copies):
         a, b, c = 1 + 3 * i, 2 + 3 * i, 3 + 3 * i
         last = extra.format(a=a, b=b, c=c) if i == copies - 1 else ""
-        kernels.append(TWIN.format(k=f"k{i}", a=a, b=b, c=c, extra=last))
-    return HEADER + "".join(kernels)
+        kernels.append(template.format(k=f"k{i}", a=a, b=b, c=c, extra=last))
+    return header + "".join(kernels)
 
 
 def checked_count(text: str, monkeypatch) -> int:
@@ -294,13 +295,22 @@ def checked_count(text: str, monkeypatch) -> int:
 
 
 def test_repeated_statements_are_checked_once(monkeypatch):
-    """The first kernel's statements are checked in full; in the next three only those whose
-    operands name something other than a declared register (`[p]`, `%tid.x`) or that have none
-    (`ret`) are: the others hit their verdicts (registers renumbered, of the same types; another
-    label)."""
+    """The first kernel's statements are checked in full; in the next three only `%tid.x`'s
+    (a `%` name followed by `.`) is: the others hit their verdicts (registers renumbered, of the
+    same types; another label; the parameter `[p]`; `ret`, which has no operands)."""
     text = twins()
     assert assert_same(text)[0] == "loaded"
-    assert checked_count(text, monkeypatch) == TWIN_INSTRUCTIONS + 3 * 3
+    assert checked_count(text, monkeypatch) == TWIN_INSTRUCTIONS + 3
+
+
+def assert_outcome(text: str, want: str | None) -> None:
+    """The full parse's outcome, the last of four twins: refused (with the message `want` where
+    given, its registers those of that kernel), or loaded where `want` says so."""
+    got = assert_same(text)
+    assert got[0] == ("loaded" if want == "loaded" else "refused")
+    if want not in (None, "loaded"):
+        i = 3
+        assert want.format(a=1 + 3 * i, b=2 + 3 * i, c=3 + 3 * i) in got[2]
 
 
 @pytest.mark.parametrize("extra, want", [
@@ -326,10 +336,77 @@ def test_a_kept_verdict_hides_no_error(extra, want, monkeypatch):
     register's type or declaration, a `%` of the text, a guard, a label, a nested block's
     registers) has the full parse's outcome: refused (with the message `want` where given), or
     loaded where `want` says so."""
-    text = twins(extra)
-    got = assert_same(text)
-    assert got[0] == ("loaded" if want == "loaded" else "refused")
-    if want not in (None, "loaded"):
-        i = 3
-        assert want.format(a=1 + 3 * i, b=2 + 3 * i, c=3 + 3 * i) in got[2]
+    assert_outcome(twins(extra), want)
     assert checked_count(twins(), monkeypatch) < 2 * TWIN_INSTRUCTIONS
+
+
+# Statements naming symbols (parameters, `.shared` arrays, inline assembly's registers, module
+# names, labels) or special registers, as CUB's do: kept in `BodyChecker.replays` under what each
+# name resolves to, their effects (the names, the symbols pending) repeated on a hit.
+NAMED = """.visible .entry {k}(.param .u64 p, .param .u32 q)
+{{
+.reg .pred %p<4>;
+.reg .b32 %r<20>;
+.reg .b32 %q_1;
+.reg .b64 %rd<20>;
+.shared .align 4 .b8 s_{k}[64];
+ld.param.u64 %rd{a}, [p];
+ld.param.u32 %r{a}, [q];
+mov.u32 %r{b}, %laneid;
+add.u32 %r{b}, %q_1, 1;
+ld.shared.u32 %r{c}, [s_{k}+8];
+mov.u32 %r{c}, s_{k};
+ld.global.u32 %r{b}, [g+4];
+mov.u64 %rd{b}, g;
+{{
+.reg .b32 datum;
+mov.b32 datum, %r{a};
+add.u32 %r{b}, datum, 1;
+}}
+{{
+.shared .align 4 .b8 _[8];
+ld.shared.u32 %r{c}, [_+4];
+}}
+bra $L__{k}_end;
+$L__{k}_end:
+{extra}
+ret;
+}}
+"""
+NAMED_HEADER = HEADER + ".global .align 4 .b32 g[4];\n.func f()\n{\nret;\n}\n"
+# checked in full: f's `ret`, the first kernel's statements (`extra` empty), and in the others
+# `[_+4]`: `_` (a sink where it stands alone) is a name `_NAMES` leaves in the text, so its
+# statement is not kept
+NAMED_CHECKED = 1 + 12 + 3
+
+
+def test_statements_naming_symbols_are_checked_once(monkeypatch):
+    """The later kernels' statements hit what the first kernel's left, their arrays and labels
+    named otherwise."""
+    text = twins(template=NAMED, header=NAMED_HEADER)
+    assert assert_same(text)[0] == "loaded"
+    assert checked_count(text, monkeypatch) == NAMED_CHECKED
+
+
+@pytest.mark.parametrize("extra, want", [
+    ("ld.global.u32 %r{b}, [h+4];", "undeclared symbol 'h'"),  # a module name the module lacks
+    ("ld.shared.u32 %r{c}, [s_k0+8];", "undeclared symbol 's_k0'"),  # another kernel's array
+    ("ld.shared.u32 %r{c}, [q+8];", "'q' is in .param space but 'ld' accesses .shared"),
+    ("mov.u32 %r{b}, %laneidx;", "undeclared register '%laneidx'"),  # not a special register
+    ("{{\n.reg .b64 datum;\nadd.u32 %r{b}, datum, 1;\n}}",
+     "operand 'datum' has type .b64, incompatible with .u32 of 'add'"),
+    ("{{\n.reg .b32 datum;\n}}\nadd.u32 %r{b}, datum, 1;", "undeclared symbol 'datum'"),  # after its block
+    # a function's name where the template has a module variable's, a register's or a `%` name's
+    ("mov.u64 %rd{b}, f;", "loaded"),
+    ("mov.u64 %rd{b}, k0;", "loaded"),
+    ("{{\n.reg .b32 g;\nadd.u32 %r{b}, g, 1;\n}}", "loaded"),
+    ("{{\n.reg .b32 f;\nadd.u32 %r{b}, f, 1;\n}}", "loaded"),
+    ("add.u32 %r{b}, WARP_SZ, 1;", "loaded"),  # a constant, not a name
+    ("ld.shared.u32 %r{c}, [_+4];", "undeclared symbol '_'"),  # the template's `_`, after its block
+])
+def test_a_kept_replay_hides_no_error(extra, want, monkeypatch):
+    """A statement that differs from one kept in `replays` only in its names (a symbol that
+    resolves to nothing, to another state space or type, or to a function; a `%` name that is
+    no special register) has the full parse's outcome."""
+    assert_outcome(twins(extra, template=NAMED, header=NAMED_HEADER), want)
+    assert checked_count(twins(template=NAMED, header=NAMED_HEADER), monkeypatch) == NAMED_CHECKED

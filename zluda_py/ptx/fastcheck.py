@@ -16,14 +16,22 @@ whole module can settle (names declared outside the body, function names) is lef
 again in full (`Parser.module`).
 
 A library repeats the same statements with other register numbers in function after function,
-so an instruction's verdict is kept (`BodyChecker.verdicts`) under what it depends on: the
-opcode text, the operand list with each register `%<letters><digits>` written as `%`, and what
-each of those registers resolves to here (its type, or the state space of a non-register). The
-key's register count tells a `%` written in the text from one put there, and only lists made of
-such registers, constants, addresses of them and vectors of them (`_SIMPLE`) are kept: the
-parser reads every one of them the same way whatever the registers' names, so the checks see
-the same operands. A lone label operand is kept under the opcode and what its name resolves to.
-A hit skips the checks, not their effects (the names a label adds).
+so an instruction's verdict is kept under what it depends on, in two tables:
+* `verdicts`: the opcode text and the operand list split at each register `%<letters><digits>`,
+  the registers replaced by what they resolve to here (`_kind`: a type, or the state space of a
+  non-register). Only lists made of such registers, constants, addresses of them and vectors of
+  them (`_SIMPLE`) are kept: the parser reads every one of them the same way whatever the
+  registers' names, so the checks see the same operands. One regex call per instruction.
+* `replays`, asked when `verdicts` has no answer: the list split at every name (`_NAMES`: a
+  `%` name not followed by `.`, or a symbol; CUB's parameters, `.shared` arrays, inline
+  assembly's registers, labels, `%laneid`), each replaced by what it resolves to, tagged by its
+  class (`_kind`), a `%` name that resolves to nothing by itself (a special register or an
+  error: its name decides) and a symbol that resolves to nothing by None (a label or a module
+  name: `Checker.unbuilt` resolves it). Kept only where no name is left between the names
+  (`_NAMELESS`: not `%tid.x`, `_`, `WARP_SZ`), where a name's reading by the parser's fast path
+  depends only on its class and place. A hit skips the checks, not their effects: the value
+  says, per name, whether it is a symbol (added to the body's names) and, for one that resolves
+  to nothing, the state space it is pending with.
 """
 
 from __future__ import annotations
@@ -35,20 +43,27 @@ from .ast import Function, Instruction, UnbuiltBody, Variable
 from .checks import EXPANDED_RANGE, Checker, _accepted, _special, constant_fits, held
 from .parser import (
     _B_DECL, _B_INSN, _B_LABEL, _B_LOC, _BODY, _GENERAL, _K_ADDR_REG, _K_ADDR_SYM, _K_IMM, _K_PRED_OUT, _K_REG,
-    _K_SINK, _K_SYM, _K_VEC, PREDEFINED_CONSTANTS, Parser, _bracket_pieces, _recipe,
+    _K_SINK, _K_SYM, _K_VEC, Parser, _bracket_pieces, _recipe,
 )
 
 # `.shared|.local .align N .type name[N];` inside a body (ptxas's spelling of a block's array)
 _ARRAY = re.compile(r"\.(shared|local)[ \t]+\.align[ \t]+([1-9]\d{0,5})[ \t]+\.([a-z]\w*)[ \t]+"
                     r"([A-Za-z_$][\w$]*)\[([1-9]\d{0,17})\][ \t]*;")
 _PRAGMA = re.compile(r'\.pragma[ \t]+"[^"\\\n]*"[ \t]*;')  # `.pragma "nounroll";`
-# nvcc's registers, as a verdict's key writes them (module docstring)
+# nvcc's registers, where `verdicts` splits an operand list (module docstring)
 _REG = r"%[a-z]+[0-9]+"
-_REGISTER = re.compile(_REG)
+_REGISTER = re.compile(f"({_REG})")
 # the operand lists whose verdicts are kept: registers, constants, `[reg+-N]`, `{reg, reg}`
 _PIECE = rf"[ \t]?(?:{_REG}|\[{_REG}(?:[+-][0-9]+)?\]|\{{{_REG}(?:, ?{_REG})*\}}|-?[0-9][0-9a-fA-FxX]*)"
 _SIMPLE = re.compile(f"{_PIECE}(?:,{_PIECE})*")
-_LABEL = re.compile(r"[A-Za-z$][\w$]*")  # a branch target, as the parser reads a symbol
+# where `replays` splits one: whole names as the fast path reads them, a `%` name (not `%tid.x`)
+# or a symbol (not `_`, nor `WARP_SZ`, which it reads as constants; nor inside a number);
+# each alternative starts with its first character, for the regex engine's quick scan
+_SYMBOL = r"(?:[A-Za-z$]|_(?=[\w$]))(?<![\w$%.].)(?!(?<=W)ARP_SZ(?![\w$]))[\w$]*+"
+_NAMES = re.compile(rf"(%[A-Za-z_$][\w$]*+(?!\.)|{_SYMBOL})")
+_LONE = re.compile(_SYMBOL)  # a list that is one symbol (a branch target), which `_NAMES` splits as such
+# what may lie between the names of a list `replays` keeps: no name, nor `%`; numbers
+_NAMELESS = re.compile(r"(?:[^\w$%]|[0-9][\w$.]*+)*+")
 _MAX_DEPTH = 64  # nested `{ }` blocks followed here; deeper goes the general way
 _ACCESSES = ("ld", "st", "atom", "red", "ldu")  # the opcodes Checker.check_space tests
 _SPACES = ("global", "shared", "local", "const", "param")
@@ -57,8 +72,21 @@ _CONSTANT_KINDS = ("int", "float", "f32", "f64")  # ast.Imm.kind  # BodyChecker.
 
 
 def _kind(v: Variable) -> str:
-    """What a name resolves to, as a verdict's key has it: a register's type, else `.space`."""
-    return v.type if v.space == "reg" else "." + v.space
+    """What a name resolves to, as a verdict's key has it: a register's type, else `.space`;
+    after a `,` for a symbol (a name without `%`), so that a key tells the two apart."""
+    kind = v.type if v.space == "reg" else "." + v.space
+    return kind if v.name[0] == "%" else "," + kind
+
+
+def _replay(toks: list[str], kinds: tuple, pending: list[tuple[str, str | None]]) -> tuple | None:
+    """`replays`' value for an instruction found fine whose list has the names `toks`, which
+    resolve to `kinds`, and which left `pending` pending; None where those are not one per name
+    that resolves to nothing, in order (a replay names every symbol: no fewer than the check,
+    and a name more can only send the module to the full check, `Checker.unbuilt`)."""
+    if [p[0] for p in pending] != [t for t, k in zip(toks, kinds) if k is None]:
+        return None
+    spaces = iter([p[1] for p in pending])
+    return tuple(False if t[0] == "%" else True if k is not None else next(spaces) for t, k in zip(toks, kinds))
 
 
 class BodyChecker:
@@ -73,10 +101,21 @@ class BodyChecker:
         self.pragma_allowed = checker.gate_of("pragma") == ""
         # operand list text -> what `operands` makes of it (half of nvcc's lists repeat)
         self.ops_of: dict[str, tuple[int, list]] = {}
-        # (opcode text, operand list's template or None for a label, what its names resolve to)
-        # of the instructions found fine (module docstring)
+        # the instructions found fine, by their keys (module docstring); `replays`' values: per
+        # name of the list, False for a `%` name, True for a symbol that resolves, else the state
+        # space (or None) the symbol is pending with
         self.verdicts: set[tuple] = set()
-        self.checked = 0  # instructions checked operand by operand (the others by `verdicts`)
+        self.replays: dict[tuple, tuple] = {}
+        self.checked = 0  # instructions checked operand by operand (the others by `verdicts` or `replays`)
+        self.ranges: dict[str, list[str]] = {}  # prefix -> the longest `%r<N>`'s names made so far
+
+    def range_names(self, prefix: str, count: int) -> list[str]:
+        """The names `.reg .T prefix<count>;` declares: each made once per parse (nvcc declares
+        `%r<N>` in every function, 390k names in CuPy's CUB module)."""
+        names = self.ranges.setdefault(prefix, [])
+        if len(names) < count:
+            names.extend([f"{prefix}{n}" for n in range(len(names), count)])
+        return names[:count]
 
     def form(self, name: str, n: int) -> tuple | None:
         """(operand roles, the register types each operand position wants (see `operands`),
@@ -159,8 +198,8 @@ class BodyChecker:
         names: set[str] = set()
         add_name = names.add
         types = grammar.TYPES
-        ops_of, forms, verdicts = self.ops_of, self.forms, self.verdicts
-        template, registers, lone_label = _REGISTER.sub, _REGISTER.findall, _LABEL.fullmatch
+        ops_of, forms, verdicts, replays = self.ops_of, self.forms, self.verdicts, self.replays
+        split_registers, split_names, lone, kind_get = _REGISTER.split, _NAMES.split, _LONE.fullmatch, kind_of.get
 
         def declare(declared, kind: str) -> None:
             if len(scopes) > 2:
@@ -181,20 +220,37 @@ class BodyChecker:
             k = m.lastindex
             if k == _B_INSN:
                 guard, name, operands = m.group(3, 4, 5)
-                key = None
-                if operands is not None and (guard is None or guard[0] == "%" and kind_of.get(guard) == "pred"):
-                    if lone_label(operands) and operands not in PREDEFINED_CONSTANTS:
-                        kind = kind_of.get(operands)
-                        key = (name, None, kind)
-                        if key in verdicts:
-                            add_name(operands)
-                            if kind is None:
-                                pending.append((operands, None))
-                            continue
+                if guard is None or guard[0] == "%" and kind_get(guard) == "pred":
+                    if operands:
+                        parts = split_registers(operands)
+                        key = None
+                        if len(parts) > 1:
+                            parts[1::2] = map(kind_get, parts[1::2])
+                            parts.append(name)
+                            key = tuple(parts)
+                            if key in verdicts:
+                                continue
+                        if key is None and lone(operands):
+                            toks, named = (operands,), ("", kind_get(operands), "", name)  # as below, sooner
+                        else:
+                            parts = split_names(operands)
+                            toks = parts[1::2]
+                            parts[1::2] = [kind_get(t, t) if t[0] == "%" else kind_get(t) for t in toks]
+                            parts.append(name)
+                            named = tuple(parts)
                     else:
-                        key = (name, template("%", operands), tuple(map(kind_of.get, registers(operands))))
-                        if key in verdicts:
-                            continue
+                        key, toks, named = None, (), (name,)
+                    replay = replays.get(named)
+                    if replay is not None:
+                        for t, r in zip(toks, replay):
+                            if r is not False:
+                                add_name(t)
+                                if r is not True:
+                                    pending.append((t, r))
+                        continue
+                    was_pending = len(pending)
+                else:
+                    key = named = None
                 self.checked += 1
                 if operands:
                     ops = ops_of.get(operands)
@@ -258,8 +314,12 @@ class BodyChecker:
                                 return None
                         elif v.space != "reg" and space is not None and v.space != space:
                             return None
-                if key is not None and (key[1] is None or None not in key[2] and _SIMPLE.fullmatch(operands)):
+                if key is not None and None not in key and _SIMPLE.fullmatch(operands):
                     verdicts.add(key)
+                elif named is not None and _NAMELESS.fullmatch(" ".join(named[0:-1:2])):
+                    replay = _replay(toks, named[1:-1:2], pending[was_pending:])
+                    if replay is not None:
+                        replays[named] = replay
                 continue
             if k == _B_LABEL:
                 if m[7] in labels:
@@ -278,15 +338,15 @@ class BodyChecker:
                     if var.name in local:
                         return None
                     local[var.name] = var
-                    declare((var.name,), var.type)
+                    declare((var.name,), _kind(var))
                     continue
                 if var.count > EXPANDED_RANGE:
                     return None
-                declared = [f"{var.name}{n}" for n in range(var.count)]
+                declared = self.range_names(var.name, var.count)
                 if not local.keys().isdisjoint(declared):
                     return None
                 local.update(dict.fromkeys(declared, var))
-                declare(declared, var.type)
+                declare(declared, _kind(var))  # the names' class is their prefix's
                 continue
             at = m.start(k)
             c = text[at:at + 1]
