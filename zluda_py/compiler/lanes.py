@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from zluda_py.compiler.vector_constants import splat_vector
+
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I16 = ir.IntType(16)
@@ -77,8 +79,7 @@ class Lanes:
 
     def const(self, scalar_ty: ir.Type, value: int | float, count: int = 1) -> ir.Constant:
         n = self.width * count
-        c = ir.Constant(scalar_ty, value)
-        return c if n == 1 else ir.Constant(ir.VectorType(scalar_ty, n), [c] * n)
+        return ir.Constant(scalar_ty, value) if n == 1 else splat_vector(ir.VectorType(scalar_ty, n), value)
 
     def like(self, v: ir.Value, value: int | float, scalar_ty: ir.Type | None = None) -> ir.Constant:
         """A constant with the shape (lane count) of `v`, of `scalar_ty` (default: v's own)."""
@@ -141,9 +142,7 @@ class Lanes:
         return self.b.or_(self.b.zext(lo, t), self.b.shl(self.b.zext(hi, t), self.like_ty(t, bits)))
 
     def like_ty(self, ty: ir.Type, value: int | float) -> ir.Constant:
-        st = scalar_of(ty)
-        c = ir.Constant(st, value)
-        return ir.Constant(ty, [c] * ty.count) if isinstance(ty, ir.VectorType) else c
+        return splat_vector(ty, value) if isinstance(ty, ir.VectorType) else ir.Constant(ty, value)
 
     # ------------------------------------------------------------------ small helpers
     def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:

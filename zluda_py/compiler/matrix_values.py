@@ -16,6 +16,7 @@ from typing import Callable
 from llvmlite import ir
 
 from zluda_py.compiler.matrix import MmaForm
+from zluda_py.compiler.vector_constants import splat_vector
 
 I16, I32, I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -39,7 +40,7 @@ def _like(value: ir.Value, t: ir.Type) -> ir.Type:
 
 def _const(value: ir.Value, t: ir.Type, v: int) -> ir.Constant:
     shaped = _like(value, t)
-    return ir.Constant(shaped, [v] * shaped.count) if isinstance(shaped, ir.VectorType) else ir.Constant(t, v)
+    return splat_vector(shaped, v) if isinstance(shaped, ir.VectorType) else ir.Constant(t, v)
 
 
 def widen(b: ir.IRBuilder, bits: ir.Value, etype: str, to: ir.Type) -> ir.Value:

@@ -158,7 +158,7 @@ class FunctionLowering(AtomicsMixin, MemoryMixin, ScalarLanesMixin, WarpMixin, C
         self.lane_need: dict[int, lane_demand.Need] = {}  # _fork_lanes: lanes read of a block's values
         self.lanes_forked = False  # _fork_lanes lowered a block twice
         entry = llfn.append_basic_block("entry")
-        self.b = ir.IRBuilder(entry)
+        self.b = V.Builder(entry)
         self.lanes = Lanes(self.b, WARP)
         self.regs: dict[str, tuple[ir.Value, int]] = {}  # name -> (alloca, bits)
         self.uniform_regs: set[str] = set()  # registers held as one scalar (_scalar_registers)

@@ -25,6 +25,7 @@ from zluda_py.compiler.errors import (CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_MIS
 from zluda_py.compiler.lanes import ptx_bits
 from zluda_py.compiler.memops import (cp_async_fill, cp_async_limit, cp_async_size, cp_async_src_size, space_of,
                                       vector_count)
+from zluda_py.compiler.vector_constants import int_vector
 from zluda_py.ptx import ast
 
 I1, I32, I64, PTR = V.I1, V.I32, V.I64, V.PTR
@@ -601,11 +602,12 @@ class MemoryMixin:
                 both = ir.Constant(ir.VectorType(elt, 2 * n), None)
                 for j, v in enumerate(v for h in (0, HALF) for v in self._scalar_loads(self._half_base(acc, h, False), elt, n)):
                     both = b.insert_element(both, v, ir.Constant(I32, j))
-                return [b.shuffle_vector(both, ir.Constant(both.type, None), ir.Constant(ir.VectorType(I32, WARP), [
-                    ir.Constant(I32, i // HALF * n + k) for i in range(WARP)])) for k in range(n)]
+                return [b.shuffle_vector(both, ir.Constant(both.type, None),
+                                         V.lane_consts(I32, [i // HALF * n + k for i in range(WARP)]))
+                        for k in range(n)]
             parts = [b.load(self._half_base(acc, h), typ=ir.VectorType(elt, HALF * n), align=size) for h in (0, HALF)]
-            return [b.shuffle_vector(parts[0], parts[1], ir.Constant(ir.VectorType(I32, WARP), [
-                ir.Constant(I32, (i // HALF) * HALF * n + (i % HALF) * n + k) for i in range(WARP)])) for k in range(n)]
+            return [b.shuffle_vector(parts[0], parts[1], V.lane_consts(
+                I32, [(i // HALF) * HALF * n + (i % HALF) * n + k for i in range(WARP)])) for k in range(n)]
 
         return self._emit(acc, mask, uniform, contiguous, lambda cache: self._per_lane(acc, mask, cache, elt, n),
                           [V.vec(elt)] * n, halves)
@@ -632,8 +634,9 @@ class MemoryMixin:
             whole = values[0]
             if n > 1:
                 whole = _concat(b, values)
-                order = [ir.Constant(I32, k * WARP + i) for i in range(WARP) for k in range(n)]
-                whole = b.shuffle_vector(whole, ir.Constant(whole.type, None), ir.Constant(ir.VectorType(I32, WARP * n), order))
+                order = [k * WARP + i for i in range(WARP) for k in range(n)]
+                whole = b.shuffle_vector(whole, ir.Constant(whole.type, None),
+                                         int_vector(ir.VectorType(I32, WARP * n), order))
             V.intrinsic(b, f"llvm.masked.store.v{WARP * n}i{elt.width}.p0", ir.VoidType(),
                         [whole, self._base(acc, first), ir.Constant(I32, size), self._widen_mask(lanes, n)])
             return []
@@ -646,8 +649,9 @@ class MemoryMixin:
                 return []
             whole = _concat(b, values) if n > 1 else values[0]
             for h in (0, HALF):  # the upper half last: where the halves overlap, its lanes' values stay
-                order = [ir.Constant(I32, k * WARP + h + i) for i in range(HALF) for k in range(n)]
-                part = b.shuffle_vector(whole, ir.Constant(whole.type, None), ir.Constant(ir.VectorType(I32, HALF * n), order))
+                order = [k * WARP + h + i for i in range(HALF) for k in range(n)]
+                part = b.shuffle_vector(whole, ir.Constant(whole.type, None),
+                                        int_vector(ir.VectorType(I32, HALF * n), order))
                 b.store(part, self._half_base(acc, h), align=size)
             return []
 
@@ -1329,7 +1333,6 @@ def _concat(b: ir.IRBuilder, values: list[ir.Value]) -> ir.Value:
         for i in range(0, len(values), 2):
             a, c = values[i], values[i + 1]
             n = a.type.count
-            nxt.append(b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, 2 * n),
-                                                          [ir.Constant(I32, j) for j in range(2 * n)])))
+            nxt.append(b.shuffle_vector(a, c, int_vector(ir.VectorType(I32, 2 * n), range(2 * n))))
         values = nxt
     return values[0]

@@ -32,6 +32,7 @@ from zluda_py.compiler.matrix import (BITS, MmaForm, WmmaMove, matrix_form, matr
                                       wmma_form, wmma_fragment, wmma_registers)
 from zluda_py.compiler.matrix_values import accumulator, multiplicand, multiply_add, narrow, widen
 from zluda_py.compiler.errors import unsupported
+from zluda_py.compiler.vector_constants import int_vector
 from zluda_py.ptx import ast
 
 I16, I32, I64, PTR = ir.IntType(16), V.I32, V.I64, V.PTR
@@ -269,7 +270,7 @@ def _mma_function(mod, form: MmaForm) -> ir.Function:
         for j in range(k):
             a = b.load(at(am, r * k + j, mul_t), typ=mul_t)
             splat = b.shuffle_vector(b.insert_element(ir.Constant(mrow_t, None), a, ir.Constant(I32, 0)),
-                                     ir.Constant(mrow_t, None), ir.Constant(ir.VectorType(I32, n), [0] * n))
+                                     ir.Constant(mrow_t, None), int_vector(ir.VectorType(I32, n), [0] * n))
             brow = b.load(at(bm, j * n, mrow_t), typ=mrow_t, align=4)
             total = multiply_add(b, total, splat, brow,
                                  lambda x, y, z: V.intrinsic(b, f"llvm.fma.v{n}f64", row_t, [x, y, z]))

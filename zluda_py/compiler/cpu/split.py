@@ -30,12 +30,28 @@ def _declaration(v: ir.GlobalVariable) -> str:
     return f"{v.get_reference()} = external {kind} {v.value_type}{align}"
 
 
+def _text(v: ir.GlobalValue) -> str:
+    """`str(v)`; a function with a body printed without llvmlite's string cache of each
+    instruction (`_to_string`, what `str` calls on a miss): each is printed once here, and the
+    miss (an AttributeError) and the format around it were a quarter of a function's printing."""
+    if not (isinstance(v, ir.Function) and v.blocks):
+        return str(v)
+    buf: list[str] = []
+    v.descr_prototype(buf)
+    buf.append("{\n")
+    for block in v.blocks:
+        buf.append(f"{block._format_name()}:\n")
+        buf += [f"  {i._to_string()}\n" for i in block.instructions]
+    buf.append("}\n")
+    return "".join(buf)
+
+
 def split(module: ir.Module, runners: list[str]) -> list[str] | None:
     """[variables' module, one module per runner (in `runners` order)] as IR text, or None
     when the module must stay whole."""
     values = list(module.globals.values())
     by_ref = {v.get_reference(): v for v in values}
-    text = {v.name: str(v) for v in values}
+    text = {v.name: _text(v) for v in values}
     refs: dict[str, list[str]] = {}
     taken: dict[str, set[str]] = {}  # function -> the globals that take its address
     for v in values:

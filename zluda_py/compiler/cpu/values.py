@@ -8,6 +8,7 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 
 from zluda_py.compiler.cpu.abi import WARP
+from zluda_py.compiler.vector_constants import int_vector, splat_vector
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 PTR = ir.PointerType()
@@ -16,6 +17,16 @@ MASK = ir.VectorType(I1, WARP)
 
 def vec(t: ir.Type) -> ir.VectorType:
     return ir.VectorType(t, WARP)
+
+
+class Builder(ir.IRBuilder):
+    """llvmlite's builder whose `not_` of a vector xors a shared all-ones constant
+    (vector_constants.py) instead of a fresh one, formatted again at each use."""
+
+    def not_(self, value: ir.Value, name: str = "") -> ir.Value:
+        if isinstance(value.type, ir.VectorType):
+            return self.xor(value, splat_vector(value.type, -1), name=name)
+        return super().not_(value, name)
 
 
 class _Splat(ir.Constant):
@@ -39,10 +50,10 @@ def undef(t: ir.Type) -> ir.Constant:
 
 
 def lane_consts(t: ir.Type, values: list[int]) -> ir.Constant:
-    return ir.Constant(vec(t), [ir.Constant(t, v) for v in values])
+    return int_vector(vec(t), values)
 
 
-_ZEROS = ir.Constant(vec(I32), [0] * WARP)  # one object: llvmlite caches its text
+_ZEROS = int_vector(vec(I32), [0] * WARP)
 LANE_IDS = lane_consts(I32, list(range(WARP)))
 ALL = splat_const(I1, 1)
 NONE = splat_const(I1, 0)
@@ -106,11 +117,11 @@ def _lane_function(module: ir.Module, el: ir.IntType) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block())
     v, lane = fn.args
     n = 512 // el.width  # elements per register
-    regs = [b.shuffle_vector(v, undef(v.type), ir.Constant(ir.VectorType(I32, n), list(range(k, k + n))))
+    regs = [b.shuffle_vector(v, undef(v.type), int_vector(ir.VectorType(I32, n), range(k, k + n)))
             for k in range(0, WARP, n)]
     poison = _Splat(regs[0].type, "poison")
     at = b.insert_element(poison, b.zext(lane, el) if el.width == 64 else lane, ir.Constant(I32, 0))
-    at = b.shuffle_vector(at, poison, ir.Constant(ir.VectorType(I32, n), [0] * n))
+    at = b.shuffle_vector(at, poison, int_vector(ir.VectorType(I32, n), [0] * n))
     permute = f"llvm.x86.avx512.vpermi2var.{'d' if el.width == 32 else 'q'}.512"
     picked = [b.extract_element(intrinsic(b, permute, regs[0].type, [regs[k], at, regs[k + 1]]), ir.Constant(I32, 0))
               for k in range(0, len(regs), 2)]
