@@ -338,29 +338,22 @@ class MemoryMixin:
         if acc.offsets is None or acc.space == "param":
             return
         lo, top = self._lane_offset(acc, first), self._lane_offset(acc, last)
-        # the lanes share the first one's address or its alignment
-        align_bits = ir.Constant(I64, acc.nbytes - 1 if _alignment_checked(acc.nbytes) else 0)
-        misaligned = b.icmp_unsigned("!=", b.and_(lo, align_bits), ir.Constant(I64, 0))
-        if acc.space in ("shared", "local"):
-            with b.if_then(misaligned, likely=False):
+        if _alignment_checked(acc.nbytes):  # the lanes share the first one's address or its alignment
+            with b.if_then(b.icmp_unsigned("!=", b.and_(lo, ir.Constant(I64, acc.nbytes - 1)), ir.Constant(I64, 0)),
+                           likely=False):
                 self._misaligned_address(b.shl(ir.Constant(I32, 1), first), lo)
+        if acc.space in ("shared", "local"):
             window, size = self._window_size(acc.space), ir.Constant(I64, acc.nbytes)
             over = b.or_(b.or_(b.icmp_unsigned(">", top, b.sub(window, size)), b.icmp_unsigned("<", top, lo)),
                          b.icmp_unsigned("<", window, size))
             with b.if_then(over, likely=False):  # some lane is outside: name the first one
                 self._window_fault(acc.offsets, acc.space, acc.nbytes, mask, acc.nbytes)
             return
-        # one test inline (aligned and inside the site's cached range); which lane faults, and how,
-        # is found out of line from the first lane's address (not the vector: the fast path then
-        # needs two lanes of it), so each site has one cold call and no vector of addresses
-        size = ir.Constant(I64, acc.nbytes)
-        ok = b.and_(b.not_(misaligned), _in_cached_range(b, lo, top, size, cache))
-        with b.if_then(b.not_(ok), likely=False):
-            stride = ir.Constant(I64, 0 if acc.plan == "uniform" else acc.nbytes)
-            status = b.call(_span_check_function(self.mod), [self.ctx, lo, stride, first, V.mask_bits(b, mask), size,
-                                                              align_bits, cache])
-            with b.if_then(b.icmp_unsigned("!=", status, ir.Constant(I32, 0)), likely=False):
-                self._leave_recorded(status)
+        # the lanes' addresses again from lo (not the vector: the fast path then needs two lanes of it)
+        stride = 0 if acc.plan == "uniform" else acc.nbytes
+        start = b.sub(lo, b.mul(b.zext(first, I64), ir.Constant(I64, stride)))
+        lanes = b.add(V.splat(b, start), _lane_offsets(stride))
+        self._host_check(lo, top, lanes, acc.nbytes, mask, cache)
 
     def _whole_fits(self, acc: Access, mask: ir.Value, cache: ir.Value | None) -> ir.Value:
         """The run-time test of an `ends`/`check` access in a function without converged clones:
@@ -1105,33 +1098,6 @@ def _return_first_lane(b: ir.IRBuilder, ctx: ir.Value, addrs: ir.Value, bad: ir.
         b.ret(ir.Constant(I32, status))
 
 
-def _span_check_function(mod) -> ir.Function:
-    """`i32 zluda.check_span(ctx, i64 lo, i64 stride, i32 first, i32 mask, i64 size, i64 align_bits,
-    ptr cache)`: the cold path of an access whose active lanes (`mask`) hold consecutive (`stride`
-    bytes apart) or equal (`stride` 0) addresses, lane `first` the lowest active one at `lo`.
-    `lo` with any of `align_bits` set gives 716 naming lane `first` and `lo` (the lanes share its
-    alignment); else each active lane goes through `zluda.bounds`, 700 where one is outside
-    (it records the lane and address). 0: no fault."""
-    fn = mod.ir.globals.get("zluda.check_span")
-    if fn is not None:
-        return fn
-    fn = _helper(mod, "zluda.check_span", I32, [PTR, I64, I64, I32, I32, I64, I64, PTR], cold=True)
-    if not _defined_here(mod, fn.name):
-        return fn
-    ctx, lo, stride, first, bits, size, align_bits, cache = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    with b.if_then(b.icmp_unsigned("!=", b.and_(lo, align_bits), ir.Constant(I64, 0)), likely=False):
-        b.store(lo, b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_ARG)], source_etype=V.I8))
-        b.store(b.shl(ir.Constant(I64, 1), b.zext(first, I64)),
-                b.gep(ctx, [ir.Constant(I64, 8 * Ctx.FAULT_LANES)], source_etype=V.I8))
-        b.ret(ir.Constant(I32, CUDA_ERROR_MISALIGNED_ADDRESS))
-    start = b.sub(lo, b.mul(b.zext(first, I64), stride))
-    lanes = b.add(V.splat(b, start), b.mul(V.splat(b, stride), _lane_offsets(1)))
-    found = b.call(_bounds_function(mod), [ctx, lanes, V.bits_mask(b, bits), size, cache])
-    b.ret(b.select(found, ir.Constant(I32, 0), ir.Constant(I32, CUDA_ERROR_ILLEGAL_ADDRESS)))
-    return fn
-
-
 def _lanes_check_function(mod) -> ir.Function:
     """`i1 zluda.check_lanes(ctx, <32 x i64> addr, <32 x i1> mask, i64 size, ptr cache)`: the
     per-lane check of host addresses (out of line: the rare path of most accesses): the active
@@ -1292,8 +1258,7 @@ def _lanes_name(kind: str, width: int, n: int) -> str:
 # which every loaded part links to (runtime.py): defined in each kernel's module they were 11-23 %
 # of a small kernel's compile time. Other lane-move shapes stay in the kernel's module.
 _SHARED_LANES = [(kind, width, n) for kind in ("gather", "scatter") for width in (8, 16, 32, 64) for n in (1, 2, 4)]
-SHARED_HELPERS = frozenset({"zluda.bounds", "zluda.window_fault", "zluda.check_lanes", "zluda.check_span",
-                            "zluda.atomic_checks",
+SHARED_HELPERS = frozenset({"zluda.bounds", "zluda.window_fault", "zluda.check_lanes", "zluda.atomic_checks",
                             *(_lanes_name(*shape) for shape in _SHARED_LANES)})
 
 
@@ -1302,7 +1267,6 @@ def define_shared_helpers(mod) -> None:
     _bounds_function(mod)
     _window_fault_function(mod)
     _lanes_check_function(mod)
-    _span_check_function(mod)
     atomic_checks_function(mod)
     for kind, width, n in _SHARED_LANES:
         _lanes_function(mod, kind, ir.IntType(width), n)

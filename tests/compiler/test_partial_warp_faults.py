@@ -1,9 +1,7 @@
-"""The cold path of a consecutive (or one-address) access is one shared helper,
-`zluda.check_span` (cpu/memory.py): each site tests alignment and its cached range inline, and
-on a miss the helper finds the fault from the first active lane's address, which lanes are
-active and the stride. Partial warps whose first active lane is not lane 0 fault as on the GPU:
-716 names the first active lane and its address, 700 the first lane outside, nothing is
-written. Expected lanes and addresses come from the layout arithmetic, not from our output."""
+"""Faults of a consecutive (or one-address) access by a partial warp whose first active lane is
+not lane 0 (cpu/memory.py `_check_range`): 716 names the first active lane and its address,
+700 the first lane outside, and nothing is written. Expected lanes and addresses come from the
+layout arithmetic, not from our output."""
 
 from __future__ import annotations
 
@@ -11,9 +9,6 @@ import numpy as np
 import pytest
 
 from zluda_py.compiler import LaunchError, compile, register_memory, unregister_memory
-from zluda_py.compiler.cpu.module import helpers_ir
-from zluda_py.compiler.cpu.target import CPU, host_layout
-from zluda_py.ptx import parse
 
 PTX = r"""
 .version 7.8
@@ -118,13 +113,3 @@ def test_a_partial_warp_past_the_end_names_its_first_lane_outside(m, guarded, fi
     np.testing.assert_array_equal(out[first:], guarded[8 + first:40])
     assert not out[:first].any()
 
-
-def test_each_site_has_one_cold_call_and_no_address_vector() -> None:
-    """The converged clone's store tests its range with scalars and calls zluda.check_span (fails
-    before: the miss path built the 32 lanes' addresses and called zluda.bounds at each site,
-    behind a separate alignment branch); the shared helpers' module defines it."""
-    text = CPU.lower_part(parse(PTX), "store_from").text
-    assert 'declare i32 @"zluda.check_span"' in text
-    assert '@"zluda.bounds"' not in text
-    defined = [line for line in helpers_ir(*host_layout()).splitlines() if line.startswith("define ")]
-    assert any('@"zluda.check_span"(' in line for line in defined)
