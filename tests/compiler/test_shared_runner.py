@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from zluda_py.compiler import LaunchError, compile
-from zluda_py.compiler.cpu.target import CPU
+from zluda_py.compiler.cpu.target import CPU, host_layout
 from zluda_py.compiler.cpu.module import helpers_ir
 from zluda_py.ptx import parse
 
@@ -79,15 +79,9 @@ def test_the_block_loop_is_shared(schedule: str) -> None:
         shared = "zluda.run_general" if schedule == "general" else "zluda.run_blocks"
         assert len(calls) == 1 and f'@"{shared}"' in calls[0]
         assert ('@"zluda_block.where"' in calls[0]) == (schedule == "lockstep")
-    defined = [line for line in helpers_ir(*_triple_and_layout()).splitlines() if line.startswith("define ")]
+    defined = [line for line in helpers_ir(*host_layout()).splitlines() if line.startswith("define ")]
     for name in ("zluda.run_blocks", "zluda.run_general", "zluda.next_block"):
         assert any(f'@"{name}"(' in line for line in defined)
-
-
-def _triple_and_layout() -> tuple[str, str]:
-    from zluda_py.compiler.cpu.runtime import target_machine
-    tm = target_machine()
-    return tm.triple, str(tm.target_data)
 
 
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
