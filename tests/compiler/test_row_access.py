@@ -13,6 +13,7 @@ import re
 import numpy as np
 import pytest
 
+from zluda_py import reference
 from zluda_py.compiler import LaunchError, compile, register_memory, unregister_memory
 from zluda_py.compiler.cpu import memory
 from zluda_py.compiler.cpu.target import CPU
@@ -531,11 +532,11 @@ def test_stencil_rows_decided_once_for_a_widened_index():
     """in[i], in[i-1], in[i+1], in[i+w] and out[i] are one widened index plus uniform terms
     (affine.Form.root): each half-warp spans the same distance in all of them, so the block
     tests the spans once (`rows.group`) and lowers its rest twice; only in[i-w] (another index,
-    which may cross its sign boundary elsewhere) tests its own where that test held. The other
-    tail tests each access as before."""
+    which may cross its sign boundary elsewhere) tests its own rows in each tail. In the other
+    tail (the group's test failed: a block not in 16-wide rows) the group's accesses go per lane."""
     ir = CPU.lower_part(link([parse(PTX)]), "stencil").text
     assert len(re.findall(r"^rows\.group:", ir, re.M)) == 1
-    assert len(re.findall(r"^mem\.rows[.\d]*:", ir, re.M)) == 1 + 6
+    assert len(re.findall(r"^mem\.rows[.\d]*:", ir, re.M)) == 1 + 1
 
 
 def test_stencil_rows_decided_once_still_checks_each_access(mod):
@@ -661,3 +662,136 @@ def test_rows_decided_before_a_branch_values_and_faults():
     assert e.value.cu_result == 700
     assert "block (1,0,0)" in str(e.value), str(e.value)
     assert str(e.value).endswith(f"warp 7, lane 21 (thread (5,15,0)), address 0x{p + n * 4:x}"), str(e.value)
+
+
+
+# a tiled matmul's inner loop as nvcc unrolls it (bench/cuda/suite.cu sgemm): one 32-bit .shared
+# column base plus immediate offsets and a row base with one address per half-warp (16-wide
+# rows), after a barrier; `pre` moves the column base (0: [%r10+-8] wraps); s[i] = i * 2654435761
+# for the block's threads i
+TILE = HEAD + r"""
+.visible .entry tile(.param .u64 out, .param .u32 pre)
+{
+    .shared .align 4 .b8 s[4096];
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r20, [pre];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %tid.y;
+    mov.u32 %r3, %ntid.x;
+    mad.lo.s32 %r4, %r2, %r3, %r1;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd5, %rd2, %rd3;
+    mul.lo.s32 %r5, %r4, -1640531535;
+    mov.u32 %r6, s;
+    shl.b32 %r7, %r4, 2;
+    add.s32 %r8, %r6, %r7;
+    st.shared.u32 [%r8], %r5;
+    bar.sync 0;
+    shl.b32 %r9, %r1, 2;
+    add.s32 %r21, %r6, %r20;
+    add.s32 %r10, %r21, %r9;
+    shl.b32 %r22, %r2, 3;
+    add.s32 %r23, %r6, %r22;
+    ld.shared.u32 %r11, [%r10];
+    ld.shared.u32 %r19, [%r23+4];
+    ld.shared.u32 %r12, [%r10+64];
+    ld.shared.u32 %r13, [%r10+128];
+    ld.shared.u32 %r14, [%r10+-8];
+    shl.b32 %r15, %r12, 1;
+    add.s32 %r16, %r11, %r15;
+    mad.lo.s32 %r17, %r13, 3, %r16;
+    mad.lo.s32 %r18, %r14, 5, %r17;
+    mad.lo.s32 %r18, %r19, 7, %r18;
+    st.global.u32 [%rd5], %r18;
+    ret;
+}
+"""
+
+
+def _tile_ir(monkeypatch, vouched: bool) -> str:
+    if not vouched:
+        monkeypatch.setattr(memory.MemoryMixin, "group_window", lambda self, insts, group: (set(), None))
+    return CPU.lower_part(link([parse(TILE)]), "tile").text
+
+
+def test_offsets_from_one_shared_base_decided_once(monkeypatch):
+    """[%r10], [%r10+64], [%r10+128] and [%r10+-8] are one group (`MemoryMixin.row_group`): the
+    block tests the base's spans once (`rows.group`), and with them whether every .shared row
+    access of the rest of the block lies inside the window (`group_window`); where both held the
+    four and [%r23+4] move their halves with no test of their own (the group's four window
+    tests, the row-uniform load's %ntid.x test and the window tests of its two paths fewer), and
+    in the other tail the group's go per lane."""
+    ir, each = _tile_ir(monkeypatch, True), _tile_ir(monkeypatch, False)
+    for text in (ir, each):
+        assert len(re.findall(r"^rows\.group:", text, re.M)) == 1
+    window_tests = [t.count('call i32 @"zluda.window_fault"') for t in (ir, each)]
+    assert window_tests[1] - window_tests[0] == 4 + 2, window_tests
+    row_tests = [len(re.findall(r"^mem\.rows[.\d]*:", t, re.M)) for t in (ir, each)]
+    assert row_tests[1] - row_tests[0] == 1, row_tests
+
+
+@pytest.mark.parametrize("block", [(16, 4), (16, 16), (32, 4), (8, 8), (24, 3), (17, 5)])
+def test_offsets_from_one_shared_base_values(block):
+    """16-wide rows (the decided tail) and other widths (the per-lane tail) against the
+    reference interpreter."""
+    n = block[0] * block[1]
+    want = np.zeros(n, np.uint32)
+    reference.run(TILE, "tile", (1,), block, [want, np.uint32(8)])
+    out = np.zeros(n, np.uint32)
+    compile(TILE).launch("tile", (1,), block, [out, np.uint32(8)])
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("pre", [0, 4, 8, 12, 16, 4032, 4064, (1 << 32) - 64, (1 << 32) - 16, (1 << 32) - 4])
+@pytest.mark.parametrize("block", [(16, 4), (32, 4), (8, 8)])
+def test_column_bases_against_the_reference(block, pre):
+    """Column bases inside the array, with [%r10+-8] wrapping (0, 4), past its end for a later
+    load (4032) or the first (4064), and wrapping within the first load's lanes (the last three):
+    the same status as the reference interpreter, and its values where none faults."""
+    n = block[0] * block[1]
+    want, out = np.zeros(n, np.uint32), np.zeros(n, np.uint32)
+    try:
+        reference.run(TILE, "tile", (1,), block, [want, np.uint32(pre)])
+        expect = 0
+    except reference.ReferenceFault as e:
+        expect = e.cu_result
+    try:
+        compile(TILE).launch("tile", (1,), block, [out, np.uint32(pre)])
+        status = 0
+    except LaunchError as e:
+        status = e.cu_result
+    assert status == expect
+    if not status:  # (after a fault the reference's threads have run in another order)
+        np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("block", [(16, 4), (8, 8)])
+def test_an_offset_wrapping_in_a_decided_group_faults(block):
+    """With the base at 0, [%r10+-8] wraps around 2**32 for lanes 0 and 1 while the base's own
+    spans held: the block's window test fails, so each access tests its own in order: 700 (as the
+    reference), naming lane 0 and its offset, nothing stored."""
+    n = block[0] * block[1]
+    with pytest.raises(reference.ReferenceFault) as ref:
+        reference.run(TILE, "tile", (1,), block, [np.zeros(n, np.uint32), np.uint32(0)])
+    out = np.full(n, 7, np.uint32)
+    with pytest.raises(LaunchError) as e:
+        compile(TILE).launch("tile", (1,), block, [out, np.uint32(0)])
+    assert e.value.cu_result == ref.value.cu_result == 700
+    assert str(e.value).endswith("lane 0 (thread (0,0,0)), address 0xfffffff8"), str(e.value)
+    assert (out == 7).all()
+
+
+@pytest.mark.parametrize("pre,lane", [(64, 0), (32, 8)])
+def test_a_later_access_past_the_window_faults_in_order(pre, lane):
+    """The window is the 4 KiB array: with the column base `pre` bytes below its end, [%r10] fits
+    (pre 64) or its lanes 8.. do not (pre 32); [%r10+64] is past it. The first access that leaves
+    the window faults, naming its first lane outside, whose offset is the window's end."""
+    window = 4096
+    out = np.full(64, 7, np.uint32)
+    with pytest.raises(LaunchError) as e:
+        compile(TILE).launch("tile", (1,), (16, 4), [out, np.uint32(window - pre)])
+    assert e.value.cu_result == 700
+    assert str(e.value).endswith(f"lane {lane} (thread ({lane},0,0)), address 0x{window:x}"), str(e.value)
+    assert (out == 7).all()

@@ -619,12 +619,17 @@ class FunctionLowering(AtomicsMixin, MemoryMixin, ScalarLanesMixin, WarpMixin, C
         tested, untested = self.llfn.append_basic_block("rows.group"), self.llfn.append_basic_block("rows.each")
         go = self.rows_go(lambda lane: lanes[lane][0] if lane in lanes
                           else b.extract_element(host, ir.Constant(I32, lane)), group[2])
+        checked, fits = self.group_window(blk.insts[k:], group)
+        if fits is not None:  # and the block's .shared rows inside the window: no test of their own
+            go = b.and_(go, fits)
         b.cbranch(go, tested, untested).set_weights([1000, 1])
         shared = self.converged_blocks
         clones = _DecidedClones(self, shared, group)
         self.converged_blocks, self.rows_decided = clones, {group: True}
         b.position_at_end(tested)
+        self.rows_checked = checked
         self._lower_from(blk, k, True)
+        self.rows_checked = set()
         while clones.pending:
             i = clones.pending.pop()
             b.position_at_end(clones.made[i])

@@ -75,6 +75,9 @@ class MemoryMixin:
     # row group -> True where a test of the group's spans dominates (FunctionLowering._fork_rows):
     # its accesses in the rest of the block move their halves without testing again
     rows_decided: dict[tuple, bool] = {}
+    # ids of the accesses whose window test that fork made too (`group_window`); each is taken
+    # out at its first lowering after the fork, so any later copy tests its own again
+    rows_checked: set[int] = set()
     cur_inst: ast.Instruction | None = None  # being lowered, and its _bounds_cache calls so far
     site_calls = 0
 
@@ -266,10 +269,60 @@ class MemoryMixin:
         addr = inst.operands[1 if inst.opcode == "ld" else 0]
         if not isinstance(addr, ast.Addr) or not isinstance(addr.base, ast.Reg) or addr.base.name not in self.regs:
             return None
-        form = self._form(inst, addr, space_of(inst))
-        if form is None or form.halves != "test" or form.root is None:
+        space = space_of(inst)
+        form = self._form(inst, addr, space)
+        if form is None or form.halves != "test":
             return None
-        return form.root, form.scale, form.stride
+        root = form.root
+        if root is None and space == "shared" and addr.offset:
+            # [reg+imm] in 32 bits: where the offset makes a half's lanes wrap around 2**32 and
+            # the base's do not, that half starts within 60 bytes of 2**32, outside any window,
+            # so the decided path's window test faults there and names the lane as each access
+            # would; hence the base register's test decides for every offset from it
+            base = self._form(inst, replace(addr, offset=0), space)
+            if base is not None and base.halves == "test" and (base.scale, base.stride) == (form.scale, form.stride):
+                root = base.root
+        if root is None:
+            return None
+        return root, form.scale, form.stride
+
+    def group_window(self, insts: list[ast.Instruction], group: tuple) -> tuple[set[int], ir.Value | None]:
+        """For a fork on a .shared row group whose first access is insts[0]
+        (`FunctionLowering._fork_rows`): the .shared accesses in `insts` whose rows the fork's test
+        vouches for (the group's, and those with one address per half-warp, which need only its
+        %ntid.x test), unguarded, through a 32-bit register nothing before them in `insts` writes,
+        at offsets that are multiples of their size; and one test that all of them lie inside the
+        window, aligned, none wrapping around 2**32 (so each half spans as its register's does).
+        None: no such access."""
+        ids: set[int] = set()
+        spans: dict[str, tuple[int, int, int]] = {}  # register -> (lowest offset, highest end, alignment)
+        changed: set[str] = set()
+        for inst in insts:
+            at = inst.operands[1 if inst.opcode == "ld" else 0] if inst.opcode in ("ld", "st") else None
+            if isinstance(at, ast.Addr) and isinstance(at.base, ast.Reg) and at.base.name not in changed \
+                    and inst.guard is None and not inst.has("bulk") and space_of(inst) == "shared" \
+                    and self.reg_bits(at.base) == 32:
+                nbytes = ptx_bits(self._mem_type(inst)) // 8 * vector_count(inst)
+                rows = self._rows(inst, at, "shared", nbytes)
+                offset = (at.offset + (1 << 31)) % (1 << 32) - (1 << 31)  # as the 32-bit add reads it
+                if rows is not None and offset % nbytes == 0 and (not rows[1] or self.row_group(inst) == group):
+                    ids.add(id(inst))
+                    low, end, align = spans.get(at.base.name, (offset, offset, 1))
+                    spans[at.base.name] = (min(low, offset), max(end, offset + (HALF - 1) * rows[0] + nbytes),
+                                           max(align, nbytes))
+            changed.update(affine.written(inst))
+        b, fits = self.b, None
+        for name, (low, end, align) in spans.items():
+            base = self._locate(ast.Addr(ast.Reg(name)), "shared")[1]  # each lane's register, widened
+            starts = [b.extract_element(base, ir.Constant(I32, h)) for h in (0, HALF)]
+            below = b.icmp_unsigned("<", starts[0], starts[1])
+            first, last = b.select(below, starts[0], starts[1]), b.select(below, starts[1], starts[0])
+            ok = b.and_(b.icmp_signed(">=", b.add(first, ir.Constant(I64, low)), ir.Constant(I64, 0)),
+                        b.icmp_unsigned("<=", b.add(last, ir.Constant(I64, end)), self._window_size("shared")))
+            ok = b.and_(ok, b.icmp_unsigned("==", b.and_(b.or_(*starts), ir.Constant(I64, align - 1)),
+                                            ir.Constant(I64, 0)))
+            fits = ok if fits is None else b.and_(fits, ok)
+        return ids, fits
 
     def rows_go(self, lane_host: Callable[[int], ir.Value], stride: int) -> ir.Value:
         """Whether a whole warp's addresses follow the 16-wide rows: %ntid.x a multiple of 16 and
@@ -662,9 +715,16 @@ class MemoryMixin:
         cache = self._bounds_cache() if acc.offsets is not None else None
         full = mask is V.ALL
         known_rows = full and acc.rows is not None and halves is not None
+        if known_rows and id(self.cur_inst) in self.rows_checked:  # the fork tested its rows and window
+            self.rows_checked.discard(id(self.cur_inst))
+            return halves(acc.rows[0])
+        failed = known_rows and self.rows_decided.get(acc.row_group) is False
         if known_rows and self.rows_decided.get(acc.row_group):  # tested for the group: move the halves
             self._check_halves(acc, cache, acc.rows[0])
             return halves(acc.rows[0])
+        # where the group's test failed (a block not in 16-wide rows, or a fault ahead) no rows
+        # path: the plan's own test keeps the vector move of a warp contiguous as a whole
+        known_rows = known_rows and not failed
         paths: list[tuple[ir.Block, list[ir.Value]]] = []
         # (a uniform plan's path is scalar already)
         one_lane = self.one_lane and not full and acc.plan != "uniform" and acc.offsets is not None \
@@ -713,7 +773,7 @@ class MemoryMixin:
             b.branch(join)
             b.position_at_end(other)
         # else a whole warp of a 2-D block with 16-wide rows (16x16 tiles): each half-warp may be a row
-        rows = full and not known_rows and acc.plan in ("ends", "check") and halves is not None \
+        rows = full and not known_rows and not failed and acc.plan in ("ends", "check") and halves is not None \
             and self._reads_tid_yz()
         # an unknown form tests the rows only: a warp contiguous as a whole has contiguous halves,
         # and two 16-lane moves are the same two vector loads/stores as one of 32 lanes
