@@ -49,6 +49,44 @@ def test_shapes_are_covered() -> None:
     assert {generate(s).block % 32 for s in range(50)} - {0}, "block sizes that are not multiples of 32"
 
 
+def test_rows_launch_is_the_same_kernel_in_2d_blocks() -> None:
+    """`generate(seed, rows=True)`: the same body launched as rows of a width dividing the block
+    (`.maxntid` says the shape), %tx flattened from %tid.x/%tid.y; the reference's outcome is
+    the 1-D launch's, and the lowering now takes the rows paths (a row group's fork and its
+    tests) where the 1-D kernel has none."""
+    import re
+
+    from zluda_py.compiler.cpu.target import CPU
+    from zluda_py.compiler.linker import link
+    from zluda_py.ptx import parse
+
+    pytest.importorskip("zluda_py.reference")
+    widths = set()
+    for s in range(20):
+        flat, rows = generate(s), generate(s, rows=True)
+        w, h, _ = rows.block_dims
+        widths.add(w)
+        assert w * h == flat.block and h > 1 and flat.block_dims == (flat.block, 1, 1)
+        assert f".maxntid {w}, {h}, 1" in rows.ptx() and "%tid.y" not in flat.ptx()
+        a, b = campaign.run_reference(flat), campaign.run_reference(rows)
+        assert campaign.digest(a.fault is not None, a.out, a.acc) == campaign.digest(b.fault is not None, b.out, b.acc), s
+        if s < 4:
+            for k, n in ((flat, 0), (rows, 1)):
+                ir = CPU.lower_part(link([parse(k.ptx())]), k.name).text
+                assert len(re.findall(r"^rows\.group:", ir, re.M)) == n, (s, k.block_dims)
+                assert bool(re.findall(r"^mem\.rows[.\d]*:", ir, re.M)) == bool(n), (s, k.block_dims)
+    assert 16 in widths and widths - {16, 32}, widths  # 16-wide rows and other widths
+
+
+@pytest.mark.xdist_group("fuzz_rows")
+def test_cpu_target_matches_reference_in_rows(tmp_path: Path) -> None:
+    """Seeds 300-339 launched as 2-D blocks (`--rows`), at O0."""
+    pytest.importorskip("zluda_py.reference")
+    res = campaign.campaign(300, 339, jobs=1, keep=tmp_path, opt=0, report=lambda line: None, rows=True)
+    assert res.kernels == 40
+    assert not res.failures, "\n".join(f"seed {f.seed}: {f.message}" for f in res.failures)
+
+
 @pytest.mark.xdist_group("fuzz")
 def test_cpu_target_matches_reference(tmp_path: Path) -> None:
     """Seeds 0-299 at O0 (what is compared is the translation; O3 takes ~4x longer)."""

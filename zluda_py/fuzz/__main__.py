@@ -1,4 +1,4 @@
-"""`python -m zluda_py.fuzz --seeds A-B [--targets cpu,gfx1100,gfx950] [--jobs N] [--keep DIR] [--opt L]`
+"""`python -m zluda_py.fuzz --seeds A-B [--targets cpu,gfx1100,gfx950] [--jobs N] [--keep DIR] [--opt L] [--rows]`
 or `--minimize CASE`."""
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--digests", type=Path, help="append `seed digest` of each reference outcome to this file")
     ap.add_argument("--golden", type=Path, help="outcome digests recorded on NVIDIA hardware "
                     "(tests/hardware/golden/fuzz_digests.txt): the reference must agree")
+    ap.add_argument("--rows", action="store_true", help="launch each kernel as a 2-D block (rows of a width "
+                    "dividing its size, 16 or 32 where one does; its thread index from %%tid.x/%%tid.y): the "
+                    "memory lowering's rows paths")
     ap.add_argument("--minimize", type=Path, metavar="CASE", help="a kept case.json (or its directory)")
     args = ap.parse_args(argv)
     if args.minimize:
@@ -36,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
 
     targets = tuple(t for t in args.targets.split(",") if t)
     result = campaign(int(first), int(last or first), args.jobs, args.keep, args.opt, args.batch, targets=targets,
-                      digests=args.digests, golden=load_digests(args.golden) if args.golden else None)
+                      digests=args.digests, golden=load_digests(args.golden) if args.golden else None,
+                      rows=args.rows)
     return 1 if result.failures else 0
 
 

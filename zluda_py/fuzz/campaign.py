@@ -74,7 +74,7 @@ def run_reference(k: Kernel) -> Outcome:
 
     inp, out, acc = k.buffers()
     try:
-        run(k.ptx(), k.name, (k.grid, 1, 1), (k.block, 1, 1), [inp, out, acc])
+        run(k.ptx(), k.name, (k.grid, 1, 1), k.block_dims, [inp, out, acc])
     except Undefined as e:  # the generator broke its own rules (a wrong mask, say): no oracle
         return Outcome(None, out, acc, error=f"generator error: {e}")
     except ReferenceFault as e:
@@ -117,7 +117,7 @@ def run_module(module, k: Kernel) -> Outcome:
 
     inp, out, acc = k.buffers()
     try:
-        module.launch(k.name, (k.grid, 1, 1), (k.block, 1, 1), [inp, out, acc])
+        module.launch(k.name, (k.grid, 1, 1), k.block_dims, [inp, out, acc])
     except LaunchError as e:
         return Outcome(f"fault {e.cu_result}: {e}", out, acc)
     except EmulatorError as e:  # an instruction the emulator lacks: no verdict on the code
@@ -176,7 +176,8 @@ def keep_case(keep: Path, k: Kernel, message: str, ref: Outcome | None, got: Out
         if o is not None:
             arrays[f"{tag}_out"], arrays[f"{tag}_acc"] = o.out, o.acc
     np.savez(d / "arrays.npz", **arrays)
-    case = {"seed": k.seed, "kernel": k.name, "grid": k.grid, "block": k.block, "opt": opt, "target": target,
+    case = {"seed": k.seed, "kernel": k.name, "grid": k.grid, "block": k.block, "width": k.width, "opt": opt,
+            "target": target,
             "message": message, "ref_fault": ref.fault if ref else None, f"{target}_fault": got.fault if got else None,
             "shapes": sorted(k.shapes)}
     (d / "case.json").write_text(json.dumps(case, indent=1) + "\n")
@@ -207,9 +208,11 @@ def _compile_batch(target: str, kernels: list[Kernel], opt: int | None) -> dict[
 
 
 def run_batch(seeds: list[int], opt: int | None, keep: Path | None,
-              reference: Executor = run_reference, targets: tuple[str, ...] = ("cpu",)) -> BatchResult:
-    """Generate, compile once per target, and compare every kernel of the batch on each target."""
-    kernels = [generate(s) for s in seeds]
+              reference: Executor = run_reference, targets: tuple[str, ...] = ("cpu",),
+              rows: bool = False) -> BatchResult:
+    """Generate, compile once per target, and compare every kernel of the batch on each target
+    (`rows`: each launched as a 2-D block, `generate`)."""
+    kernels = [generate(s, rows) for s in seeds]
     res = BatchResult(kernels=len(kernels))
     for k in kernels:
         res.shapes.update(k.shapes)
@@ -247,25 +250,25 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def _batch_job(args: tuple[list[int], int | None, str | None, tuple[str, ...]]) -> BatchResult:
-    seeds, opt, keep, targets = args
-    return run_batch(seeds, opt, Path(keep) if keep else None, targets=targets)
+def _batch_job(args: tuple[list[int], int | None, str | None, tuple[str, ...], bool]) -> BatchResult:
+    seeds, opt, keep, targets, rows = args
+    return run_batch(seeds, opt, Path(keep) if keep else None, targets=targets, rows=rows)
 
 
 def campaign(first: int, last: int, jobs: int = 1, keep: Path | None = Path("fuzz-failures"),
              opt: int | None = None, batch: int = 25, report: Callable[[str], None] = print,
              targets: tuple[str, ...] = ("cpu",), digests: Path | None = None,
-             golden: dict[int, str] | None = None) -> BatchResult:
+             golden: dict[int, str] | None = None, rows: bool = False) -> BatchResult:
     """Seeds first..last inclusive, in batches of `batch` kernels over `jobs` processes, each
     kernel compared with the reference on every target. `digests` receives a line
     `seed digest` per kernel: the reference's outcome, for comparing with hardware records;
     `golden` (seed -> digest recorded on NVIDIA hardware) is compared with the reference where
-    `hardware_comparable`."""
+    `hardware_comparable`. `rows`: every kernel launched as a 2-D block (`generate`)."""
     unknown = set(targets) - set(TARGETS)
     if unknown:
         raise ValueError(f"unknown fuzz targets {sorted(unknown)}; known: {', '.join(TARGETS)}")
     seeds = list(range(first, last + 1))
-    batches = [(seeds[i:i + batch], opt, str(keep) if keep else None, tuple(targets))
+    batches = [(seeds[i:i + batch], opt, str(keep) if keep else None, tuple(targets), rows)
                for i in range(0, len(seeds), batch)]
     total = BatchResult()
     start = time.time()

@@ -303,10 +303,18 @@ class Kernel:
     inputs: np.ndarray
     acc_init: np.ndarray
     shapes: dict[str, int] = field(default_factory=dict)
+    # %ntid.x of a 2-D launch (`generate(rows=True)`): the block's `block` threads as rows of
+    # `width`, the thread index flattened from %tid.x/%tid.y; None: a 1-D launch
+    width: int | None = None
 
     @property
     def threads(self) -> int:
         return self.block * self.grid
+
+    @property
+    def block_dims(self) -> tuple[int, int, int]:
+        """The launch's block shape."""
+        return (self.width, self.block // self.width, 1) if self.width else (self.block, 1, 1)
 
     def buffers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fresh (input, output, global accumulators) arrays for one launch."""
@@ -335,11 +343,11 @@ class Kernel:
         out = [f".shared .align 4 .b32 {self.name}_sx[{self.block}];",
                f".shared .align 4 .b32 {self.name}_sa[{NACC}];"]
         for f in self.funcs:
-            out += _render_func(f, live, check_masks)
+            out += _render_func(f, live, check_masks, self.width is not None)
         r = Renderer(live, check_masks)
         r.body(self.body)
         out += [f".visible .entry {self.name}(.param .u64 {self.name}_in, .param .u64 {self.name}_out, "
-                f".param .u64 {self.name}_acc)", ".maxntid " + str(self.block) + ", 1, 1", "{"]
+                f".param .u64 {self.name}_acc)", ".maxntid " + ", ".join(map(str, self.block_dims)), "{"]
         out += _decls(self.counts)
         out += ["\t" + ln for ln in _kernel_prologue(self)]
         out += r.lines
@@ -378,13 +386,23 @@ def _decls(c: dict[str, int]) -> list[str]:
             "\t.reg .b32 %h, %tx, %lane, %alive, %junk, %depth;"]
 
 
-def _init_regs(c: dict[str, int]) -> list[str]:
+def _init_regs(c: dict[str, int], rows: bool = False) -> list[str]:
+    """Registers zeroed, %tx the thread's index in its block (flattened from %tid.x/%tid.y in rows)."""
     lines = [f"mov.u32 %m{j}, 0;" for j in range(c["m"] + 1)]
     lines += [f"mov.u32 %i{j}, 0;" for j in range(c["l"] + 1)]
     lines += [f"mov.u32 %n{j}, 0;" for j in range(c["l"] + 1)]
     lines += [f"mov.u32 %t{j}, 0;" for j in range(8)]
     lines += ["mov.u32 %junk, 0;", "mov.u32 %depth, 0;", "mov.u32 %tx, %tid.x;", "mov.u32 %lane, %laneid;"]
+    if rows:
+        lines += ["mov.u32 %t0, %tid.y;", "mov.u32 %t1, %ntid.x;", "mad.lo.u32 %tx, %t0, %t1, %tx;",
+                  "mov.u32 %t0, 0;", "mov.u32 %t1, 0;"]
     return lines
+
+
+def _block_size(dst: str, scratch: str, rows: bool) -> list[str]:
+    """`dst` = the threads of a block: %ntid.x, times %ntid.y (through `scratch`) in rows."""
+    return [f"mov.u32 {dst}, %ntid.x;"] + ([f"mov.u32 {scratch}, %ntid.y;", f"mul.lo.u32 {dst}, {dst}, {scratch};"]
+                                           if rows else [])
 
 
 def _kernel_prologue(k: Kernel) -> list[str]:
@@ -392,8 +410,9 @@ def _kernel_prologue(k: Kernel) -> list[str]:
     lines = [f"ld.param.u64 %rdi, [{n}_in];", "cvta.to.global.u64 %rdi, %rdi;",
              f"ld.param.u64 %rdo, [{n}_out];", "cvta.to.global.u64 %rdo, %rdo;",
              f"ld.param.u64 %rda, [{n}_acc];", "cvta.to.global.u64 %rda, %rda;"]
-    lines += _init_regs(k.counts)
-    lines += ["mov.u32 %t0, %ctaid.x;", "mov.u32 %t1, %ntid.x;", "mad.lo.u32 %t0, %t0, %t1, %tx;",
+    rows = k.width is not None
+    lines += _init_regs(k.counts, rows)
+    lines += ["mov.u32 %t0, %ctaid.x;", *_block_size("%t1", "%t2", rows), "mad.lo.u32 %t0, %t0, %t1, %tx;",
               f"mul.wide.u32 %rd0, %t0, {4 * NOUT};", "add.u64 %rdo, %rdo, %rd0;"]
     # state: two input words picked by thread index, the rest mixed from them and the indices
     rng = random.Random(k.seed * 7919 + 1)
@@ -401,11 +420,16 @@ def _kernel_prologue(k: Kernel) -> list[str]:
         a, b = rng.randrange(1, 64) | 1, rng.randrange(NIN)
         lines += [f"mad.lo.u32 %t1, %tx, {a}, {b};", f"and.b32 %t1, %t1, {NIN - 1};",
                   "mul.wide.u32 %rd0, %t1, 4;", "add.u64 %rd0, %rdi, %rd0;", f"ld.global.u32 %s{j}, [%rd0];"]
+    if rows:  # input word %tx twice, by the rows path (an affine index) and per lane (a masked one):
+        # they cancel out, so the state is the 1-D launch's unless one path reads the wrong word
+        lines += ["mul.wide.u32 %rd0, %tx, 4;", "add.u64 %rd0, %rdi, %rd0;", "ld.global.u32 %t3, [%rd0];",
+                  f"and.b32 %t4, %tx, {NIN - 1};", "mul.wide.u32 %rd0, %t4, 4;", "add.u64 %rd0, %rdi, %rd0;",
+                  "ld.global.u32 %t4, [%rd0];", "xor.b32 %t3, %t3, %t4;", "add.u32 %s0, %s0, %t3;"]
     lines += [f"xor.b32 %s2, %s0, {rng.randrange(1 << 32)};", "add.u32 %s3, %s1, %t0;",
               f"mul.lo.u32 %s4, %tx, {rng.randrange(1 << 32) | 1};", f"mad.lo.u32 %s5, %s0, %s1, %t0;"]
     lines.append(f"mov.u32 %h, {rng.randrange(1 << 32)};")
     # live lanes of this warp: all 32, or the block's tail in a partial last warp
-    lines += ["and.b32 %t1, %tx, -32;", "mov.u32 %t2, %ntid.x;", "sub.u32 %t1, %t2, %t1;",
+    lines += ["and.b32 %t1, %tx, -32;", *_block_size("%t2", "%t3", rows), "sub.u32 %t1, %t2, %t1;",
               "min.u32 %t1, %t1, 32;", "setp.eq.u32 %p0, %t1, 32;", "shl.b32 %t2, 1, %t1;",
               "add.u32 %t2, %t2, -1;", "selp.b32 %alive, -1, %t2, %p0;"]
     # shared memory: own exchange slot zeroed, accumulator word w = acc_init[w] (threads 0..15,
@@ -418,14 +442,14 @@ def _kernel_prologue(k: Kernel) -> list[str]:
     return lines
 
 
-def _render_func(f: FuncDef, live: set[int], check_masks: bool) -> list[str]:
+def _render_func(f: FuncDef, live: set[int], check_masks: bool, rows: bool = False) -> list[str]:
     r = Renderer(live, check_masks)
     r.body(f.body)
     p = f.name
     out = [f".func (.param .b32 {p}_ret) {p}(.param .b32 {p}_a, .param .b32 {p}_b, .param .b32 {p}_m, "
            f".param .u64 {p}_in, .param .u64 {p}_out, .param .u64 {p}_acc, .param .b32 {p}_d)", "{"]
     out += _decls(f.counts)
-    pro = _init_regs(f.counts)
+    pro = _init_regs(f.counts, rows)
     pro += [f"ld.param.b32 %s0, [{p}_a];", f"ld.param.b32 %s1, [{p}_b];", f"ld.param.b32 %alive, [{p}_m];",
             f"ld.param.u64 %rdi, [{p}_in];", f"ld.param.u64 %rdo, [{p}_out];", f"ld.param.u64 %rda, [{p}_acc];", f"ld.param.b32 %depth, [{p}_d];",
             "xor.b32 %s2, %s0, 0x5bd1e995;", "add.u32 %s3, %s1, %tx;", "mul.lo.u32 %s4, %s0, %s1;",
@@ -951,7 +975,13 @@ class Generator:
         return out
 
 
-def generate(seed: int) -> Kernel:
-    """The kernel for `seed` (deterministic: the same seed always gives the same kernel)."""
-    g = Generator(seed)
-    return g.kernel()
+def generate(seed: int, rows: bool = False) -> Kernel:
+    """The kernel for `seed` (deterministic: the same seed always gives the same kernel). `rows`:
+    the same kernel launched as a 2-D block, rows of a width that divides its size (16 or 32
+    where one does, so warps hold 16-wide rows), its thread index flattened from %tid.x/%tid.y:
+    the outcome is the 1-D launch's, through the memory lowering's rows paths."""
+    k = Generator(seed).kernel()
+    if rows:
+        widths = [w for w in (16, 32, 16, 8, 4, 5, 3, 7, 11) if k.block % w == 0 and w < k.block]
+        k.width = random.Random(seed * 31 + 17).choice(widths) if widths else k.block
+    return k

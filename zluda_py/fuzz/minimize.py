@@ -50,7 +50,7 @@ def minimize(case: Path, report: Callable[[str], None] = print, reference: Execu
     d = case if case.is_dir() else case.parent
     info = json.loads((d / "case.json").read_text())
     opt, target = info.get("opt"), info.get("target", "cpu")
-    k = generate(info["seed"])
+    k = generate(info["seed"], info.get("width") is not None)
     first = diverges(k, opt, reference, target)
     if first is None:
         raise SystemExit(f"seed {info['seed']} does not diverge on {target} (alone, at opt {opt}): nothing to minimise")
@@ -58,5 +58,5 @@ def minimize(case: Path, report: Callable[[str], None] = print, reference: Execu
     minimize_kernel(k, lambda kk: diverges(kk, opt, reference, target) is not None, report)
     out = d / "minimized.ptx"
     out.write_text(k.ptx())
-    report(f"minimised: {out} (grid {k.grid}, block {k.block}): {diverges(k, opt, reference, target)}")
+    report(f"minimised: {out} (grid {k.grid}, block {k.block_dims}): {diverges(k, opt, reference, target)}")
     return out
