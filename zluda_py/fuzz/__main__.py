@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--golden", type=Path, help="outcome digests recorded on NVIDIA hardware "
                     "(tests/hardware/golden/fuzz_digests.txt): the reference must agree")
     ap.add_argument("--rows", action="store_true", help="launch each kernel as a 2-D block (rows of a width "
-                    "dividing its size, 16 or 32 where one does; its thread index from %%tid.x/%%tid.y): the "
+                    "dividing its size, mostly 16; its thread index from %%tid.x/%%tid.y): the "
                     "memory lowering's rows paths")
     ap.add_argument("--minimize", type=Path, metavar="CASE", help="a kept case.json (or its directory)")
     args = ap.parse_args(argv)

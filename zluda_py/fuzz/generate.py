@@ -977,9 +977,10 @@ class Generator:
 
 def generate(seed: int, rows: bool = False) -> Kernel:
     """The kernel for `seed` (deterministic: the same seed always gives the same kernel). `rows`:
-    the same kernel launched as a 2-D block, rows of a width that divides its size (16 or 32
-    where one does, so warps hold 16-wide rows), its thread index flattened from %tid.x/%tid.y:
-    the outcome is the 1-D launch's, through the memory lowering's rows paths."""
+    the same kernel launched as a 2-D block, rows of a width that divides its size, drawn from
+    the seed with 16 twice as likely as 32, 8, 4, 5, 3, 7 or 11 (so both 16-wide rows and the
+    other tails come up), its thread index flattened from %tid.x/%tid.y: the outcome is the 1-D
+    launch's, through the memory lowering's rows paths."""
     k = Generator(seed).kernel()
     if rows:
         widths = [w for w in (16, 32, 16, 8, 4, 5, 3, 7, 11) if k.block % w == 0 and w < k.block]
